@@ -1,0 +1,57 @@
+// MeasureResult and MeasureProtocol: what one measurement of one candidate produced, and how.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace tune::measure {
+
+enum class MeasureStatus {
+  kOk,
+  kInvalidConfig,  // rejected by the space's constraints or the template
+  kCompileError,   // lowering, verification or code generation failed
+  kRuntimeError,   // the kernel crashed (signal) or its process failed
+  kTimeout,        // the kernel did not finish within the protocol's timeout
+  kWrongResult,    // the output differs from the reference
+};
+
+/// "ok", "invalid_config", "compile_error", "runtime_error", "timeout", "wrong_result".
+std::string StatusName(MeasureStatus status);
+absl::StatusOr<MeasureStatus> ParseStatusName(const std::string& name);
+
+/// How a kernel is timed. One sample = `number` back-to-back calls, `number` grown until a
+/// sample lasts at least `min_repeat_ms`; `repeats` samples are kept after `warmup` calls.
+/// With `flush_cache`, a buffer larger than the last-level cache is written before each
+/// sample (and that time is not counted).
+struct MeasureProtocol {
+  int warmup = 1;
+  int repeats = 5;
+  double min_repeat_ms = 20.0;
+  bool flush_cache = false;
+  double timeout_s = 10.0;  // whole child process: compile + check + timing
+  double rtol = 1e-3;       // relative tolerance of the correctness check
+  double atol = 1e-4;       // absolute tolerance of the correctness check
+
+  std::string ToJson() const;
+  static absl::StatusOr<MeasureProtocol> FromJson(const std::string& text);
+};
+
+/// The outcome of measuring one candidate.
+struct MeasureResult {
+  MeasureStatus status = MeasureStatus::kRuntimeError;
+  std::string message;           // empty when ok; otherwise what went wrong
+  std::vector<double> costs_s;   // per-call seconds of each sample (raw, in order)
+  int number = 0;                // calls per sample
+  double build_s = 0;            // seconds spent generating and compiling the kernel
+  double wall_s = 0;             // seconds the whole measurement took
+
+  bool ok() const { return status == MeasureStatus::kOk; }
+  /// Median / mean of costs_s; +infinity when not ok or empty.
+  double Median() const;
+  double Mean() const;
+};
+
+}  // namespace tune::measure

@@ -1,0 +1,91 @@
+// Configuration spaces: knobs, their options, constraints, and the Config value type.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace tune::search {
+
+/// A point in a ConfigSpace: for each knob (in declaration order) the index of the chosen
+/// option. Two configs of one space are equal iff all indices are equal.
+using Config = std::vector<int32_t>;
+
+struct ConfigHash {
+  size_t operator()(const Config& c) const;
+};
+
+/// One tunable parameter with a finite, ordered list of options. Every option is a list of
+/// integers: a split knob's option is its factors (outermost first, product = extent), a
+/// choice knob's option is a single value. `labels`, when not empty, names each option for
+/// printing (e.g. a loop order "mo,no,ko,mi,ni").
+struct Knob {
+  enum class Kind { kSplit, kChoice };
+  std::string name;
+  Kind kind = Kind::kChoice;
+  std::vector<std::vector<int64_t>> options;
+  std::vector<std::string> labels;
+};
+
+/// A named predicate over configs; a config is valid iff all constraints hold.
+struct Constraint {
+  std::string name;
+  std::function<bool(const Config&)> holds;
+};
+
+/// The cartesian product of knobs, restricted by constraints. Not thread-safe for mutation;
+/// const methods are safe to call concurrently once built.
+class ConfigSpace {
+ public:
+  /// Adds a split of `extent` into `parts` factors whose product is `extent`, each factor a
+  /// divisor. `max_inner` (0 = no bound) bounds the innermost factor. Returns the knob index.
+  int AddSplit(const std::string& name, int64_t extent, int parts, int64_t max_inner = 0);
+  /// Adds a knob choosing one of `values` (non-empty). Returns the knob index.
+  int AddChoice(const std::string& name, std::vector<int64_t> values,
+                std::vector<std::string> labels = {});
+  /// Adds a constraint; `holds` must be pure (same answer for the same config).
+  void AddConstraint(const std::string& name, std::function<bool(const Config&)> holds);
+
+  const std::vector<Knob>& knobs() const { return knobs_; }
+  /// Index of the knob called `name`; aborts when absent (a template bug).
+  int KnobIndex(const std::string& name) const;
+
+  /// Number of points of the unconstrained product (saturates at UINT64_MAX).
+  uint64_t Size() const;
+  /// Mixed-radix bijection between [0, Size()) and configs; the first knob varies slowest.
+  Config FromIndex(uint64_t index) const;
+  uint64_t ToIndex(const Config& config) const;
+
+  /// True iff every index is in range and every constraint holds.
+  bool IsValid(const Config& config) const;
+  /// Name of the first failing constraint, or "" when valid ("range" when an index is bad).
+  std::string WhyInvalid(const Config& config) const;
+
+  /// Uniformly random valid config by rejection; NotFound after `max_tries` invalid draws.
+  absl::StatusOr<Config> Sample(std::mt19937_64& rng, int max_tries = 10000) const;
+  /// Valid configs that differ from `config` in exactly one knob, by one step of that knob's
+  /// option order (both directions), in knob order.
+  std::vector<Config> Neighbours(const Config& config) const;
+
+  /// The chosen option of knob `name` (factors of a split, or a one-element list).
+  const std::vector<int64_t>& Get(const Config& config, const std::string& name) const;
+  /// The single value of choice knob `name`.
+  int64_t GetInt(const Config& config, const std::string& name) const;
+
+  /// Stable text form: {"knob": [values...], ...} in knob order (values, not indices, so
+  /// the text stays readable and survives reordering of options).
+  std::string ToJson(const Config& config) const;
+  /// Parses ToJson's output; InvalidArgument when a knob is missing or a value is not an
+  /// option of this space.
+  absl::StatusOr<Config> FromJson(const std::string& text) const;
+
+ private:
+  std::vector<Knob> knobs_;
+  std::vector<Constraint> constraints_;
+};
+
+}  // namespace tune::search
