@@ -1,0 +1,40 @@
+// CompiledKernel (relocatable object code for the host CPU) and LoadedKernel (it, JIT-linked).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace tune::codegen {
+
+/// Every generated CPU kernel has this signature: `args` holds one pointer per tensor, inputs
+/// in Workload::Inputs() order, then the output. Buffers are fp32, row-major, 64-byte aligned.
+using KernelFn = void (*)(float* const* args);
+
+/// The product of a build: an ELF relocatable object defining `symbol`. Plain bytes, so it
+/// can be sent to another process or host and loaded there.
+struct CompiledKernel {
+  std::string symbol;
+  std::string object_code;
+  std::string ir;  // optimized LLVM IR, kept only when asked for (debugging); may be empty
+};
+
+/// A CompiledKernel linked into this process by an ORC LLJIT instance. The function pointer
+/// is valid while the LoadedKernel lives. Loading is thread-safe; calling the kernel from
+/// several threads at once is safe (kernels keep no state).
+class LoadedKernel {
+ public:
+  ~LoadedKernel();
+  /// Links `kernel` into a fresh JIT dylib; Internal with LLVM's message on failure.
+  static absl::StatusOr<std::unique_ptr<LoadedKernel>> Load(const CompiledKernel& kernel);
+  KernelFn fn() const { return fn_; }
+
+ private:
+  struct Impl;
+  LoadedKernel() = default;
+  std::unique_ptr<Impl> impl_;
+  KernelFn fn_ = nullptr;
+};
+
+}  // namespace tune::codegen

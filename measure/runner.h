@@ -1,0 +1,44 @@
+// Builder and Runner: turn (workload, config) into kernels and kernels into MeasureResults.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "codegen/kernel.h"
+#include "codegen/workload.h"
+#include "measure/measure_result.h"
+
+namespace tune::measure {
+
+/// Inputs drawn once per task (uniform in [-1, 1), seeded, never zeros) and the reference
+/// output computed from them by the naive kernel in reference.h.
+struct TaskData {
+  codegen::Workload workload;
+  std::vector<std::vector<float>> inputs;  // Workload::Inputs() order
+  std::vector<float> reference;            // Workload::Output()
+
+  static TaskData Create(const codegen::Workload& workload, uint64_t seed);
+};
+
+/// The result of building one candidate. When status is not kOk, `kernel` is empty and the
+/// runner turns the build into a record with that status without running anything.
+struct BuildResult {
+  MeasureStatus status = MeasureStatus::kOk;
+  std::string message;
+  codegen::CompiledKernel kernel;
+  double build_s = 0;
+};
+
+/// Measures built kernels. Implementations: LocalRunner (this CPU, isolated child process).
+class Runner {
+ public:
+  virtual ~Runner() = default;
+  /// One result per build, in order. Never throws or crashes on a bad kernel: a crash,
+  /// hang or wrong output becomes that candidate's status.
+  virtual std::vector<MeasureResult> Run(const TaskData& task,
+                                         const std::vector<BuildResult>& builds) = 0;
+};
+
+}  // namespace tune::measure
