@@ -19,6 +19,11 @@ struct ConfigHash {
   size_t operator()(const Config& c) const;
 };
 
+/// Uniform integer in [0, n) for n > 0, drawn from `rng` by rejection. Unlike
+/// std::uniform_int_distribution it gives the same sequence on every standard library, so a
+/// seed reproduces a run anywhere.
+uint64_t UniformBelow(std::mt19937_64& rng, uint64_t n);
+
 /// One tunable parameter with a finite, ordered list of options. Every option is a list of
 /// integers: a split knob's option is its factors (outermost first, product = extent), a
 /// choice knob's option is a single value. `labels`, when not empty, names each option for

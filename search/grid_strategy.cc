@@ -1,0 +1,31 @@
+// GridStrategy implementation: an index cursor over the space plus a visited set.
+#include "search/grid_strategy.h"
+
+#include <utility>
+
+#include "search/check.h"
+
+namespace tune::search {
+
+GridStrategy::GridStrategy(const ConfigSpace* space, const StrategyOptions& /*options*/)
+    : space_(space) {
+  TUNE_CHECK(space_ != nullptr) << "GridStrategy needs a space";
+}
+
+std::vector<Config> GridStrategy::Propose(int batch) {
+  std::vector<Config> out;
+  const uint64_t size = space_->Size();
+  while (static_cast<int>(out.size()) < batch && next_index_ < size) {
+    Config config = space_->FromIndex(next_index_++);
+    if (!space_->IsValid(config)) continue;
+    if (!visited_.insert(config).second) continue;
+    out.push_back(std::move(config));
+  }
+  return out;
+}
+
+void GridStrategy::Update(const std::vector<MeasuredConfig>& results) {
+  for (const MeasuredConfig& r : results) visited_.insert(r.config);
+}
+
+}  // namespace tune::search

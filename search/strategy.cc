@@ -1,0 +1,21 @@
+// SearchStrategy::Create: the factory that maps strategy names to implementations.
+#include "search/strategy.h"
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "search/check.h"
+#include "search/grid_strategy.h"
+#include "search/random_strategy.h"
+
+namespace tune::search {
+
+absl::StatusOr<std::unique_ptr<SearchStrategy>> SearchStrategy::Create(
+    const std::string& name, const ConfigSpace* space, const StrategyOptions& options) {
+  TUNE_CHECK(space != nullptr) << "SearchStrategy::Create(\"" << name << "\") without a space";
+  if (name == "random") return std::make_unique<RandomStrategy>(space, options);
+  if (name == "grid") return std::make_unique<GridStrategy>(space, options);
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown search strategy '", name, "' (known: random, grid)"));
+}
+
+}  // namespace tune::search
