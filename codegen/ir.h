@@ -1,0 +1,217 @@
+// The loop AST: immutable expression and statement nodes, buffers, a visitor and a mutator.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace tune::codegen {
+
+enum class DType { kInt64, kFloat32, kBool };
+
+// ---------------------------------------------------------------------------------------------
+// Buffers
+// ---------------------------------------------------------------------------------------------
+
+/// Where a buffer lives. kArg: a kernel argument (Workload tensor). kHeap: scratch memory
+/// allocated by the kernel (packed weights, padded input). kLocal: a small per-thread tile on
+/// the stack that the backend keeps in registers when every access index is constant.
+enum class BufferScope { kArg, kHeap, kLocal };
+
+struct BufferNode {
+  std::string name;
+  std::vector<int64_t> shape;  // row-major, fp32 elements
+  BufferScope scope = BufferScope::kArg;
+  int arg_index = -1;  // position in the kernel's argument array when scope == kArg
+  int64_t NumElements() const;
+};
+using Buffer = std::shared_ptr<const BufferNode>;
+Buffer MakeBuffer(std::string name, std::vector<int64_t> shape, BufferScope scope,
+                  int arg_index = -1);
+
+// ---------------------------------------------------------------------------------------------
+// Expressions
+// ---------------------------------------------------------------------------------------------
+
+enum class ExprKind {
+  kIntImm, kFloatImm, kVar,
+  kAdd, kSub, kMul, kDiv, kMod, kMin, kMax,  // binary arithmetic (Div/Mod: floor, ints >= 0)
+  kLT, kLE, kEQ, kAnd,                        // comparisons / logic, result kBool
+  kSelect, kLoad,
+};
+
+struct ExprNode;
+/// A handle to an immutable expression node; cheap to copy. Operators build new nodes.
+class Expr {
+ public:
+  Expr() = default;
+  Expr(int64_t v);  // NOLINT: integer literal
+  Expr(int v) : Expr(static_cast<int64_t>(v)) {}  // NOLINT
+  explicit Expr(std::shared_ptr<const ExprNode> node) : node_(std::move(node)) {}
+  const ExprNode* get() const { return node_.get(); }
+  const ExprNode* operator->() const { return node_.get(); }
+  const std::shared_ptr<const ExprNode>& node() const { return node_; }
+  bool defined() const { return node_ != nullptr; }
+
+ private:
+  std::shared_ptr<const ExprNode> node_;
+};
+
+struct ExprNode {
+  ExprKind kind;
+  DType dtype;
+  ExprNode(ExprKind k, DType t) : kind(k), dtype(t) {}
+  virtual ~ExprNode() = default;
+};
+struct IntImmNode : ExprNode {
+  int64_t value;
+  explicit IntImmNode(int64_t v) : ExprNode(ExprKind::kIntImm, DType::kInt64), value(v) {}
+};
+struct FloatImmNode : ExprNode {
+  double value;
+  explicit FloatImmNode(double v) : ExprNode(ExprKind::kFloatImm, DType::kFloat32), value(v) {}
+};
+/// A loop or placeholder variable (int64); identity is the node's address, not its name.
+struct VarNode : ExprNode {
+  std::string name;
+  explicit VarNode(std::string n) : ExprNode(ExprKind::kVar, DType::kInt64), name(std::move(n)) {}
+};
+struct BinaryNode : ExprNode {
+  Expr a, b;
+  BinaryNode(ExprKind k, DType t, Expr x, Expr y) : ExprNode(k, t), a(std::move(x)), b(std::move(y)) {}
+};
+struct SelectNode : ExprNode {
+  Expr cond, true_value, false_value;
+  SelectNode(Expr c, Expr t, Expr f)
+      : ExprNode(ExprKind::kSelect, t->dtype), cond(std::move(c)), true_value(std::move(t)),
+        false_value(std::move(f)) {}
+};
+/// buffer[indices...] (one index per dimension).
+struct LoadNode : ExprNode {
+  Buffer buffer;
+  std::vector<Expr> indices;
+  LoadNode(Buffer buf, std::vector<Expr> idx)
+      : ExprNode(ExprKind::kLoad, DType::kFloat32), buffer(std::move(buf)), indices(std::move(idx)) {}
+};
+
+Expr MakeVar(const std::string& name);
+Expr FloatImm(double v);
+Expr Load(Buffer buffer, std::vector<Expr> indices);
+Expr Select(Expr cond, Expr t, Expr f);
+Expr Min(Expr a, Expr b);
+Expr Max(Expr a, Expr b);
+Expr operator+(Expr a, Expr b);
+Expr operator-(Expr a, Expr b);
+Expr operator*(Expr a, Expr b);
+Expr operator/(Expr a, Expr b);
+Expr operator%(Expr a, Expr b);
+Expr operator<(Expr a, Expr b);
+Expr operator<=(Expr a, Expr b);
+Expr operator==(Expr a, Expr b);
+Expr operator&&(Expr a, Expr b);
+/// Builds a binary node of `kind`, folding constants and identities (x+0, x*1, x/1, 0*x...).
+Expr MakeBinary(ExprKind kind, Expr a, Expr b);
+
+const VarNode* AsVar(const Expr& e);
+/// The value of an integer constant, or false.
+bool AsInt(const Expr& e, int64_t* value);
+
+// ---------------------------------------------------------------------------------------------
+// Statements
+// ---------------------------------------------------------------------------------------------
+
+enum class StmtKind { kFor, kStore, kSeq, kAllocate };
+/// How a loop runs. kVectorized: lanes of one SIMD vector; kUnrolled: fully unrolled;
+/// kParallel: iterations spread over the runtime thread pool.
+enum class ForKind { kSerial, kParallel, kVectorized, kUnrolled };
+std::string ForKindName(ForKind kind);
+
+struct StmtNode;
+using Stmt = std::shared_ptr<const StmtNode>;
+
+struct StmtNode {
+  StmtKind kind;
+  explicit StmtNode(StmtKind k) : kind(k) {}
+  virtual ~StmtNode() = default;
+};
+/// for (var = 0; var < extent; ++var) body
+struct ForNode : StmtNode {
+  Expr var;
+  int64_t extent;
+  ForKind for_kind;
+  Stmt body;
+  ForNode(Expr v, int64_t e, ForKind k, Stmt b)
+      : StmtNode(StmtKind::kFor), var(std::move(v)), extent(e), for_kind(k), body(std::move(b)) {}
+};
+struct StoreNode : StmtNode {
+  Buffer buffer;
+  std::vector<Expr> indices;
+  Expr value;
+  StoreNode(Buffer buf, std::vector<Expr> idx, Expr v)
+      : StmtNode(StmtKind::kStore), buffer(std::move(buf)), indices(std::move(idx)), value(std::move(v)) {}
+};
+struct SeqNode : StmtNode {
+  std::vector<Stmt> stmts;
+  explicit SeqNode(std::vector<Stmt> s) : StmtNode(StmtKind::kSeq), stmts(std::move(s)) {}
+};
+/// Allocates `buffer` (kHeap or kLocal) for the duration of `body`.
+struct AllocateNode : StmtNode {
+  Buffer buffer;
+  Stmt body;
+  AllocateNode(Buffer buf, Stmt b) : StmtNode(StmtKind::kAllocate), buffer(std::move(buf)), body(std::move(b)) {}
+};
+
+Stmt For(Expr var, int64_t extent, ForKind kind, Stmt body);
+Stmt Store(Buffer buffer, std::vector<Expr> indices, Expr value);
+/// A sequence; nested sequences are flattened and a single statement is returned as is.
+Stmt Seq(std::vector<Stmt> stmts);
+Stmt Allocate(Buffer buffer, Stmt body);
+
+/// A complete kernel: a name, its argument buffers (in argument order) and its body.
+struct LoweredFunc {
+  std::string name;
+  std::vector<Buffer> args;
+  Stmt body;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Traversal
+// ---------------------------------------------------------------------------------------------
+
+/// Read-only traversal. Override a Visit* method and call the base to keep recursing.
+class IRVisitor {
+ public:
+  virtual ~IRVisitor() = default;
+  virtual void VisitExpr(const Expr& e);
+  virtual void VisitStmt(const Stmt& s);
+};
+
+/// Rebuilding traversal: returns the same node when nothing below changed. Override and
+/// call the base for the default rebuild.
+class IRMutator {
+ public:
+  virtual ~IRMutator() = default;
+  virtual Expr MutateExpr(const Expr& e);
+  virtual Stmt MutateStmt(const Stmt& s);
+};
+
+/// Replaces variables by expressions (keyed by VarNode address), folding constants.
+Expr Substitute(const Expr& e, const std::unordered_map<const VarNode*, Expr>& map);
+Stmt Substitute(const Stmt& s, const std::unordered_map<const VarNode*, Expr>& map);
+/// True iff `e` mentions `var`.
+bool UsesVar(const Expr& e, const VarNode* var);
+/// Row-major flattening of `indices` into `shape`.
+Expr FlattenIndex(const std::vector<int64_t>& shape, const std::vector<Expr>& indices);
+/// If `e` is affine in `var` with a constant coefficient, stores it and returns true
+/// (coefficient 0 when `e` does not use `var`).
+bool LinearCoefficient(const Expr& e, const VarNode* var, int64_t* coeff);
+
+/// Readable pseudo-C of a kernel or statement (used by golden tests and --show-kernel).
+std::string Print(const LoweredFunc& func);
+std::string Print(const Stmt& s, int indent = 0);
+std::string Print(const Expr& e);
+
+}  // namespace tune::codegen
