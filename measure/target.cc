@@ -1,0 +1,108 @@
+// Target: the host CPU as seen through LLVM and /proc/cpuinfo, its stable key and JSON.
+#include "measure/target.h"
+
+#include <algorithm>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Config/llvm-config.h"
+#include "llvm/Support/Host.h"
+#include "nlohmann/json.hpp"
+
+namespace tune::measure {
+namespace {
+
+// CPU features that change which kernels are fast (vector width, FMA, matrix units). The
+// rest of LLVM's long list is left out so that keys stay short and readable.
+constexpr const char* kRelevantFeatures[] = {
+    "sse4.2",     "avx",        "avx2",       "fma",      "f16c",     "avx512f",  "avx512bw",
+    "avx512vl",   "avx512vnni", "avx512bf16", "avx512fp16", "amx-tile", "neon",   "sve",
+};
+
+// Collapses runs of whitespace and removes '|' so the name can sit inside a key.
+std::string CleanName(const std::string& text) {
+  std::string replaced = absl::StrReplaceAll(text, {{"|", "/"}});
+  std::vector<std::string> words =
+      absl::StrSplit(replaced, absl::ByAnyChar(" \t\r\n"), absl::SkipEmpty());
+  return absl::StrJoin(words, " ");
+}
+
+// The first "model name" line of /proc/cpuinfo ("Model"/"Hardware" on some ARM kernels).
+std::string ReadCpuModelName() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  std::string fallback;
+  while (std::getline(in, line)) {
+    const size_t colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    const std::string key(absl::StripAsciiWhitespace(line.substr(0, colon)));
+    const std::string value = CleanName(line.substr(colon + 1));
+    if (value.empty()) continue;
+    if (key == "model name") return value;
+    if (fallback.empty() && (key == "Model" || key == "Hardware")) fallback = value;
+  }
+  return fallback.empty() ? "unknown" : fallback;
+}
+
+std::string HostFeatures() {
+  llvm::StringMap<bool> host_features;
+  if (!llvm::sys::getHostCPUFeatures(host_features)) return "";
+  std::vector<std::string> enabled;
+  for (const char* name : kRelevantFeatures) {
+    auto it = host_features.find(name);
+    if (it != host_features.end() && it->second) enabled.push_back(absl::StrCat("+", name));
+  }
+  std::sort(enabled.begin(), enabled.end());
+  return absl::StrJoin(enabled, ",");
+}
+
+}  // namespace
+
+std::string Target::Key() const {
+  // Features without their '+' signs: "+avx2,+fma" -> "avx2,fma".
+  const std::string bare_features = absl::StrReplaceAll(features, {{"+", ""}});
+  return absl::StrCat(kind, "|", cpu, "|", device_model, "|", bare_features, "|", toolkit, "|t",
+                      threads);
+}
+
+std::string Target::ToJson() const {
+  nlohmann::json j = {
+      {"kind", kind},         {"device_model", device_model}, {"cpu", cpu},
+      {"features", features}, {"toolkit", toolkit},           {"threads", threads},
+      {"key", Key()},
+  };
+  return j.dump();
+}
+
+Target Target::HostCpu(int threads) {
+  Target target;
+  target.kind = "llvm";
+  target.device_model = ReadCpuModelName();
+  target.cpu = CleanName(llvm::sys::getHostCPUName().str());
+  if (target.cpu.empty()) target.cpu = "generic";
+  target.features = HostFeatures();
+  target.toolkit = absl::StrCat("llvm-", LLVM_VERSION_STRING);
+  target.threads = std::max(1, threads);
+  return target;
+}
+
+absl::StatusOr<Target> Target::Parse(const std::string& text, int threads) {
+  if (threads < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("target threads must be >= 1, got ", threads));
+  }
+  const std::string name(absl::StripAsciiWhitespace(text));
+  if (name == "llvm") return HostCpu(threads);
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown target '", text, "': this build measures 'llvm' (host CPU)"));
+}
+
+}  // namespace tune::measure

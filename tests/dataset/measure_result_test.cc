@@ -1,0 +1,142 @@
+// Tests of the measure value types used by dataset: status names, protocol JSON, statistics, Target.
+#include <cmath>
+#include <limits>
+
+#include "gtest/gtest.h"
+#include "measure/measure_result.h"
+#include "measure/target.h"
+#include "nlohmann/json.hpp"
+
+namespace tune::measure {
+namespace {
+
+TEST(MeasureStatusTest, NamesRoundTrip) {
+  const MeasureStatus all[] = {MeasureStatus::kOk,           MeasureStatus::kInvalidConfig,
+                               MeasureStatus::kCompileError, MeasureStatus::kRuntimeError,
+                               MeasureStatus::kTimeout,      MeasureStatus::kWrongResult};
+  const char* names[] = {"ok",           "invalid_config", "compile_error",
+                         "runtime_error", "timeout",       "wrong_result"};
+  for (int i = 0; i < 6; ++i) {
+    EXPECT_EQ(StatusName(all[i]), names[i]);
+    absl::StatusOr<MeasureStatus> parsed = ParseStatusName(names[i]);
+    ASSERT_TRUE(parsed.ok()) << parsed.status();
+    EXPECT_EQ(*parsed, all[i]);
+  }
+}
+
+TEST(MeasureStatusTest, UnknownNameIsInvalidArgument) {
+  absl::StatusOr<MeasureStatus> parsed = ParseStatusName("fast");
+  EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(parsed.status().message().find("fast"), std::string::npos);
+  EXPECT_FALSE(ParseStatusName("OK").ok());
+}
+
+TEST(MeasureProtocolTest, JsonRoundTrip) {
+  MeasureProtocol p;
+  p.warmup = 3;
+  p.repeats = 11;
+  p.min_repeat_ms = 7.25;
+  p.flush_cache = true;
+  p.timeout_s = 2.5;
+  p.rtol = 1e-5;
+  p.atol = 3e-7;
+  absl::StatusOr<MeasureProtocol> back = MeasureProtocol::FromJson(p.ToJson());
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->warmup, 3);
+  EXPECT_EQ(back->repeats, 11);
+  EXPECT_EQ(back->min_repeat_ms, 7.25);
+  EXPECT_TRUE(back->flush_cache);
+  EXPECT_EQ(back->timeout_s, 2.5);
+  EXPECT_EQ(back->rtol, 1e-5);
+  EXPECT_EQ(back->atol, 3e-7);
+  EXPECT_EQ(back->ToJson(), p.ToJson());
+}
+
+TEST(MeasureProtocolTest, MissingFieldsKeepDefaults) {
+  absl::StatusOr<MeasureProtocol> p = MeasureProtocol::FromJson(R"({"repeats": 9})");
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->repeats, 9);
+  EXPECT_EQ(p->warmup, MeasureProtocol().warmup);
+  EXPECT_EQ(p->min_repeat_ms, MeasureProtocol().min_repeat_ms);
+}
+
+TEST(MeasureProtocolTest, RejectsBadJson) {
+  EXPECT_EQ(MeasureProtocol::FromJson("{not json").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_FALSE(MeasureProtocol::FromJson("[1, 2]").ok());
+  EXPECT_FALSE(MeasureProtocol::FromJson(R"({"repeats": "five"})").ok());
+  EXPECT_FALSE(MeasureProtocol::FromJson(R"({"repeats": 0})").ok());
+  EXPECT_FALSE(MeasureProtocol::FromJson(R"({"flush_cache": 1})").ok());
+  EXPECT_FALSE(MeasureProtocol::FromJson(R"({"timeout_s": -1})").ok());
+}
+
+TEST(MeasureResultTest, MedianAndMean) {
+  MeasureResult r;
+  r.status = MeasureStatus::kOk;
+  r.costs_s = {3.0, 1.0, 2.0};
+  EXPECT_DOUBLE_EQ(r.Median(), 2.0);
+  EXPECT_DOUBLE_EQ(r.Mean(), 2.0);
+  r.costs_s = {4.0, 1.0, 2.0, 10.0};
+  EXPECT_DOUBLE_EQ(r.Median(), 3.0);
+  EXPECT_DOUBLE_EQ(r.Mean(), 4.25);
+}
+
+TEST(MeasureResultTest, InfinityWhenNotOkOrEmpty) {
+  const double inf = std::numeric_limits<double>::infinity();
+  MeasureResult empty;
+  empty.status = MeasureStatus::kOk;
+  EXPECT_EQ(empty.Median(), inf);
+  EXPECT_EQ(empty.Mean(), inf);
+  MeasureResult failed;
+  failed.status = MeasureStatus::kWrongResult;
+  failed.costs_s = {1e-3};
+  EXPECT_EQ(failed.Median(), inf);
+  EXPECT_EQ(failed.Mean(), inf);
+}
+
+TEST(TargetTest, HostCpuIsDescribed) {
+  Target t = Target::HostCpu(2);
+  EXPECT_EQ(t.kind, "llvm");
+  EXPECT_FALSE(t.device_model.empty());
+  EXPECT_FALSE(t.cpu.empty());
+  EXPECT_EQ(t.toolkit.rfind("llvm-", 0), 0u) << t.toolkit;
+  EXPECT_EQ(t.threads, 2);
+  if (!t.features.empty()) {
+    EXPECT_EQ(t.features[0], '+') << t.features;
+  }
+  // Stable: asking twice gives the same key.
+  EXPECT_EQ(t.Key(), Target::HostCpu(2).Key());
+  EXPECT_NE(t.Key(), Target::HostCpu(1).Key());
+}
+
+TEST(TargetTest, KeyAndJson) {
+  Target t;
+  t.kind = "llvm";
+  t.device_model = "AMD EPYC 7B13";
+  t.cpu = "znver3";
+  t.features = "+avx2,+fma";
+  t.toolkit = "llvm-15.0.6";
+  t.threads = 2;
+  EXPECT_EQ(t.Key(), "llvm|znver3|AMD EPYC 7B13|avx2,fma|llvm-15.0.6|t2");
+  nlohmann::json j = nlohmann::json::parse(t.ToJson());
+  EXPECT_EQ(j["kind"], "llvm");
+  EXPECT_EQ(j["device_model"], "AMD EPYC 7B13");
+  EXPECT_EQ(j["cpu"], "znver3");
+  EXPECT_EQ(j["features"], "+avx2,+fma");
+  EXPECT_EQ(j["toolkit"], "llvm-15.0.6");
+  EXPECT_EQ(j["threads"], 2);
+}
+
+TEST(TargetTest, Parse) {
+  absl::StatusOr<Target> llvm = Target::Parse("llvm", 4);
+  ASSERT_TRUE(llvm.ok()) << llvm.status();
+  EXPECT_EQ(llvm->Key(), Target::HostCpu(4).Key());
+  absl::StatusOr<Target> other = Target::Parse("x", 1);
+  EXPECT_EQ(other.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(other.status().message(), "unknown target 'x': this build measures 'llvm' (host CPU)");
+  EXPECT_FALSE(Target::Parse("cuda", 1).ok());
+  EXPECT_FALSE(Target::Parse("llvm", 0).ok());
+}
+
+}  // namespace
+}  // namespace tune::measure
