@@ -1,0 +1,69 @@
+// LocalRunner: measures CPU kernels on this host, each candidate in its own forked child process.
+#pragma once
+
+#include <functional>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "codegen/kernel.h"
+#include "measure/measure_result.h"
+#include "measure/runner.h"
+
+namespace tune::measure {
+
+struct LocalRunnerOptions {
+  MeasureProtocol protocol;
+  int threads = 1;  // worker threads the kernel's parallel loops may use (>= 1)
+};
+
+/// Runs a local measurement of every ok build in a fresh child process (fork, no exec):
+/// the child loads the kernel, checks one call against TaskData::reference, times it per
+/// the protocol, re-checks the output after timing and sends its result back over a pipe.
+/// A kernel that crashes, hangs past protocol.timeout_s or computes a wrong result costs
+/// only its own record; the parent process is never touched by kernel code.
+///
+/// Result fields: `costs_s` holds max(1, protocol.repeats) per-call seconds (elapsed / number,
+/// steady_clock) of samples of `number` back-to-back calls, `number` doubled from 1 until
+/// one sample lasts at least min_repeat_ms (capped at kMaxNumber). `build_s` is copied
+/// from the build; `wall_s` covers fork to reap (zero for builds that are not run).
+///
+/// Status mapping: build status != ok -> passed through, nothing run; loader failure ->
+/// compile_error; output mismatch before or after timing -> wrong_result with AllClose's
+/// explanation; killed by a signal -> runtime_error "kernel crashed: SIGSEGV (signal 11:
+/// Segmentation fault)"; exit without a result -> runtime_error; no result within
+/// timeout_s -> the child is SIGKILLed, timeout "kernel did not finish within Xs".
+class LocalRunner : public Runner {
+ public:
+  /// Turns a CompiledKernel into a callable in the *child* process. Whatever the returned
+  /// pointer needs must stay alive until the child exits (leaking is fine: it _exits).
+  using KernelLoader =
+      std::function<absl::StatusOr<codegen::KernelFn>(const codegen::CompiledKernel&)>;
+
+  /// Upper bound on calls per sample while growing `number`.
+  static constexpr int kMaxNumber = 1 << 24;
+  /// Bytes written before each timed sample when protocol.flush_cache is set.
+  static constexpr size_t kFlushBytes = size_t{64} << 20;
+
+  /// `loader` empty means DefaultLoader().
+  explicit LocalRunner(LocalRunnerOptions options, KernelLoader loader = nullptr);
+
+  /// One result per build, in order; each ok build runs in its own child, one at a time.
+  /// Thread-safe (no shared mutable state), but concurrent Runs disturb each other's
+  /// timings. A parent with other threads forks a child holding only the calling thread;
+  /// a loader that deadlocks on a lock copied mid-use surfaces as a timeout.
+  std::vector<MeasureResult> Run(const TaskData& task,
+                                 const std::vector<BuildResult>& builds) override;
+
+  /// Links the object code with codegen::LoadedKernel::Load and leaks the LoadedKernel.
+  static KernelLoader DefaultLoader();
+
+  const LocalRunnerOptions& options() const { return options_; }
+
+ private:
+  MeasureResult RunOne(const TaskData& task, const BuildResult& build) const;
+
+  LocalRunnerOptions options_;
+  KernelLoader loader_;
+};
+
+}  // namespace tune::measure

@@ -1,0 +1,313 @@
+// Tests of LocalRunner with plain C++ fake kernels that are right, wrong, crash, hang or exit.
+#include "measure/local_runner.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace tune::measure {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr int64_t kM = 17, kN = 33, kK = 65;
+
+codegen::Workload SmallMatmul() {
+  codegen::Workload workload;
+  workload.op = codegen::OpKind::kMatmul;
+  workload.m = kM;
+  workload.n = kN;
+  workload.k = kK;
+  return workload;
+}
+
+// out[M,N] = a[M,K] * b[K,N], naively.
+void Matmul(float* const* args) {
+  const float* a = args[0];
+  const float* b = args[1];
+  float* out = args[2];
+  for (int64_t i = 0; i < kM; ++i) {
+    for (int64_t j = 0; j < kN; ++j) {
+      float acc = 0;
+      for (int64_t p = 0; p < kK; ++p) acc += a[i * kK + p] * b[p * kN + j];
+      out[i * kN + j] = acc;
+    }
+  }
+}
+
+void Garbage(float* const* args) {
+  for (int64_t i = 0; i < kM * kN; ++i) args[2][i] = 42.0f;
+}
+
+void WritesNothing(float* const*) {}
+
+void Segfault(float* const*) {
+  volatile int* null = nullptr;
+  *null = 1;
+}
+
+void Aborts(float* const*) { ::abort(); }
+
+void Hangs(float* const*) {
+  volatile bool spin = true;
+  while (spin) {
+  }
+}
+
+void ExitsWithCode(float* const*) { _exit(7); }
+
+// Closes every descriptor but stdio (the result pipe among them), then spins.
+void ClosesPipeAndHangs(float* const*) {
+  for (int fd = 3; fd < 1024; ++fd) ::close(fd);
+  Hangs(nullptr);
+}
+
+void ClosesPipeAndExits(float* const*) {
+  for (int fd = 3; fd < 1024; ++fd) ::close(fd);
+  _exit(0);
+}
+
+// Right on its first call, wrong afterwards (stands in for a racy kernel). The counter lives
+// in the child process that calls it, so each measurement starts from zero.
+int racy_calls = 0;
+void RightOnceThenWrong(float* const* args) {
+  if (racy_calls++ == 0) {
+    Matmul(args);
+  } else {
+    Garbage(args);
+  }
+}
+
+// Accumulates into the output instead of overwriting it: right only while out starts at 0.
+void Accumulates(float* const* args) {
+  float* out = args[2];
+  for (int64_t i = 0; i < kM * kN; ++i) {
+    if (std::isnan(out[i])) out[i] = 0;
+  }
+  const float* a = args[0];
+  const float* b = args[1];
+  for (int64_t i = 0; i < kM; ++i) {
+    for (int64_t j = 0; j < kN; ++j) {
+      for (int64_t p = 0; p < kK; ++p) out[i * kN + j] += a[i * kK + p] * b[p * kN + j];
+    }
+  }
+}
+
+absl::StatusOr<codegen::KernelFn> FakeLoader(const codegen::CompiledKernel& kernel) {
+  static const std::map<std::string, codegen::KernelFn> kFakes = {
+      {"matmul", Matmul},
+      {"garbage", Garbage},
+      {"writes_nothing", WritesNothing},
+      {"segfault", Segfault},
+      {"aborts", Aborts},
+      {"hangs", Hangs},
+      {"exits_with_code", ExitsWithCode},
+      {"closes_pipe_and_hangs", ClosesPipeAndHangs},
+      {"closes_pipe_and_exits", ClosesPipeAndExits},
+      {"right_once_then_wrong", RightOnceThenWrong},
+      {"accumulates", Accumulates},
+  };
+  auto it = kFakes.find(kernel.symbol);
+  if (it == kFakes.end()) return absl::NotFoundError("no such fake kernel: " + kernel.symbol);
+  return it->second;
+}
+
+BuildResult Build(const std::string& symbol) {
+  BuildResult build;
+  build.kernel.symbol = symbol;
+  build.build_s = 0.25;
+  return build;
+}
+
+class LocalRunnerTest : public ::testing::Test {
+ protected:
+  LocalRunnerTest() : task_(TaskData::Create(SmallMatmul(), 7)) {
+    options_.protocol.warmup = 1;
+    options_.protocol.repeats = 3;
+    options_.protocol.min_repeat_ms = 2;
+    options_.protocol.timeout_s = 1;
+  }
+
+  MeasureResult RunOne(const std::string& symbol) {
+    LocalRunner runner(options_, FakeLoader);
+    std::vector<MeasureResult> results = runner.Run(task_, {Build(symbol)});
+    EXPECT_EQ(results.size(), 1u);
+    return results.empty() ? MeasureResult{} : results[0];
+  }
+
+  TaskData task_;
+  LocalRunnerOptions options_;
+};
+
+TEST_F(LocalRunnerTest, CorrectKernelIsTimed) {
+  MeasureResult result = RunOne("matmul");
+  ASSERT_EQ(result.status, MeasureStatus::kOk) << result.message;
+  EXPECT_TRUE(result.message.empty());
+  ASSERT_EQ(result.costs_s.size(), 3u);
+  for (double cost : result.costs_s) EXPECT_GT(cost, 0);
+  EXPECT_GE(result.number, 1);
+  EXPECT_LE(result.number, LocalRunner::kMaxNumber);
+  EXPECT_DOUBLE_EQ(result.build_s, 0.25);
+  EXPECT_GT(result.wall_s, 0);
+}
+
+TEST_F(LocalRunnerTest, ZeroMinRepeatTimeUsesOneCallPerSample) {
+  options_.protocol.min_repeat_ms = 0;
+  options_.protocol.repeats = 4;
+  MeasureResult result = RunOne("matmul");
+  ASSERT_EQ(result.status, MeasureStatus::kOk) << result.message;
+  EXPECT_EQ(result.number, 1);
+  EXPECT_EQ(result.costs_s.size(), 4u);
+}
+
+TEST_F(LocalRunnerTest, CorrectKernelWithCacheFlushAndThreads) {
+  options_.protocol.flush_cache = true;
+  options_.protocol.timeout_s = 10;
+  options_.threads = 2;
+  MeasureResult result = RunOne("matmul");
+  ASSERT_EQ(result.status, MeasureStatus::kOk) << result.message;
+  EXPECT_EQ(result.costs_s.size(), 3u);
+}
+
+TEST_F(LocalRunnerTest, GarbageOutputIsWrongResult) {
+  MeasureResult result = RunOne("garbage");
+  EXPECT_EQ(result.status, MeasureStatus::kWrongResult);
+  EXPECT_FALSE(result.message.empty());
+  EXPECT_TRUE(result.costs_s.empty());
+}
+
+TEST_F(LocalRunnerTest, UnwrittenOutputIsWrongResult) {
+  MeasureResult result = RunOne("writes_nothing");
+  EXPECT_EQ(result.status, MeasureStatus::kWrongResult);
+  EXPECT_FALSE(result.message.empty());
+}
+
+TEST_F(LocalRunnerTest, OutputIsRecheckedAfterTiming) {
+  MeasureResult result = RunOne("right_once_then_wrong");
+  EXPECT_EQ(result.status, MeasureStatus::kWrongResult);
+  EXPECT_THAT(result.message, HasSubstr("after repeated calls"));
+  EXPECT_TRUE(result.costs_s.empty());
+
+  result = RunOne("accumulates");
+  EXPECT_EQ(result.status, MeasureStatus::kWrongResult);
+  EXPECT_THAT(result.message, HasSubstr("after repeated calls"));
+}
+
+TEST_F(LocalRunnerTest, SegfaultIsRuntimeError) {
+  MeasureResult result = RunOne("segfault");
+  EXPECT_EQ(result.status, MeasureStatus::kRuntimeError);
+  EXPECT_THAT(result.message, HasSubstr("kernel crashed: SIGSEGV (signal 11"));
+  EXPECT_TRUE(result.costs_s.empty());
+}
+
+TEST_F(LocalRunnerTest, AbortIsRuntimeError) {
+  MeasureResult result = RunOne("aborts");
+  EXPECT_EQ(result.status, MeasureStatus::kRuntimeError);
+  EXPECT_THAT(result.message, HasSubstr("SIGABRT"));
+}
+
+TEST_F(LocalRunnerTest, HangIsTimeout) {
+  MeasureResult result = RunOne("hangs");
+  EXPECT_EQ(result.status, MeasureStatus::kTimeout);
+  EXPECT_EQ(result.message, "kernel did not finish within 1s");
+  EXPECT_GE(result.wall_s, 0.9);
+  EXPECT_LT(result.wall_s, 5.0);  // generous: only proves the child was killed
+}
+
+TEST_F(LocalRunnerTest, ClosedPipeThenHangIsTimeout) {
+  MeasureResult result = RunOne("closes_pipe_and_hangs");
+  EXPECT_EQ(result.status, MeasureStatus::kTimeout);
+  EXPECT_LT(result.wall_s, 5.0);
+}
+
+TEST_F(LocalRunnerTest, ExitWithoutResultIsRuntimeError) {
+  MeasureResult result = RunOne("exits_with_code");
+  EXPECT_EQ(result.status, MeasureStatus::kRuntimeError);
+  EXPECT_THAT(result.message, HasSubstr("exited with code 7"));
+
+  result = RunOne("closes_pipe_and_exits");
+  EXPECT_EQ(result.status, MeasureStatus::kRuntimeError);
+  EXPECT_THAT(result.message, HasSubstr("without a result"));
+}
+
+TEST_F(LocalRunnerTest, LoaderFailureIsCompileError) {
+  MeasureResult result = RunOne("no_such_kernel");
+  EXPECT_EQ(result.status, MeasureStatus::kCompileError);
+  EXPECT_THAT(result.message, HasSubstr("no such fake kernel: no_such_kernel"));
+}
+
+TEST_F(LocalRunnerTest, FailedBuildPassesThroughWithoutRunning) {
+  BuildResult build = Build("segfault");  // would crash if it ran
+  build.status = MeasureStatus::kCompileError;
+  build.message = "llvm says no";
+  BuildResult invalid = Build("hangs");  // would time out if it ran
+  invalid.status = MeasureStatus::kInvalidConfig;
+  invalid.message = "tile does not divide";
+  LocalRunner runner(options_, FakeLoader);
+  std::vector<MeasureResult> results = runner.Run(task_, {build, invalid});
+  ASSERT_EQ(results.size(), 2u);
+  EXPECT_EQ(results[0].status, MeasureStatus::kCompileError);
+  EXPECT_EQ(results[0].message, "llvm says no");
+  EXPECT_DOUBLE_EQ(results[0].build_s, 0.25);
+  EXPECT_EQ(results[0].wall_s, 0);
+  EXPECT_EQ(results[1].status, MeasureStatus::kInvalidConfig);
+  EXPECT_EQ(results[1].message, "tile does not divide");
+}
+
+TEST_F(LocalRunnerTest, MixedBatchKeepsOrderAndGoesOn) {
+  BuildResult failed = Build("matmul");
+  failed.status = MeasureStatus::kCompileError;
+  failed.message = "bad";
+  const std::vector<BuildResult> builds = {Build("matmul"),  Build("segfault"),
+                                           Build("matmul"),  failed,
+                                           Build("hangs"),   Build("garbage"),
+                                           Build("matmul")};
+  LocalRunner runner(options_, FakeLoader);
+  std::vector<MeasureResult> results = runner.Run(task_, builds);
+  ASSERT_EQ(results.size(), builds.size());
+  EXPECT_EQ(results[0].status, MeasureStatus::kOk) << results[0].message;
+  EXPECT_EQ(results[1].status, MeasureStatus::kRuntimeError);
+  EXPECT_EQ(results[2].status, MeasureStatus::kOk) << results[2].message;
+  EXPECT_EQ(results[2].costs_s.size(), 3u);
+  EXPECT_EQ(results[3].status, MeasureStatus::kCompileError);
+  EXPECT_EQ(results[4].status, MeasureStatus::kTimeout);
+  EXPECT_EQ(results[5].status, MeasureStatus::kWrongResult);
+  EXPECT_EQ(results[6].status, MeasureStatus::kOk) << results[6].message;
+  for (const MeasureResult& result : results) {
+    EXPECT_EQ(result.ok(), result.message.empty()) << result.message;
+  }
+  // Every child was reaped: no zombies are left behind.
+  errno = 0;
+  EXPECT_EQ(::waitpid(-1, nullptr, WNOHANG), -1);
+  EXPECT_EQ(errno, ECHILD);
+}
+
+TEST_F(LocalRunnerTest, MismatchedTaskDataIsRuntimeError) {
+  task_.inputs.pop_back();
+  MeasureResult result = RunOne("matmul");
+  EXPECT_EQ(result.status, MeasureStatus::kRuntimeError);
+  EXPECT_THAT(result.message, HasSubstr("bad task data"));
+}
+
+TEST_F(LocalRunnerTest, DefaultLoaderRejectsBadObjectCode) {
+  LocalRunner runner(options_);
+  BuildResult build;
+  build.kernel.symbol = "tune_kernel";
+  build.kernel.object_code = "this is not an ELF object";
+  std::vector<MeasureResult> results = runner.Run(task_, {build});
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(results[0].status, MeasureStatus::kCompileError) << results[0].message;
+}
+
+}  // namespace
+}  // namespace tune::measure
