@@ -85,8 +85,8 @@ std::string ShapeKey(const Workload& w) {
     case OpKind::kConv2d:
       return absl::StrCat("n", w.batch, "_c", w.in_c, "_h", w.in_h, "_w", w.in_w, "_oc", w.out_c,
                           "_k", w.kernel_h, "x", w.kernel_w, "_s", w.stride_h, "x", w.stride_w,
-                          "_p", w.pad_h, "x", w.pad_w, "_d", w.dilation_h, "x", w.dilation_w,
-                          "_g", w.groups);
+                          "_p", w.pad_h, "x", w.pad_w, "_d", w.dilation_h, "x", w.dilation_w, "_g",
+                          w.groups);
   }
   return "";
 }
@@ -121,8 +121,8 @@ absl::StatusOr<OpKind> ParseOpName(const std::string& name) {
   for (OpKind op : {OpKind::kDense, OpKind::kMatmul, OpKind::kBatchMatmul, OpKind::kConv2d}) {
     if (name == OpName(op)) return op;
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "unknown op '", name, "'; expected one of dense, matmul, batch_matmul, conv2d"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown op '", name, "'; expected one of dense, matmul, batch_matmul, conv2d"));
 }
 
 int64_t TensorSpec::NumElements() const {
@@ -194,8 +194,7 @@ double Workload::Flops() const {
 }
 
 std::string Workload::Key() const {
-  return absl::StrCat(OpName(op), "/", ShapeKey(*this), "/", EpilogueName(bias, relu), "/",
-                      dtype);
+  return absl::StrCat(OpName(op), "/", ShapeKey(*this), "/", EpilogueName(bias, relu), "/", dtype);
 }
 
 std::string Workload::Label() const {
@@ -246,19 +245,28 @@ absl::Status Workload::Validate() const {
 
   if (IsMatmulLike(op)) {
     if (op != OpKind::kBatchMatmul && batch != 1) {
-      return fail(absl::StrCat("batch must be 1 for ", OpName(op), ", got ", batch,
-                               " (use batch_matmul)"));
+      return fail(
+          absl::StrCat("batch must be 1 for ", OpName(op), ", got ", batch, " (use batch_matmul)"));
     }
-    for (auto [field, value] : {std::pair<const char*, int64_t>{"batch", batch}, {"M", m},
-                                {"N", n}, {"K", k}}) {
+    const std::pair<const char*, int64_t> fields[] = {
+        {"batch", batch}, {"M", m}, {"N", n}, {"K", k}};
+    for (const auto& [field, value] : fields) {
       if (absl::Status s = positive(field, value); !s.ok()) return s;
     }
   } else {
-    for (auto [field, value] :
-         {std::pair<const char*, int64_t>{"N", batch}, {"C", in_c}, {"H", in_h}, {"W", in_w},
-          {"OC", out_c}, {"KH", kernel_h}, {"KW", kernel_w}, {"stride_h", stride_h},
-          {"stride_w", stride_w}, {"dilation_h", dilation_h}, {"dilation_w", dilation_w},
-          {"groups", groups}}) {
+    const std::pair<const char*, int64_t> fields[] = {{"N", batch},
+                                                      {"C", in_c},
+                                                      {"H", in_h},
+                                                      {"W", in_w},
+                                                      {"OC", out_c},
+                                                      {"KH", kernel_h},
+                                                      {"KW", kernel_w},
+                                                      {"stride_h", stride_h},
+                                                      {"stride_w", stride_w},
+                                                      {"dilation_h", dilation_h},
+                                                      {"dilation_w", dilation_w},
+                                                      {"groups", groups}};
+    for (const auto& [field, value] : fields) {
       if (absl::Status s = positive(field, value); !s.ok()) return s;
     }
     if (pad_h < 0 || pad_w < 0) {
@@ -274,8 +282,8 @@ absl::Status Workload::Validate() const {
     if (out_h() <= 0 || out_w() <= 0) {
       return fail(absl::StrCat("the ", dilation_h * (kernel_h - 1) + 1, "x",
                                dilation_w * (kernel_w - 1) + 1,
-                               " (dilated) kernel does not fit the padded ", in_h + 2 * pad_h,
-                               "x", in_w + 2 * pad_w, " input"));
+                               " (dilated) kernel does not fit the padded ", in_h + 2 * pad_h, "x",
+                               in_w + 2 * pad_w, " input"));
     }
   }
   // Every tensor's element count must fit in int64 so that indexing cannot overflow.
@@ -338,8 +346,8 @@ absl::StatusOr<Workload> Workload::Parse(OpKind op, const std::string& shape) {
       break;
   }
   if (values.size() < min_fields || values.size() > max_fields) {
-    return malformed(absl::StrCat("got ", values.size(),
-                                  values.size() == 1 ? " field" : " fields"));
+    return malformed(
+        absl::StrCat("got ", values.size(), values.size() == 1 ? " field" : " fields"));
   }
   for (size_t i = 0; i < values.size(); ++i) {
     const bool may_be_zero = op == OpKind::kConv2d && i == 8;  // pad
@@ -359,7 +367,9 @@ absl::StatusOr<Workload> Workload::Parse(OpKind op, const std::string& shape) {
     case OpKind::kConv2d: {
       w.batch = values[0], w.in_c = values[1], w.in_h = values[2], w.in_w = values[3];
       w.out_c = values[4], w.kernel_h = values[5], w.kernel_w = values[6];
-      auto at = [&](size_t i, int64_t fallback) { return i < values.size() ? values[i] : fallback; };
+      auto at = [&](size_t i, int64_t fallback) {
+        return i < values.size() ? values[i] : fallback;
+      };
       w.stride_h = w.stride_w = at(7, 1);
       w.pad_h = w.pad_w = at(8, 0);
       w.dilation_h = w.dilation_w = at(9, 1);
@@ -368,18 +378,18 @@ absl::StatusOr<Workload> Workload::Parse(OpKind op, const std::string& shape) {
     }
   }
   if (absl::Status s = w.Validate(); !s.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("bad ", OpName(op), " shape '", shape,
-                                                   "': ", s.message()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("bad ", OpName(op), " shape '", shape, "': ", s.message()));
   }
   return w;
 }
 
 absl::StatusOr<Workload> Workload::FromKey(const std::string& key) {
   auto bad = [&](const std::string& detail) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "malformed workload key '", key, "': ", detail,
-        " (expected OP/SHAPE/EPILOGUE/DTYPE, e.g. "
-        "'conv2d/n1_c64_h56_w56_oc64_k3x3_s1x1_p1x1_d1x1_g1/bias_relu/float32')"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("malformed workload key '", key, "': ", detail,
+                     " (expected OP/SHAPE/EPILOGUE/DTYPE, e.g. "
+                     "'conv2d/n1_c64_h56_w56_oc64_k3x3_s1x1_p1x1_d1x1_g1/bias_relu/float32')"));
   };
   const std::vector<std::string> parts = absl::StrSplit(key, '/');
   if (parts.size() != 4) return bad(absl::StrCat("got ", parts.size(), " '/'-separated parts"));
@@ -427,8 +437,8 @@ absl::StatusOr<Workload> Workload::FromKey(const std::string& key) {
   } else if (epilogue == "relu") {
     w.relu = true;
   } else if (epilogue != "none") {
-    return bad(absl::StrCat("unknown epilogue '", epilogue,
-                            "' (expected none, bias, relu or bias_relu)"));
+    return bad(
+        absl::StrCat("unknown epilogue '", epilogue, "' (expected none, bias, relu or bias_relu)"));
   }
   w.dtype = parts[3];
 

@@ -1,0 +1,159 @@
+// Naive reference kernels (plain loops, double accumulation) and the AllClose check.
+#include "measure/reference.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "search/check.h"
+
+namespace tune::measure {
+namespace {
+
+using codegen::OpKind;
+using codegen::Workload;
+
+// Adds the bias (if any) and applies relu (if asked) to one accumulated value.
+float Epilogue(double value, const float* bias, int64_t bias_index, bool relu) {
+  if (bias != nullptr) value += bias[bias_index];
+  if (relu) value = std::max(value, 0.0);
+  return static_cast<float>(value);
+}
+
+// out[M,N] = a[M,K] * b[K,N] (+ bias[N]) (relu). Loop order i, k, j over a double row
+// accumulator, so b and the accumulator are walked contiguously.
+void Matmul(const float* a, const float* b, const float* bias, bool relu, int64_t m, int64_t n,
+            int64_t k, float* out) {
+  std::vector<double> row(n);
+  for (int64_t i = 0; i < m; ++i) {
+    std::fill(row.begin(), row.end(), 0.0);
+    for (int64_t p = 0; p < k; ++p) {
+      const double a_ip = a[i * k + p];
+      const float* b_row = b + p * n;
+      for (int64_t j = 0; j < n; ++j) row[j] += a_ip * static_cast<double>(b_row[j]);
+    }
+    for (int64_t j = 0; j < n; ++j) out[i * n + j] = Epilogue(row[j], bias, j, relu);
+  }
+}
+
+// out[N,OC,OH,OW] = conv2d(data[N,C,H,W], weight[OC,C/G,KH,KW]) (+ bias[OC]) (relu).
+// For each output channel a double plane [OH,OW] accumulates one (input channel, kh, kw)
+// tap at a time; taps that land in the padding contribute nothing.
+void Conv2d(const Workload& w, const float* data, const float* weight, const float* bias,
+            float* out) {
+  const int64_t out_h = w.out_h(), out_w = w.out_w();
+  const int64_t in_c_per_group = w.in_c / w.groups;
+  const int64_t out_c_per_group = w.out_c / w.groups;
+  std::vector<double> plane(out_h * out_w);
+  for (int64_t b = 0; b < w.batch; ++b) {
+    for (int64_t oc = 0; oc < w.out_c; ++oc) {
+      const int64_t group = oc / out_c_per_group;
+      std::fill(plane.begin(), plane.end(), 0.0);
+      for (int64_t icg = 0; icg < in_c_per_group; ++icg) {
+        const int64_t ic = group * in_c_per_group + icg;
+        const float* in_plane = data + (b * w.in_c + ic) * w.in_h * w.in_w;
+        for (int64_t kh = 0; kh < w.kernel_h; ++kh) {
+          for (int64_t kw = 0; kw < w.kernel_w; ++kw) {
+            const double wv =
+                weight[((oc * in_c_per_group + icg) * w.kernel_h + kh) * w.kernel_w + kw];
+            for (int64_t oh = 0; oh < out_h; ++oh) {
+              const int64_t ih = oh * w.stride_h - w.pad_h + kh * w.dilation_h;
+              if (ih < 0 || ih >= w.in_h) continue;
+              for (int64_t ow = 0; ow < out_w; ++ow) {
+                const int64_t iw = ow * w.stride_w - w.pad_w + kw * w.dilation_w;
+                if (iw < 0 || iw >= w.in_w) continue;
+                plane[oh * out_w + ow] += wv * static_cast<double>(in_plane[ih * w.in_w + iw]);
+              }
+            }
+          }
+        }
+      }
+      float* out_plane = out + (b * w.out_c + oc) * out_h * out_w;
+      for (int64_t i = 0; i < out_h * out_w; ++i) {
+        out_plane[i] = Epilogue(plane[i], bias, oc, w.relu);
+      }
+    }
+  }
+}
+
+std::string FormatFloat(float v) { return absl::StrCat(v); }
+
+}  // namespace
+
+void ComputeReference(const Workload& workload, const std::vector<std::vector<float>>& inputs,
+                      std::vector<float>* out) {
+  const absl::Status valid = workload.Validate();
+  TUNE_CHECK(valid.ok()) << "ComputeReference: " << valid.message();
+  const std::vector<codegen::TensorSpec> specs = workload.Inputs();
+  TUNE_CHECK(inputs.size() == specs.size())
+      << "ComputeReference: " << workload.Key() << ": got " << inputs.size() << " inputs, expected "
+      << specs.size();
+  for (size_t i = 0; i < specs.size(); ++i) {
+    TUNE_CHECK(static_cast<int64_t>(inputs[i].size()) == specs[i].NumElements())
+        << "ComputeReference: " << workload.Key() << ": input '" << specs[i].name << "' has "
+        << inputs[i].size() << " elements, expected " << specs[i].NumElements();
+  }
+  out->assign(workload.Output().NumElements(), 0.0f);
+  const float* bias = workload.bias ? inputs[2].data() : nullptr;
+  const int64_t m = workload.m, n = workload.n, k = workload.k;
+
+  switch (workload.op) {
+    case OpKind::kMatmul:
+      Matmul(inputs[0].data(), inputs[1].data(), bias, workload.relu, m, n, k, out->data());
+      break;
+    case OpKind::kDense: {
+      // dense is a matmul with b = weight^T: transpose weight[N,K] into b[K,N] first.
+      const std::vector<float>& weight = inputs[1];
+      std::vector<float> b(k * n);
+      for (int64_t j = 0; j < n; ++j) {
+        for (int64_t p = 0; p < k; ++p) b[p * n + j] = weight[j * k + p];
+      }
+      Matmul(inputs[0].data(), b.data(), bias, workload.relu, m, n, k, out->data());
+      break;
+    }
+    case OpKind::kBatchMatmul:
+      for (int64_t i = 0; i < workload.batch; ++i) {
+        Matmul(inputs[0].data() + i * m * k, inputs[1].data() + i * k * n, bias, workload.relu, m,
+               n, k, out->data() + i * m * n);
+      }
+      break;
+    case OpKind::kConv2d:
+      Conv2d(workload, inputs[0].data(), inputs[1].data(), bias, out->data());
+      break;
+  }
+}
+
+bool AllClose(const float* got, const float* want, int64_t n, double rtol, double atol,
+              std::string* why) {
+  int64_t mismatches = 0;
+  int64_t first = -1;
+  for (int64_t i = 0; i < n; ++i) {
+    const double g = got[i], w = want[i];
+    bool close;
+    if (std::isnan(g) || std::isnan(w)) {
+      close = false;
+    } else if (std::isinf(g) || std::isinf(w)) {
+      close = g == w;
+    } else {
+      close = std::abs(g - w) <= atol + rtol * std::abs(w);
+    }
+    if (!close) {
+      if (first < 0) first = i;
+      ++mismatches;
+    }
+  }
+  if (mismatches == 0) return true;
+  if (why != nullptr) {
+    const double g = got[first], w = want[first];
+    *why = absl::StrCat("index ", first, ": got ", FormatFloat(got[first]), ", want ",
+                        FormatFloat(want[first]));
+    if (!std::isnan(g) && !std::isnan(w) && !std::isinf(g) && !std::isinf(w)) {
+      absl::StrAppend(why, " (|diff| ", std::abs(g - w), " > tolerance ", atol + rtol * std::abs(w),
+                      ")");
+    }
+    absl::StrAppend(why, "; ", mismatches, " of ", n, " elements differ");
+  }
+  return false;
+}
+
+}  // namespace tune::measure
