@@ -209,6 +209,12 @@ Expr FlattenIndex(const std::vector<int64_t>& shape, const std::vector<Expr>& in
 /// (coefficient 0 when `e` does not use `var`).
 bool LinearCoefficient(const Expr& e, const VarNode* var, int64_t* coeff);
 
+/// Simplifies integer division and modulo whose dividend is affine in variables with known
+/// extents (var in [0, extent)): (c*q*x + y) / c -> q*x + y / c and (c*q*x + y) % c -> y % c,
+/// and y / c -> 0, y % c -> y when 0 <= y < c. Leaves everything else as it is.
+Expr SimplifyDivMod(const Expr& e, const std::unordered_map<const VarNode*, int64_t>& extents);
+Stmt SimplifyDivMod(const Stmt& s, const std::unordered_map<const VarNode*, int64_t>& extents);
+
 /// Readable pseudo-C of a kernel or statement (used by golden tests and --show-kernel).
 std::string Print(const LoweredFunc& func);
 std::string Print(const Stmt& s, int indent = 0);

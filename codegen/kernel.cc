@@ -1,6 +1,7 @@
 // LoadedKernel: links a CompiledKernel's object code into this process with ORC LLJIT.
 #include "codegen/kernel.h"
 
+#include <cstring>
 #include <mutex>
 
 #include "codegen/runtime.h"
@@ -27,6 +28,7 @@ absl::StatusOr<std::unique_ptr<LoadedKernel>> LoadedKernel::Load(const CompiledK
   if (!jit) return absl::InternalError("cannot create JIT: " + err_text(jit.takeError()));
   auto& jd = (*jit)->getMainJITDylib();
   auto& es = (*jit)->getExecutionSession();
+  es.setErrorReporter([](llvm::Error e) { llvm::consumeError(std::move(e)); });  // errors come back through lookup
   llvm::orc::MangleAndInterner mangle(es, (*jit)->getDataLayout());
   auto flags = llvm::JITSymbolFlags::Exported | llvm::JITSymbolFlags::Callable;
   llvm::orc::SymbolMap runtime_symbols{
@@ -36,6 +38,10 @@ absl::StatusOr<std::unique_ptr<LoadedKernel>> LoadedKernel::Load(const CompiledK
        llvm::JITEvaluatedSymbol(llvm::pointerToJITTargetAddress(&tune_rt_alloc), flags)},
       {mangle("tune_rt_free"),
        llvm::JITEvaluatedSymbol(llvm::pointerToJITTargetAddress(&tune_rt_free), flags)},
+      // LLVM turns zero-fill and copy loops into these libc calls.
+      {mangle("memset"), llvm::JITEvaluatedSymbol(llvm::pointerToJITTargetAddress(&memset), flags)},
+      {mangle("memcpy"), llvm::JITEvaluatedSymbol(llvm::pointerToJITTargetAddress(&memcpy), flags)},
+      {mangle("memmove"), llvm::JITEvaluatedSymbol(llvm::pointerToJITTargetAddress(&memmove), flags)},
   };
   if (auto e = jd.define(llvm::orc::absoluteSymbols(runtime_symbols))) {
     return absl::InternalError("cannot define runtime symbols: " + err_text(std::move(e)));

@@ -134,6 +134,12 @@ Stmt Stage::Nest(const std::vector<int>& leaves, Stmt body) const {
 }
 
 Stmt Stage::Lower() const {
+  std::unordered_map<const VarNode*, int64_t> extents;
+  for (int l : leaves_) extents[AsVar(loops_[l].var)] = loops_[l].extent;
+  return SimplifyDivMod(LowerNest(), extents);
+}
+
+Stmt Stage::LowerNest() const {
   std::vector<Expr> values = LoopValues();
   std::unordered_map<const VarNode*, Expr> root_map;
   std::vector<Expr> out_index;

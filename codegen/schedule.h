@@ -75,6 +75,7 @@ class Stage {
   /// Value of every loop (by handle) in terms of the leaf loop vars.
   std::vector<Expr> LoopValues() const;
   Stmt Nest(const std::vector<int>& leaves, Stmt body) const;
+  Stmt LowerNest() const;
 
   Buffer output_;
   std::vector<IterVar> axes_, reduce_axes_;

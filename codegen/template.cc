@@ -1,0 +1,38 @@
+// Template factory and the shared validation path of Instantiate/Lower.
+#include "codegen/template.h"
+
+#include "codegen/conv2d_template.h"
+#include "codegen/gemm_template.h"
+
+namespace tune::codegen {
+
+absl::StatusOr<std::unique_ptr<Template>> Template::Create(const Workload& workload) {
+  if (auto st = workload.Validate(); !st.ok()) return st;
+  if (workload.dtype != "float32") {
+    return absl::InvalidArgumentError("unsupported dtype '" + workload.dtype + "' (only float32)");
+  }
+  switch (workload.op) {
+    case OpKind::kDense:
+    case OpKind::kMatmul:
+    case OpKind::kBatchMatmul:
+      return std::unique_ptr<Template>(new GemmTemplate(workload));
+    case OpKind::kConv2d:
+      return std::unique_ptr<Template>(new Conv2dTemplate(workload));
+  }
+  return absl::InvalidArgumentError("no template for operator " + OpName(workload.op));
+}
+
+absl::StatusOr<Schedule> Template::Instantiate(const search::Config& config) const {
+  std::string why = space_.WhyInvalid(config);
+  if (!why.empty()) return absl::InvalidArgumentError("config violates constraint '" + why + "'");
+  return Build(config);
+}
+
+absl::StatusOr<LoweredFunc> Template::Lower(const search::Config& config, const std::string& name) const {
+  auto sched = Instantiate(config);
+  if (!sched.ok()) return sched.status();
+  sched->name = name;
+  return sched->Lower();
+}
+
+}  // namespace tune::codegen

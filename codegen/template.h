@@ -1,0 +1,52 @@
+// Templates: per-operator maps from (workload, config) to a scheduled kernel, with their spaces.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "codegen/ir.h"
+#include "codegen/schedule.h"
+#include "codegen/workload.h"
+#include "search/space.h"
+
+namespace tune::codegen {
+
+/// A kernel template bound to one workload. It owns the configuration space of that workload
+/// (knob extents depend on the shapes) and instantiates any valid config into a schedule.
+/// Const methods are thread-safe.
+class Template {
+ public:
+  virtual ~Template() = default;
+
+  /// The template for `workload`'s operator; InvalidArgument when the workload is invalid
+  /// or no template handles it.
+  static absl::StatusOr<std::unique_ptr<Template>> Create(const Workload& workload);
+
+  /// "gemm" or "conv2d"; with version() it forms the template part of a task key.
+  virtual std::string name() const = 0;
+  /// Bumped whenever the meaning of a config or the generated code changes, so records of
+  /// older versions are never mixed with new ones.
+  virtual int version() const = 0;
+  const Workload& workload() const { return workload_; }
+  const search::ConfigSpace& space() const { return space_; }
+
+  /// The untuned baseline: plain loops in the definition's order, scalar code, one thread.
+  virtual search::Config DefaultConfig() const = 0;
+
+  /// The scheduled kernel for `config`; InvalidArgument naming the failed constraint when
+  /// the config is not valid in space().
+  absl::StatusOr<Schedule> Instantiate(const search::Config& config) const;
+  /// Instantiate() then Schedule::Lower(); the kernel is called `name`.
+  absl::StatusOr<LoweredFunc> Lower(const search::Config& config, const std::string& name) const;
+
+ protected:
+  explicit Template(Workload workload) : workload_(std::move(workload)) {}
+  /// Builds the schedule of a config already known to be valid.
+  virtual Schedule Build(const search::Config& config) const = 0;
+
+  Workload workload_;
+  search::ConfigSpace space_;
+};
+
+}  // namespace tune::codegen

@@ -1,0 +1,52 @@
+// Builder: template instantiation + LLVM compilation, with failures turned into statuses.
+#include "measure/builder.h"
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+namespace tune::measure {
+
+std::string Builder::KernelName(const codegen::Template& tmpl, const search::Config& config) {
+  return "tune_" + tmpl.name() + "_" + std::to_string(tmpl.space().ToIndex(config));
+}
+
+BuildResult Builder::Build(const codegen::Template& tmpl, const search::Config& config) const {
+  auto start = std::chrono::steady_clock::now();
+  BuildResult out;
+  auto finish = [&] {
+    out.build_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return out;
+  };
+  auto func = tmpl.Lower(config, KernelName(tmpl, config));
+  if (!func.ok()) {
+    out.status = MeasureStatus::kInvalidConfig;
+    out.message = std::string(func.status().message());
+    return finish();
+  }
+  auto kernel = codegen::CompileForHost(*func, options_);
+  if (!kernel.ok()) {
+    out.status = MeasureStatus::kCompileError;
+    out.message = std::string(kernel.status().message());
+    return finish();
+  }
+  out.kernel = std::move(*kernel);
+  return finish();
+}
+
+std::vector<BuildResult> Builder::BuildAll(const codegen::Template& tmpl,
+                                           const std::vector<search::Config>& configs) const {
+  std::vector<BuildResult> out(configs.size());
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i = next++; i < configs.size(); i = next++) out[i] = Build(tmpl, configs[i]);
+  };
+  int n = static_cast<int>(std::min<size_t>(threads_, configs.size()));
+  std::vector<std::thread> pool;
+  for (int t = 1; t < n; ++t) pool.emplace_back(work);
+  work();
+  for (auto& t : pool) t.join();
+  return out;
+}
+
+}  // namespace tune::measure
