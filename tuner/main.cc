@@ -1,7 +1,4 @@
 // Entry point of the `tune` executable.
-#include <cstdio>
+#include "tuner/cli.h"
 
-int main() {
-  std::fprintf(stderr, "tune: the command line is being assembled\n");
-  return 1;
-}
+int main(int argc, char** argv) { return tune::tuner::RunCli(argc, argv); }

@@ -1,0 +1,397 @@
+// The `tune` command line: parsing, the live progress line, result tables, db queries.
+#include "tuner/cli.h"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "codegen/template.h"
+#include "dataset/record_database.h"
+#include "measure/target.h"
+#include "nlohmann/json.hpp"
+#include "spdlog/spdlog.h"
+#include "tuner/model_file.h"
+#include "tuner/tuner.h"
+
+namespace tune::tuner {
+namespace {
+
+constexpr int kExitFailure = 1;
+constexpr int kExitUsage = 2;
+
+int Fail(int code, const std::string& message) {
+  std::fprintf(stderr, "tune: %s\n", message.c_str());
+  return code;
+}
+int Fail(const absl::Status& st) {
+  bool input = absl::IsInvalidArgument(st) || absl::IsNotFound(st) || absl::IsFailedPrecondition(st) ||
+               absl::IsUnavailable(st) || absl::IsAlreadyExists(st) || absl::IsPermissionDenied(st);
+  return Fail(input ? kExitUsage : kExitFailure, std::string(st.message()));
+}
+
+std::string FormatSeconds(double s) {
+  if (!std::isfinite(s)) return "-";
+  char buf[32];
+  if (s < 60) {
+    std::snprintf(buf, sizeof(buf), "%.0fs", s);
+  } else if (s < 3600) {
+    std::snprintf(buf, sizeof(buf), "%dm%02ds", static_cast<int>(s) / 60, static_cast<int>(s) % 60);
+  } else {
+    std::snprintf(buf, sizeof(buf), "%dh%02dm", static_cast<int>(s) / 3600, static_cast<int>(s) % 3600 / 60);
+  }
+  return buf;
+}
+std::string Ms(double s) {
+  if (!std::isfinite(s)) return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.4f", s * 1e3);
+  return buf;
+}
+std::string Gflops(double flops, double s) {
+  if (!std::isfinite(s) || s <= 0) return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.1f", flops / s / 1e9);
+  return buf;
+}
+
+/// Prints a table with left-aligned first column and right-aligned others.
+void PrintTable(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> width(header.size());
+  for (size_t c = 0; c < header.size(); ++c) width[c] = header[c].size();
+  for (auto& r : rows) {
+    for (size_t c = 0; c < r.size() && c < width.size(); ++c) width[c] = std::max(width[c], r[c].size());
+  }
+  auto line = [&](const std::vector<std::string>& r) {
+    std::string s;
+    for (size_t c = 0; c < header.size(); ++c) {
+      std::string cell = c < r.size() ? r[c] : "";
+      std::string padding(width[c] - std::min(width[c], cell.size()), ' ');
+      s += c == 0 ? cell + padding : "  " + padding + cell;
+    }
+    std::printf("%s\n", s.c_str());
+  };
+  line(header);
+  std::string rule;
+  for (size_t c = 0; c < header.size(); ++c) rule += std::string(width[c], '-') + (c + 1 < header.size() ? "  " : "");
+  std::printf("%s\n", rule.c_str());
+  for (auto& r : rows) line(r);
+}
+
+/// The live progress display: one rewritten line on a terminal, one line per event otherwise.
+class ProgressLine {
+ public:
+  ProgressLine() : tty_(isatty(STDERR_FILENO)) {}
+  ~ProgressLine() { Finish(); }
+  void operator()(const ProgressEvent& e) {
+    char buf[512];
+    std::snprintf(buf, sizeof(buf), "[%d/%d] %-44.44s trials %3d/%-3d best %8s GFLOP/s (%s ms)  elapsed %s  ETA %s",
+                  e.task_index + 1, e.task_count, e.task->workload.Label().c_str(), e.trials, e.trials_budget,
+                  Gflops(e.task->workload.Flops(), e.best_s).c_str(), Ms(e.best_s).c_str(),
+                  FormatSeconds(e.elapsed_s).c_str(), FormatSeconds(e.eta_s).c_str());
+    if (tty_) {
+      std::fprintf(stderr, "\r\033[K%s", buf);
+      if (e.task_done) std::fprintf(stderr, "\n");
+      open_ = !e.task_done;
+    } else {
+      std::fprintf(stderr, "%s\n", buf);
+    }
+    std::fflush(stderr);
+  }
+  void Finish() {
+    if (open_) std::fprintf(stderr, "\n");
+    open_ = false;
+  }
+
+ private:
+  bool tty_;
+  bool open_ = false;
+};
+
+struct CommonFlags {
+  std::string target = "llvm";
+  std::string db_path = "tune.db";
+  int trials = 32;
+  int total_trials = 0;
+  int batch = 8;
+  uint64_t seed = 0;
+  bool resume = false;
+  double timeout = 10.0;
+  int threads = 1;
+  int repeats = 5;
+  double min_repeat_ms = 20.0;
+  bool flush_cache = false;
+  int early_stop = 0;
+  std::string strategy = "random";
+  bool show_kernel = false;
+};
+
+void AddTuneFlags(CLI::App& app, CommonFlags& f) {
+  app.add_option("--target", f.target, "where kernels run: llvm (this CPU)");
+  app.add_option("--db", f.db_path, "record database file (SQLite)");
+  app.add_option("--trials", f.trials, "measurements per task")->check(CLI::PositiveNumber);
+  app.add_option("--total-trials", f.total_trials, "cap on measurements over all tasks (0 = none)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--batch", f.batch, "candidates built and measured per round")->check(CLI::PositiveNumber);
+  app.add_option("--seed", f.seed, "random seed");
+  app.add_flag("--resume", f.resume, "continue from the records in the database, re-measuring none");
+  app.add_option("--timeout", f.timeout, "seconds one candidate's measurement may take")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--threads", f.threads, "threads a kernel may use")->check(CLI::Range(1, 256));
+  app.add_option("--repeats", f.repeats, "timed samples per candidate")->check(CLI::Range(1, 1000));
+  app.add_option("--min-repeat-ms", f.min_repeat_ms, "minimum duration of one sample")
+      ->check(CLI::NonNegativeNumber);
+  app.add_flag("--flush-cache", f.flush_cache, "flush the caches before each sample");
+  app.add_option("--early-stop", f.early_stop, "stop a task after N trials without improvement (0 = off)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--strategy", f.strategy, "search strategy: random, grid");
+  app.add_flag("--show-kernel", f.show_kernel, "print the best kernel of each task as pseudo-C");
+}
+
+/// Parses with CLI11; on error prints one line (or the help) and returns the exit code.
+std::optional<int> Parse(CLI::App& app, int argc, char** argv) {
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    std::printf("%s", app.help().c_str());
+    return 0;
+  } catch (const CLI::CallForAllHelp&) {
+    std::printf("%s", app.help("", CLI::AppFormatMode::All).c_str());
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    std::string what = e.what();
+    for (auto& ch : what) {
+      if (ch == '\n') ch = ' ';
+    }
+    return Fail(kExitUsage, what + " (see tune --help)");
+  }
+  return std::nullopt;
+}
+
+int TuneTasks(const std::string& title, const std::vector<TuneTask>& tasks, const CommonFlags& f,
+              const std::string& command) {
+  auto target = measure::Target::Parse(f.target, f.threads);
+  if (!target.ok()) return Fail(target.status());
+  if (f.strategy != "random" && f.strategy != "grid") {
+    return Fail(kExitUsage, "unknown strategy '" + f.strategy + "' (random, grid)");
+  }
+  // Validate every task before anything is written.
+  for (const auto& t : tasks) {
+    auto tmpl = codegen::Template::Create(t.workload);
+    if (!tmpl.ok()) return Fail(tmpl.status());
+  }
+  auto db = dataset::RecordDatabase::Open(f.db_path, /*create=*/true);
+  if (!db.ok()) return Fail(db.status());
+
+  TuneOptions o;
+  o.trials_per_task = f.trials;
+  o.total_trials = f.total_trials;
+  o.batch = f.batch;
+  o.seed = f.seed;
+  o.strategy = f.strategy;
+  o.threads = f.threads;
+  o.early_stop = f.early_stop;
+  o.resume = f.resume;
+  o.protocol.timeout_s = f.timeout;
+  o.protocol.repeats = f.repeats;
+  o.protocol.min_repeat_ms = f.min_repeat_ms;
+  o.protocol.flush_cache = f.flush_cache;
+  o.command = command;
+
+  std::fprintf(stderr, "tune: %s on %s (%s), %zu tasks, %d trials per task, database %s\n", title.c_str(),
+               target->device_model.c_str(), target->Key().c_str(), tasks.size(), f.trials, f.db_path.c_str());
+  ProgressLine progress;
+  Tuner tuner(db->get(), *target, LocalRunnerFactory(f.threads), o,
+              [&progress](const ProgressEvent& e) { progress(e); });
+  auto outcomes = tuner.Run(tasks);
+  progress.Finish();
+  if (!outcomes.ok()) return Fail(outcomes.status());
+
+  std::vector<std::vector<std::string>> rows;
+  double total_best = 0, total_default = 0;
+  bool all_best = true, all_default = true;
+  for (const auto& o : *outcomes) {
+    char speedup[32] = "-";
+    if (std::isfinite(o.best_s) && std::isfinite(o.default_s)) {
+      std::snprintf(speedup, sizeof(speedup), "%.1fx", o.default_s / o.best_s);
+    }
+    rows.push_back({o.task.name, o.task.workload.Label(), std::to_string(o.task.count),
+                    std::to_string(o.trials) + (o.failed ? " (" + std::to_string(o.failed) + " failed)" : ""),
+                    Ms(o.best_s), Gflops(o.flops, o.best_s), Ms(o.default_s), speedup});
+    if (std::isfinite(o.best_s)) total_best += o.best_s * o.task.count; else all_best = false;
+    if (std::isfinite(o.default_s)) total_default += o.default_s * o.task.count; else all_default = false;
+  }
+  std::printf("\n");
+  PrintTable({"task", "workload", "count", "trials", "best ms", "GFLOP/s", "default ms", "speedup"}, rows);
+  std::printf("\nestimated %s latency (sum of best x count): %s ms%s; untuned default: %s ms\n", title.c_str(),
+              all_best ? Ms(total_best).c_str() : "-", all_best ? "" : " (some tasks have no valid kernel)",
+              all_default ? Ms(total_default).c_str() : "-");
+  if (f.show_kernel) {
+    for (const auto& o : *outcomes) {
+      if (o.best_config.empty()) continue;
+      auto tmpl = codegen::Template::Create(o.task.workload);
+      auto cfg = (*tmpl)->space().FromJson(o.best_config);
+      if (!cfg.ok()) continue;
+      auto func = (*tmpl)->Lower(*cfg, "best");
+      if (!func.ok()) continue;
+      std::printf("\n// %s  %s\n// config %s\n%s", o.task.name.c_str(), o.task.workload.Label().c_str(),
+                  o.best_config.c_str(), codegen::Print(*func).c_str());
+    }
+  }
+  return 0;
+}
+
+std::string JoinArgs(int argc, char** argv) {
+  std::string s;
+  for (int i = 0; i < argc; ++i) s += (i ? " " : "") + std::string(argv[i]);
+  return s;
+}
+
+int ModelCommand(int argc, char** argv) {
+  CLI::App app{"tune: autotune the kernels of a model.\n"
+               "usage: tune MODEL --target llvm [options]   (MODEL: a built-in name or a JSON model file)\n"
+               "       tune op KIND --shape S [options]     (one operator)\n"
+               "       tune db tasks|best|history|stats [options]\n",
+               "tune"};
+  std::string model;
+  CommonFlags f;
+  app.add_option("model", model, "built-in model (resnet-18, resnet-50, mobilenet-v2, bert-base) or model file")
+      ->required();
+  AddTuneFlags(app, f);
+  if (auto code = Parse(app, argc, argv)) return *code;
+  auto m = LoadModel(model);
+  if (!m.ok()) return Fail(m.status());
+  return TuneTasks(m->name, ExtractTasks(*m), f, JoinArgs(argc, argv));
+}
+
+int OpCommand(int argc, char** argv) {
+  CLI::App app{"tune op: autotune one operator.\n"
+               "shapes: matmul/dense M,N,K   batch_matmul B,M,N,K   "
+               "conv2d N,C,H,W,OC,KH,KW[,stride[,pad[,dilation[,groups]]]]",
+               "tune op"};
+  std::string kind, shape;
+  bool bias = false, relu = false;
+  CommonFlags f;
+  app.add_option("kind", kind, "dense, matmul, batch_matmul or conv2d")->required();
+  app.add_option("--shape", shape, "the operator's shape")->required();
+  app.add_flag("--bias", bias, "fuse a bias add");
+  app.add_flag("--relu", relu, "fuse a ReLU");
+  AddTuneFlags(app, f);
+  if (auto code = Parse(app, argc - 1, argv + 1)) return *code;
+  auto op = codegen::ParseOpName(kind);
+  if (!op.ok()) return Fail(op.status());
+  auto w = codegen::Workload::Parse(*op, shape);
+  if (!w.ok()) return Fail(w.status());
+  w->bias = bias;
+  w->relu = relu;
+  return TuneTasks(kind, {TuneTask{kind, *w, 1}}, f, JoinArgs(argc, argv));
+}
+
+int DbCommand(int argc, char** argv) {
+  CLI::App app{"tune db: query the record database", "tune db"};
+  std::string db_path = "tune.db", task_sel, target_sel;
+  int k = 1;
+  app.require_subcommand(1);
+  auto* tasks_cmd = app.add_subcommand("tasks", "list tasks with record counts and best speed");
+  auto* best_cmd = app.add_subcommand("best", "best schedule per task and target");
+  auto* hist_cmd = app.add_subcommand("history", "every record of a task, oldest first");
+  auto* stats_cmd = app.add_subcommand("stats", "records per status");
+  for (auto* c : {tasks_cmd, best_cmd, hist_cmd, stats_cmd}) {
+    c->add_option("--db", db_path, "record database file");
+  }
+  for (auto* c : {best_cmd, hist_cmd}) {
+    c->add_option("--task", task_sel, "task id or workload key (default: all tasks)");
+    c->add_option("--target", target_sel, "target key (default: all targets)");
+  }
+  best_cmd->add_option("-k", k, "how many of the best to show")->check(CLI::PositiveNumber);
+  if (auto code = Parse(app, argc - 1, argv + 1)) return *code;
+
+  auto db = dataset::RecordDatabase::Open(db_path, /*create=*/false);
+  if (!db.ok()) return Fail(db.status());
+  auto tasks = (*db)->Tasks();
+  if (!tasks.ok()) return Fail(tasks.status());
+  auto targets = (*db)->Targets();
+  if (!targets.ok()) return Fail(targets.status());
+
+  std::vector<dataset::TaskInfo> sel_tasks;
+  for (const auto& t : *tasks) {
+    if (task_sel.empty() || task_sel == std::to_string(t.id) || task_sel == t.workload_key) sel_tasks.push_back(t);
+  }
+  if (!task_sel.empty() && sel_tasks.empty()) return Fail(kExitUsage, "no task '" + task_sel + "' in " + db_path);
+  std::vector<dataset::TargetInfo> sel_targets;
+  for (const auto& t : *targets) {
+    if (target_sel.empty() || target_sel == t.key || target_sel == std::to_string(t.id)) sel_targets.push_back(t);
+  }
+  if (!target_sel.empty() && sel_targets.empty()) return Fail(kExitUsage, "no target '" + target_sel + "' in " + db_path);
+
+  if (tasks_cmd->parsed()) {
+    std::vector<std::vector<std::string>> rows;
+    for (const auto& t : sel_tasks) {
+      int64_t n = 0;
+      double best = std::numeric_limits<double>::infinity();
+      for (const auto& tg : sel_targets) {
+        auto recs = (*db)->Records(t.id, tg.id);
+        if (!recs.ok()) return Fail(recs.status());
+        n += static_cast<int64_t>(recs->size());
+        auto b = (*db)->Best(t.id, tg.id, 1);
+        if (b.ok() && !b->empty()) best = std::min(best, (*b)[0].result.Median());
+      }
+      rows.push_back({std::to_string(t.id), t.workload_key, std::to_string(n), Ms(best), Gflops(t.flops, best)});
+    }
+    PrintTable({"id", "workload", "records", "best ms", "GFLOP/s"}, rows);
+    return 0;
+  }
+  if (stats_cmd->parsed()) {
+    auto counts = (*db)->StatusCounts();
+    if (!counts.ok()) return Fail(counts.status());
+    std::vector<std::vector<std::string>> rows;
+    for (auto& [status, n] : *counts) rows.push_back({status, std::to_string(n)});
+    PrintTable({"status", "records"}, rows);
+    return 0;
+  }
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& t : sel_tasks) {
+    for (const auto& tg : sel_targets) {
+      if (best_cmd->parsed()) {
+        auto b = (*db)->Best(t.id, tg.id, k);
+        if (!b.ok()) return Fail(b.status());
+        for (const auto& r : *b) {
+          rows.push_back({t.workload_key, tg.key, Ms(r.result.Median()), Gflops(t.flops, r.result.Median()),
+                          r.strategy, r.config_json});
+        }
+      } else {
+        auto recs = (*db)->Records(t.id, tg.id);
+        if (!recs.ok()) return Fail(recs.status());
+        double best = std::numeric_limits<double>::infinity();
+        for (const auto& r : *recs) {
+          if (r.result.ok()) best = std::min(best, r.result.Median());
+          rows.push_back({std::to_string(r.id), t.workload_key, measure::StatusName(r.result.status),
+                          Ms(r.result.Median()), Ms(best), r.strategy,
+                          r.result.ok() ? r.config_json : r.result.message.substr(0, 80)});
+        }
+      }
+    }
+  }
+  if (best_cmd->parsed()) {
+    PrintTable({"workload", "target", "best ms", "GFLOP/s", "strategy", "config"}, rows);
+  } else {
+    PrintTable({"id", "workload", "status", "ms", "best so far", "strategy", "config / message"}, rows);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int RunCli(int argc, char** argv) {
+  spdlog::set_level(spdlog::level::warn);
+  if (argc >= 2 && std::string(argv[1]) == "op") return OpCommand(argc, argv);
+  if (argc >= 2 && std::string(argv[1]) == "db") return DbCommand(argc, argv);
+  return ModelCommand(argc, argv);
+}
+
+}  // namespace tune::tuner

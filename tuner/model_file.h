@@ -1,0 +1,28 @@
+// Models: built-in zoo names or JSON model files, turned into tuning tasks.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "tuner/tuner.h"
+#include "tuner/zoo.h"
+
+namespace tune::tuner {
+
+/// Reads a JSON model file:
+///   {"name": "my-net", "layers": [{"name": "conv1", "op": "conv2d",
+///     "shape": "1,3,224,224,64,7,7,2,3", "bias": true, "relu": true, "count": 1}, ...]}
+/// `shape` uses the syntax of Workload::Parse. InvalidArgument (naming the file and the
+/// offending layer) for malformed JSON, unknown ops, bad shapes or counts < 1; NotFound when
+/// the file cannot be read.
+absl::StatusOr<ZooModel> LoadModelFile(const std::string& path);
+
+/// `model` is a zoo name, or else a path to a model file. Identical workloads are merged
+/// (counts added).
+absl::StatusOr<ZooModel> LoadModel(const std::string& model);
+
+/// One task per distinct layer.
+std::vector<TuneTask> ExtractTasks(const ZooModel& model);
+
+}  // namespace tune::tuner

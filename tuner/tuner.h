@@ -1,0 +1,103 @@
+// Tuner: the tuning loop over a model's tasks (propose -> build -> measure -> record -> learn).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "codegen/workload.h"
+#include "dataset/record_database.h"
+#include "measure/measure_result.h"
+#include "measure/runner.h"
+#include "measure/target.h"
+
+namespace tune::tuner {
+
+/// One workload to tune and how many times the model runs it.
+struct TuneTask {
+  std::string name;
+  codegen::Workload workload;
+  int count = 1;
+};
+
+struct TuneOptions {
+  int trials_per_task = 32;  // measurements per task (the default baseline not included)
+  int total_trials = 0;      // cap over all tasks; 0 = trials_per_task * tasks
+  int batch = 8;             // candidates built and measured per round
+  uint64_t seed = 0;
+  std::string strategy = "random";
+  int threads = 1;           // threads a kernel may use
+  int build_threads = 2;     // concurrent LLVM compilations
+  int early_stop = 0;        // stop a task after this many trials without improvement; 0 = off
+  bool resume = false;       // count and skip configs already recorded for this task/target
+  measure::MeasureProtocol protocol;
+  std::string command;       // recorded with the run
+};
+
+/// What tuning one task produced.
+struct TaskOutcome {
+  TuneTask task;
+  int64_t task_id = 0;
+  int trials = 0;            // records of this task/target counted against the budget
+  int measured_now = 0;      // of those, measured in this invocation
+  int failed = 0;            // non-ok records among `trials`
+  double best_s = 0;         // +inf when nothing succeeded
+  std::string best_config;   // JSON
+  double default_s = 0;      // the untuned default schedule; +inf if it failed
+  double flops = 0;
+};
+
+/// Progress events for a display. Called on the tuning thread.
+struct ProgressEvent {
+  int task_index = 0, task_count = 0;
+  const TuneTask* task = nullptr;
+  int trials = 0, trials_budget = 0;
+  double best_s = 0;       // +inf when none yet
+  double elapsed_s = 0;    // since the run started
+  double eta_s = 0;        // estimate for the remaining tasks
+  bool task_done = false;
+};
+using ProgressFn = std::function<void(const ProgressEvent&)>;
+
+/// Makes a runner that measures with the given protocol (the default schedule and the search
+/// use different protocols).
+using RunnerFactory = std::function<std::unique_ptr<measure::Runner>(const measure::MeasureProtocol&)>;
+/// LocalRunner on this CPU with `threads` kernel threads.
+RunnerFactory LocalRunnerFactory(int threads);
+
+/// Runs the tuning loop. Every batch of results is committed to the database before the
+/// strategy sees it, so killing the process loses at most the batch in flight.
+class Tuner {
+ public:
+  /// `db` is not owned and must outlive the tuner.
+  Tuner(dataset::RecordDatabase* db, measure::Target target, RunnerFactory runners,
+        TuneOptions options, ProgressFn progress = nullptr);
+
+  /// Tunes the tasks in order. Errors are infrastructure failures (database, bad task);
+  /// failing kernels are records, never errors.
+  absl::StatusOr<std::vector<TaskOutcome>> Run(const std::vector<TuneTask>& tasks);
+
+ private:
+  absl::StatusOr<TaskOutcome> TuneOne(const TuneTask& task, int index, int count, int budget,
+                                      int64_t target_id, int64_t run_id);
+
+  dataset::RecordDatabase* db_;
+  measure::Target target_;
+  RunnerFactory runners_;
+  TuneOptions options_;
+  ProgressFn progress_;
+  double start_ = 0;
+  int done_trials_ = 0, total_budget_ = 0;
+};
+
+/// The protocol for the untuned default schedule: no warm-up, few repeats, a long timeout
+/// (naive loops can take seconds per call).
+measure::MeasureProtocol DefaultScheduleProtocol(const measure::MeasureProtocol& p);
+
+/// The workload's fields as JSON (the tasks table's shape_json).
+std::string WorkloadJson(const codegen::Workload& w);
+
+}  // namespace tune::tuner
