@@ -180,17 +180,17 @@ Stmt Stage::LowerNest() const {
   for (int l : inner) {
     if (!loops_[l].reduce) inner_spatial.push_back(l);
   }
-  std::unordered_map<const VarNode*, Expr> zero_outer, max_inner;
-  for (int l : outer) zero_outer[AsVar(loops_[l].var)] = Expr(int64_t{0});
-  max_inner = zero_outer;
-  for (int l : inner_spatial) max_inner[AsVar(loops_[l].var)] = Expr(loops_[l].extent - 1);
+  // The tile has one dimension per spatial leaf inside it, in leaf order, so the innermost
+  // (usually vectorized) leaf is contiguous.
   std::vector<Expr> local_index;
   std::vector<int64_t> local_shape;
-  for (auto& idx : out_index) {
-    local_index.push_back(Substitute(idx, zero_outer));
-    int64_t hi;
-    TUNE_CHECK_MSG(AsInt(Substitute(idx, max_inner), &hi), "cache_write tile extent is not constant");
-    local_shape.push_back(hi + 1);
+  for (int l : inner_spatial) {
+    local_index.push_back(loops_[l].var);
+    local_shape.push_back(loops_[l].extent);
+  }
+  if (local_shape.empty()) {
+    local_index.push_back(Expr(int64_t{0}));
+    local_shape.push_back(1);
   }
   Buffer acc = MakeBuffer(output_->name + ".local", local_shape, BufferScope::kLocal);
   Stmt init = Nest(inner_spatial, Store(acc, local_index, FloatImm(0.0)));
