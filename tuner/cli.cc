@@ -8,6 +8,7 @@
 #include <limits>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "CLI/CLI.hpp"
@@ -122,7 +123,7 @@ struct CommonFlags {
   uint64_t seed = 0;
   bool resume = false;
   double timeout = 10.0;
-  int threads = 1;
+  int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   int repeats = 5;
   double min_repeat_ms = 20.0;
   bool flush_cache = false;
@@ -142,7 +143,7 @@ void AddTuneFlags(CLI::App& app, CommonFlags& f) {
   app.add_flag("--resume", f.resume, "continue from the records in the database, re-measuring none");
   app.add_option("--timeout", f.timeout, "seconds one candidate's measurement may take")
       ->check(CLI::PositiveNumber);
-  app.add_option("--threads", f.threads, "threads a kernel may use")->check(CLI::Range(1, 256));
+  app.add_option("--threads", f.threads, "threads a kernel may use (default: all cores)")->check(CLI::Range(1, 256));
   app.add_option("--repeats", f.repeats, "timed samples per candidate")->check(CLI::Range(1, 1000));
   app.add_option("--min-repeat-ms", f.min_repeat_ms, "minimum duration of one sample")
       ->check(CLI::NonNegativeNumber);
