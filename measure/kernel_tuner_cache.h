@@ -1,0 +1,42 @@
+// KernelTunerCache: a brute-forced GPU search space recorded by Kernel Tuner (cache format).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace tune::measure {
+
+/// A fully measured space. Every configuration is a choice of one value per parameter; the
+/// cache maps the configurations that satisfy the space's constraints to a time (ms) or a
+/// failure. Configurations absent from the cache are infeasible, not unmeasured.
+struct KernelTunerCache {
+  struct Entry {
+    std::vector<int> value_index;  // per parameter, index into param_values[p]
+    bool ok = false;               // false: "RuntimeFailedConfig" / "CompilationFailedConfig"
+    double time_ms = 0;            // mean kernel time when ok
+    std::vector<double> times_ms;  // the individual runs when recorded
+    std::string failure;           // the failure string when not ok
+  };
+  std::string device_name, kernel_name, path;
+  std::vector<std::string> param_names;            // tune_params_keys order
+  std::vector<std::vector<int64_t>> param_values;  // allowed values per parameter
+  std::vector<Entry> entries;
+  std::unordered_map<std::string, size_t> by_key;  // Key(value_index) -> entry index
+
+  /// Reads a .json or .json.gz cache file. InvalidArgument naming the file and the problem for
+  /// malformed or truncated files (bad gzip, bad JSON, missing fields, keys that don't match
+  /// the parameters, values outside tune_params); NotFound when it cannot be read.
+  static absl::StatusOr<KernelTunerCache> Load(const std::string& path);
+  /// "v0,v1,..." of the parameter values (Kernel Tuner's key format).
+  std::string Key(const std::vector<int>& value_index) const;
+  /// The entry of a configuration, or null when it is infeasible (absent).
+  const Entry* Find(const std::vector<int>& value_index) const;
+  /// Fastest ok time (ms).
+  double BestTimeMs() const;
+};
+
+}  // namespace tune::measure
