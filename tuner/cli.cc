@@ -129,6 +129,7 @@ struct CommonFlags {
   bool flush_cache = false;
   int early_stop = 0;
   std::string strategy = "random";
+  std::string task_scheduler = "round-robin";
   bool show_kernel = false;
 };
 
@@ -151,6 +152,7 @@ void AddTuneFlags(CLI::App& app, CommonFlags& f) {
   app.add_option("--early-stop", f.early_stop, "stop a task after N trials without improvement (0 = off)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--strategy", f.strategy, "search strategy: random, grid");
+  app.add_option("--task-scheduler", f.task_scheduler, "which task gets the next batch: round-robin, gradient, ucb");
   app.add_flag("--show-kernel", f.show_kernel, "print the best kernel of each task as pseudo-C");
 }
 
@@ -181,6 +183,7 @@ int TuneTasks(const std::string& title, const std::vector<TuneTask>& tasks, cons
   if (f.strategy != "random" && f.strategy != "grid") {
     return Fail(kExitUsage, "unknown strategy '" + f.strategy + "' (random, grid)");
   }
+  if (auto sched = TaskScheduler::Create(f.task_scheduler, 0); !sched.ok()) return Fail(sched.status());
   // Validate every task before anything is written.
   for (const auto& t : tasks) {
     auto tmpl = codegen::Template::Create(t.workload);
@@ -195,6 +198,7 @@ int TuneTasks(const std::string& title, const std::vector<TuneTask>& tasks, cons
   o.batch = f.batch;
   o.seed = f.seed;
   o.strategy = f.strategy;
+  o.task_scheduler = f.task_scheduler;
   o.threads = f.threads;
   o.early_stop = f.early_stop;
   o.resume = f.resume;

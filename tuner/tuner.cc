@@ -12,6 +12,7 @@
 #include "measure/local_runner.h"
 #include "nlohmann/json.hpp"
 #include "search/strategy.h"
+#include "tuner/task_scheduler.h"
 
 namespace tune::tuner {
 namespace {
@@ -74,63 +75,118 @@ Tuner::Tuner(dataset::RecordDatabase* db, measure::Target target, RunnerFactory 
     : db_(db), target_(std::move(target)), runners_(std::move(runners)), options_(std::move(options)),
       progress_(std::move(progress)) {}
 
+/// Everything the loop keeps per task.
+struct Tuner::TaskRun {
+  int index = 0;
+  TuneTask task;
+  std::unique_ptr<codegen::Template> tmpl;
+  std::unique_ptr<search::SearchStrategy> strategy;
+  std::unique_ptr<measure::Runner> runner;
+  std::unique_ptr<measure::TaskData> data;
+  TaskOutcome outcome;
+  TaskProgress progress;
+  int64_t target_id = 0, run_id = 0;
+  int since_improvement = 0;
+};
+
 absl::StatusOr<std::vector<TaskOutcome>> Tuner::Run(const std::vector<TuneTask>& tasks) {
   start_ = Now();
+  auto scheduler = TaskScheduler::Create(options_.task_scheduler, options_.seed);
+  if (!scheduler.ok()) return scheduler.status();
   auto target_id = db_->UpsertTarget({0, target_.Key(), target_.ToJson()});
   if (!target_id.ok()) return target_id.status();
   auto run_id = db_->StartRun(options_.command, target_.Key());
   if (!run_id.ok()) return run_id.status();
   int n = static_cast<int>(tasks.size());
-  total_budget_ = options_.total_trials > 0 ? options_.total_trials : options_.trials_per_task * n;
+  task_count_ = n;
+  total_budget_ = options_.total_trials > 0 ? std::min(options_.total_trials, options_.trials_per_task * n)
+                                            : options_.trials_per_task * n;
   done_trials_ = 0;
-  std::vector<TaskOutcome> out;
+
+  std::vector<TaskRun> runs(n);
   for (int i = 0; i < n; ++i) {
-    // Spread what is left of the total budget evenly over the remaining tasks.
-    int left = total_budget_ - done_trials_;
-    int budget = std::min(options_.trials_per_task, std::max(0, left / (n - i) + (left % (n - i) ? 1 : 0)));
-    auto r = TuneOne(tasks[i], i, n, budget, *target_id, *run_id);
-    if (!r.ok()) return r.status();
-    out.push_back(std::move(*r));
+    runs[i].index = i;
+    runs[i].task = tasks[i];
+    // Round-robin splits a total budget evenly; the adaptive schedulers share it freely.
+    int budget = options_.trials_per_task;
+    if (options_.task_scheduler == "round-robin" && options_.total_trials > 0) {
+      budget = std::min(budget, total_budget_ / n + (i < total_budget_ % n ? 1 : 0));
+    }
+    runs[i].progress.budget = budget;
+    runs[i].progress.weight = tasks[i].count;
+    if (auto st = Prepare(runs[i], *target_id, *run_id); !st.ok()) return st;
+  }
+
+  std::vector<TaskProgress> progress(n);
+  while (done_trials_ < total_budget_) {
+    for (int i = 0; i < n; ++i) progress[i] = runs[i].progress;
+    int i = (*scheduler)->Next(progress);
+    if (i < 0) break;
+    TaskRun& t = runs[i];
+    int want = std::min({options_.batch, t.progress.budget - t.outcome.trials, total_budget_ - done_trials_});
+    if (auto st = RunBatch(t, want); !st.ok()) return st;
+  }
+  std::vector<TaskOutcome> out;
+  for (auto& t : runs) {
+    Report(t, true);
+    out.push_back(t.outcome);
   }
   if (auto st = db_->FinishRun(*run_id); !st.ok()) return st;
   return out;
 }
 
-absl::StatusOr<TaskOutcome> Tuner::TuneOne(const TuneTask& task, int index, int count, int budget,
-                                           int64_t target_id, int64_t run_id) {
-  auto tmpl_or = codegen::Template::Create(task.workload);
-  if (!tmpl_or.ok()) return tmpl_or.status();
-  const codegen::Template& tmpl = **tmpl_or;
-  const search::ConfigSpace& space = tmpl.space();
+void Tuner::Report(const TaskRun& t, bool done) {
+  if (!progress_) return;
+  ProgressEvent e;
+  e.task_index = t.index;
+  e.task_count = task_count_;
+  e.task = &t.task;
+  e.trials = t.outcome.trials;
+  e.trials_budget = t.progress.budget;
+  e.best_s = t.outcome.best_s;
+  e.elapsed_s = Now() - start_;
+  int remaining = total_budget_ - done_trials_;
+  e.eta_s = done_trials_ > 0 ? e.elapsed_s / done_trials_ * std::max(0, remaining) : 0;
+  e.task_done = done;
+  progress_(e);
+}
+
+absl::Status Tuner::Prepare(TaskRun& t, int64_t target_id, int64_t run_id) {
+  auto tmpl = codegen::Template::Create(t.task.workload);
+  if (!tmpl.ok()) return tmpl.status();
+  t.tmpl = std::move(*tmpl);
+  const search::ConfigSpace& space = t.tmpl->space();
+  t.target_id = target_id;
+  t.run_id = run_id;
 
   dataset::TaskInfo info;
-  info.workload_key = task.workload.Key();
-  info.op = codegen::OpName(task.workload.op);
-  info.shape_json = WorkloadJson(task.workload);
-  info.flops = task.workload.Flops();
-  info.template_version = tmpl.version();
+  info.workload_key = t.task.workload.Key();
+  info.op = codegen::OpName(t.task.workload.op);
+  info.shape_json = WorkloadJson(t.task.workload);
+  info.flops = t.task.workload.Flops();
+  info.template_version = t.tmpl->version();
   auto task_id = db_->UpsertTask(info);
   if (!task_id.ok()) return task_id.status();
 
-  TaskOutcome outcome;
-  outcome.task = task;
+  TaskOutcome& outcome = t.outcome;
+  outcome.task = t.task;
   outcome.task_id = *task_id;
   outcome.flops = info.flops;
   outcome.best_s = kInf;
   outcome.default_s = kInf;
 
-  auto strategy_or = search::SearchStrategy::Create(options_.strategy, &space,
-                                                    {options_.seed + static_cast<uint64_t>(index)});
-  if (!strategy_or.ok()) return strategy_or.status();
-  search::SearchStrategy& strategy = **strategy_or;
+  auto strategy = search::SearchStrategy::Create(options_.strategy, &space,
+                                                 {options_.seed + static_cast<uint64_t>(t.index)});
+  if (!strategy.ok()) return strategy.status();
+  t.strategy = std::move(*strategy);
 
   // Records already in the database: with --resume they count against the budget and are
-  // never measured again; the default schedule's record is reused either way when resuming.
-  std::unordered_set<search::Config, search::ConfigHash> seen;
+  // never measured again, and the default schedule's record is reused.
   bool have_default = false;
   if (options_.resume) {
     auto old = db_->Records(*task_id, target_id);
     if (!old.ok()) return old.status();
+    std::unordered_set<search::Config, search::ConfigHash> seen;
     std::vector<search::MeasuredConfig> known;
     for (const auto& rec : *old) {
       auto cfg = space.FromJson(rec.config_json);
@@ -149,88 +205,89 @@ absl::StatusOr<TaskOutcome> Tuner::TuneOne(const TuneTask& task, int index, int 
         outcome.best_config = rec.config_json;
       }
     }
-    strategy.Update(known);
+    t.strategy->Update(known);
+    int counted = std::min(outcome.trials, t.progress.budget);
+    done_trials_ += counted;
+    if (counted > 0) t.progress.best_history.push_back(outcome.best_s);
   }
+  t.progress.trials = outcome.trials;
 
-  measure::TaskData data = measure::TaskData::Create(task.workload, options_.seed ^ 0x9e3779b97f4a7c15ULL);
-  measure::Builder builder({}, options_.build_threads);
-
-  auto commit = [&](const std::vector<search::Config>& configs, const std::vector<measure::MeasureResult>& results,
-                    const std::string& strategy_name, const measure::MeasureProtocol& protocol) -> absl::Status {
-    std::vector<dataset::Record> records;
-    for (size_t i = 0; i < configs.size(); ++i) {
-      dataset::Record r;
-      r.task_id = *task_id;
-      r.target_id = target_id;
-      r.run_id = run_id;
-      r.config_json = space.ToJson(configs[i]);
-      r.config_index = space.ToIndex(configs[i]);
-      r.strategy = strategy_name;
-      r.protocol_json = protocol.ToJson();
-      r.result = results[i];
-      records.push_back(std::move(r));
-    }
-    return db_->AddRecords(records);
-  };
-
-  auto report = [&](bool done) {
-    if (!progress_) return;
-    ProgressEvent e;
-    e.task_index = index;
-    e.task_count = count;
-    e.task = &task;
-    e.trials = outcome.trials;
-    e.trials_budget = budget;
-    e.best_s = outcome.best_s;
-    e.elapsed_s = Now() - start_;
-    int remaining = total_budget_ - done_trials_;
-    e.eta_s = done_trials_ > 0 ? e.elapsed_s / done_trials_ * std::max(0, remaining) : 0;
-    e.task_done = done;
-    progress_(e);
-  };
-
+  t.data = std::make_unique<measure::TaskData>(
+      measure::TaskData::Create(t.task.workload, options_.seed ^ 0x9e3779b97f4a7c15ULL));
   if (!have_default) {
-    search::Config def = tmpl.DefaultConfig();
+    search::Config def = t.tmpl->DefaultConfig();
     measure::MeasureProtocol protocol = DefaultScheduleProtocol(options_.protocol);
-    auto builds = builder.BuildAll(tmpl, {def});
-    auto results = runners_(protocol)->Run(data, builds);
-    if (auto st = commit({def}, results, kDefaultStrategy, protocol); !st.ok()) return st;
+    measure::Builder builder({}, options_.build_threads);
+    auto builds = builder.BuildAll(*t.tmpl, {def});
+    auto results = runners_(protocol)->Run(*t.data, builds);
+    if (auto st = Commit(t, {def}, results, kDefaultStrategy, protocol); !st.ok()) return st;
     outcome.default_s = results[0].Median();
   }
-  report(false);
+  t.progress.default_s = outcome.default_s;
+  t.runner = runners_(options_.protocol);
+  t.progress.done = outcome.trials >= t.progress.budget;
+  Report(t, false);
+  return absl::OkStatus();
+}
 
-  std::unique_ptr<measure::Runner> runner = runners_(options_.protocol);
-  int since_improvement = 0;
-  int resumed = outcome.trials;
-  done_trials_ += resumed;
-  while (outcome.trials < budget) {
-    if (options_.early_stop > 0 && since_improvement >= options_.early_stop) break;
-    int want = std::min(options_.batch, budget - outcome.trials);
-    std::vector<search::Config> configs = strategy.Propose(want);
-    if (configs.empty()) break;  // space exhausted
-    auto builds = builder.BuildAll(tmpl, configs);
-    auto results = runner->Run(data, builds);
-    if (auto st = commit(configs, results, strategy.name(), options_.protocol); !st.ok()) return st;
-    std::vector<search::MeasuredConfig> measured;
-    for (size_t i = 0; i < configs.size(); ++i) {
-      const auto& r = results[i];
-      measured.push_back({configs[i], r.ok() ? r.Median() : kInf, r.ok()});
-      ++outcome.trials;
-      ++outcome.measured_now;
-      ++done_trials_;
-      ++since_improvement;
-      if (!r.ok()) ++outcome.failed;
-      if (r.ok() && r.Median() < outcome.best_s) {
-        outcome.best_s = r.Median();
-        outcome.best_config = space.ToJson(configs[i]);
-        since_improvement = 0;
-      }
-    }
-    strategy.Update(measured);
-    report(false);
+absl::Status Tuner::Commit(const TaskRun& t, const std::vector<search::Config>& configs,
+                           const std::vector<measure::MeasureResult>& results, const std::string& strategy,
+                           const measure::MeasureProtocol& protocol) {
+  const search::ConfigSpace& space = t.tmpl->space();
+  std::vector<dataset::Record> records;
+  for (size_t i = 0; i < configs.size(); ++i) {
+    dataset::Record r;
+    r.task_id = t.outcome.task_id;
+    r.target_id = t.target_id;
+    r.run_id = t.run_id;
+    r.config_json = space.ToJson(configs[i]);
+    r.config_index = space.ToIndex(configs[i]);
+    r.strategy = strategy;
+    r.protocol_json = protocol.ToJson();
+    r.result = results[i];
+    records.push_back(std::move(r));
   }
-  report(true);
-  return outcome;
+  return db_->AddRecords(records);
+}
+
+absl::Status Tuner::RunBatch(TaskRun& t, int want) {
+  TaskOutcome& outcome = t.outcome;
+  if (want <= 0 || (options_.early_stop > 0 && t.since_improvement >= options_.early_stop)) {
+    t.progress.done = true;
+    return absl::OkStatus();
+  }
+  std::vector<search::Config> configs = t.strategy->Propose(want);
+  if (configs.empty()) {  // space exhausted
+    t.progress.done = true;
+    return absl::OkStatus();
+  }
+  const search::ConfigSpace& space = t.tmpl->space();
+  measure::Builder builder({}, options_.build_threads);
+  auto builds = builder.BuildAll(*t.tmpl, configs);
+  auto results = t.runner->Run(*t.data, builds);
+  if (auto st = Commit(t, configs, results, t.strategy->name(), options_.protocol); !st.ok()) return st;
+  std::vector<search::MeasuredConfig> measured;
+  for (size_t i = 0; i < configs.size(); ++i) {
+    const auto& r = results[i];
+    measured.push_back({configs[i], r.ok() ? r.Median() : kInf, r.ok()});
+    ++outcome.trials;
+    ++outcome.measured_now;
+    ++done_trials_;
+    ++t.since_improvement;
+    if (!r.ok()) ++outcome.failed;
+    if (r.ok() && r.Median() < outcome.best_s) {
+      outcome.best_s = r.Median();
+      outcome.best_config = space.ToJson(configs[i]);
+      t.since_improvement = 0;
+    }
+  }
+  t.strategy->Update(measured);
+  t.progress.trials = outcome.trials;
+  t.progress.best_history.push_back(outcome.best_s);
+  t.progress.done = outcome.trials >= t.progress.budget ||
+                    (options_.early_stop > 0 && t.since_improvement >= options_.early_stop);
+  Report(t, false);
+  return absl::OkStatus();
 }
 
 }  // namespace tune::tuner

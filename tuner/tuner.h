@@ -13,6 +13,8 @@
 #include "measure/measure_result.h"
 #include "measure/runner.h"
 #include "measure/target.h"
+#include "search/space.h"
+#include "tuner/task_scheduler.h"
 
 namespace tune::tuner {
 
@@ -29,6 +31,7 @@ struct TuneOptions {
   int batch = 8;             // candidates built and measured per round
   uint64_t seed = 0;
   std::string strategy = "random";
+  std::string task_scheduler = "round-robin";  // see TaskScheduler::Create
   int threads = 1;           // threads a kernel may use
   int build_threads = 2;     // concurrent LLVM compilations
   int early_stop = 0;        // stop a task after this many trials without improvement; 0 = off
@@ -81,8 +84,13 @@ class Tuner {
   absl::StatusOr<std::vector<TaskOutcome>> Run(const std::vector<TuneTask>& tasks);
 
  private:
-  absl::StatusOr<TaskOutcome> TuneOne(const TuneTask& task, int index, int count, int budget,
-                                      int64_t target_id, int64_t run_id);
+  struct TaskRun;
+  absl::Status Prepare(TaskRun& t, int64_t target_id, int64_t run_id);
+  absl::Status RunBatch(TaskRun& t, int want);
+  absl::Status Commit(const TaskRun& t, const std::vector<search::Config>& configs,
+                      const std::vector<measure::MeasureResult>& results, const std::string& strategy,
+                      const measure::MeasureProtocol& protocol);
+  void Report(const TaskRun& t, bool done);
 
   dataset::RecordDatabase* db_;
   measure::Target target_;
@@ -90,7 +98,7 @@ class Tuner {
   TuneOptions options_;
   ProgressFn progress_;
   double start_ = 0;
-  int done_trials_ = 0, total_budget_ = 0;
+  int done_trials_ = 0, total_budget_ = 0, task_count_ = 0;
 };
 
 /// The protocol for the untuned default schedule: no warm-up, few repeats, a long timeout
