@@ -49,25 +49,16 @@ Conv2dTemplate::Conv2dTemplate(Workload w) : Template(std::move(w)) {
 
 search::Config Conv2dTemplate::DefaultConfig() const {
   const Workload& wl = workload_;
-  search::Config c(space_.knobs().size());
-  auto set = [&](const std::string& knob, const std::vector<int64_t>& v) {
-    int i = space_.KnobIndex(knob);
-    const auto& opts = space_.knobs()[i].options;
-    for (size_t j = 0; j < opts.size(); ++j) {
-      if (opts[j] == v) c[i] = static_cast<int32_t>(j);
-    }
-  };
-  set("tile_oc", {wl.out_c, 1, 1});
-  set("tile_oh", {wl.out_h(), 1});
-  set("tile_ow", {wl.out_w(), 1, 1});
-  set("tile_ic", {wl.in_c / wl.groups, 1});
-  set("order", {0});
-  set("vector_axis", {0});
-  set("unroll", {0});
-  set("pack_weight", {0});
-  set("acc_tile", {1});
-  set("parallel", {0});
-  return c;
+  return ConfigOf({{"tile_oc", {wl.out_c, 1, 1}},
+                   {"tile_oh", {wl.out_h(), 1}},
+                   {"tile_ow", {wl.out_w(), 1, 1}},
+                   {"tile_ic", {wl.in_c / wl.groups, 1}},
+                   {"order", {0}},
+                   {"vector_axis", {0}},
+                   {"unroll", {0}},
+                   {"pack_weight", {0}},
+                   {"acc_tile", {1}},
+                   {"parallel", {0}}});
 }
 
 Schedule Conv2dTemplate::Build(const search::Config& c) const {

@@ -49,25 +49,16 @@ GemmTemplate::GemmTemplate(Workload w) : Template(std::move(w)) {
 
 search::Config GemmTemplate::DefaultConfig() const {
   const Workload& wl = workload_;
-  search::Config c(space_.knobs().size());
-  auto set = [&](const std::string& knob, const std::vector<int64_t>& v) {
-    int i = space_.KnobIndex(knob);
-    const auto& opts = space_.knobs()[i].options;
-    for (size_t j = 0; j < opts.size(); ++j) {
-      if (opts[j] == v) c[i] = static_cast<int32_t>(j);
-    }
-  };
-  set("tile_m", {wl.m, 1, 1});
-  set("tile_n", {wl.n, 1, 1});
-  set("tile_k", {wl.k, 1});
-  set("order", {0});
-  set("vectorize", {0});
-  set("unroll_m", {0});
-  set("unroll_k", {0});
-  set("pack_b", {0});
-  set("acc_tile", {1});
-  set("parallel", {0});
-  return c;
+  return ConfigOf({{"tile_m", {wl.m, 1, 1}},
+                   {"tile_n", {wl.n, 1, 1}},
+                   {"tile_k", {wl.k, 1}},
+                   {"order", {0}},
+                   {"vectorize", {0}},
+                   {"unroll_m", {0}},
+                   {"unroll_k", {0}},
+                   {"pack_b", {0}},
+                   {"acc_tile", {1}},
+                   {"parallel", {0}}});
 }
 
 Schedule GemmTemplate::Build(const search::Config& c) const {

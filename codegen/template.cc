@@ -3,6 +3,9 @@
 
 #include "codegen/conv2d_template.h"
 #include "codegen/gemm_template.h"
+#include "search/check.h"
+
+#include <algorithm>
 
 namespace tune::codegen {
 
@@ -20,6 +23,19 @@ absl::StatusOr<std::unique_ptr<Template>> Template::Create(const Workload& workl
       return std::unique_ptr<Template>(new Conv2dTemplate(workload));
   }
   return absl::InvalidArgumentError("no template for operator " + OpName(workload.op));
+}
+
+search::Config Template::ConfigOf(
+    const std::vector<std::pair<std::string, std::vector<int64_t>>>& values) const {
+  search::Config c(space_.knobs().size(), 0);
+  for (const auto& [knob, v] : values) {
+    int i = space_.KnobIndex(knob);
+    const auto& opts = space_.knobs()[i].options;
+    auto it = std::find(opts.begin(), opts.end(), v);
+    TUNE_CHECK(it != opts.end()) << "knob " << knob << " has no such option";
+    c[i] = static_cast<int32_t>(it - opts.begin());
+  }
+  return c;
 }
 
 absl::StatusOr<Schedule> Template::Instantiate(const search::Config& config) const {

@@ -44,6 +44,9 @@ class Template {
   explicit Template(Workload workload) : workload_(std::move(workload)) {}
   /// Builds the schedule of a config already known to be valid.
   virtual Schedule Build(const search::Config& config) const = 0;
+  /// The config choosing, for each named knob, the option equal to the given values; knobs
+  /// not named keep option 0. Aborts when a value is not an option (a template bug).
+  search::Config ConfigOf(const std::vector<std::pair<std::string, std::vector<int64_t>>>& values) const;
 
   Workload workload_;
   search::ConfigSpace space_;
