@@ -1,0 +1,127 @@
+// Fixed-length features of a scheduled kernel, read off its loop AST (not its knob values).
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "codegen/ir.h"
+
+namespace tune::costmodel {
+
+/// Bumped whenever the meaning, order or number of features changes; saved models record it
+/// and refuse to load against another version.
+inline constexpr int kFeatureVersion = 1;
+
+/// Loops of the main statement described one by one, innermost first.
+inline constexpr int kLoopSlots = 8;
+/// Buffer accesses of the main statement described one by one: slot 0 is the buffer it stores
+/// to, slots 1.. the buffers it loads (other than the stored one), largest footprint first.
+inline constexpr int kAccessSlots = 4;
+/// Loop levels at which footprints and intensities are measured: level l < kLevels - 1 is one
+/// iteration of the (l+2)-th loop from the inside, i.e. the work of the innermost l+1 loops
+/// (l = 0: the innermost loop alone); the last level is the whole nest of the main statement.
+inline constexpr int kLevels = 9;
+
+// Conventions used below.
+//  * "log" fields hold log2(1 + x) of a non-negative quantity x, so 0 means x = 0 and every
+//    value is finite; raw fields hold x itself.
+//  * The main statement is the store executed most often (ties: more float ops, then first in
+//    program order): the reduction update of a GEMM/conv, or its plain store without
+//    cache_write. Its nest is the list of loops enclosing it, outermost to innermost.
+//  * Elements are fp32 (4 bytes). A "unique element" count is the number of distinct index
+//    tuples an access touches, computed exactly for affine indices up to overlaps inside one
+//    dimension (approximated by min(span, product of extents)) and bounded by the buffer shape.
+//  * Everything is a float so the struct flattens into the feature vector in field order.
+
+/// One loop of the main statement's nest (slot i: the (i+1)-th loop from the inside). All
+/// zero when the nest has fewer loops.
+struct LoopFeatures {
+  float log_extent;  // log2(1 + trip count) [iterations]
+  float vectorized;  // 1 if the loop is vectorized (ForKind::kVectorized) [flag]
+  float unrolled;    // 1 if the loop is fully unrolled [flag]
+  float parallel;    // 1 if the loop runs on the thread pool [flag]
+  float reduction;   // 1 if the stored element does not depend on the loop var and the loop
+                     // is inside the allocation of a local destination [flag]
+};
+
+/// One buffer accessed by the main statement. All zero when the slot is empty.
+struct AccessFeatures {
+  float present;       // 1 if the slot describes a buffer [flag]
+  float reads;         // loads of this buffer per execution of the statement [count]
+  float writes;        // stores to this buffer per execution (0 or 1) [count]
+  float scope_local;   // 1 if the buffer is a kLocal (register) tile [flag]
+  float scope_heap;    // 1 if the buffer is kernel-allocated heap scratch (packed/padded) [flag]
+  float log_bytes[kLevels];  // log2(1 + unique bytes touched at each level, see kLevels) [bytes]
+  float log_stride_innermost;  // log2(1 + |address step| per iteration of the innermost loop)
+                               // [elements]; 0 when the access is invariant in that loop
+  float log_stride_used;  // log2(1 + |address step|) of the innermost loop the index depends
+                          // on [elements]; 0 when it depends on none
+  float reuse_depth;      // number of consecutive innermost loops the index does not depend
+                          // on [loops]
+  float log_reuse_run;  // log2(1 + product of the extents of those loops): consecutive
+                        // executions that hit the same element [executions]
+  float log_reuse;      // log2(1 + executions / unique elements of the whole nest): average
+                        // uses of each element [accesses per element]
+  float log_accesses;   // log2(1 + executions * (reads + writes)) [accesses]
+  float log_lines;      // log2(1 + unique 64-byte cache lines touched by the whole nest) [lines]
+};
+
+/// The features of one kernel, in the order of the flattened vector.
+struct AstFeatures {
+  // --- the whole kernel ---
+  float log_total_flops;    // log2(1 + float ops executed by all statements) [flops]
+  float log_store_execs;    // log2(1 + executions of all stores) [stores]
+  float parallel_fraction;  // share of store executions inside a parallel loop [0..1]
+  float log_arg_bytes;      // log2(1 + total size of the argument buffers) [bytes]
+  float log_heap_bytes;     // log2(1 + total size of heap scratch buffers) [bytes]
+  float num_heap_buffers;   // heap scratch buffers allocated (packing, padding) [count]
+  float log_local_floats;   // log2(1 + elements of the largest kLocal tile) [floats]
+  float num_stages;         // top-level loop nests (copy stages + compute) [count]
+  float num_loops;          // loops in the kernel [count]
+  float num_vectorized;     // vectorized loops in the kernel [count]
+  float num_unrolled;       // unrolled loops in the kernel [count]
+  float num_parallel;       // parallel loops in the kernel [count]
+  float max_depth;          // deepest loop nesting in the kernel [loops]
+  // --- the main statement ---
+  float main_depth;          // loops enclosing the main statement [loops]
+  float log_main_execs;      // log2(1 + executions of the main statement) [executions]
+  float main_exec_fraction;  // main executions / all store executions [0..1]
+  float main_flops;          // float ops per execution of the main statement [flops]
+  float vector_lanes;        // extent of the innermost vectorized loop enclosing the main
+                             // statement, 1 when there is none [lanes] (raw, not log)
+  float vector_innermost;    // 1 if that vectorized loop is the innermost loop [flag]
+  float log_unroll_product;  // log2(1 + product of enclosing unrolled extents, 1 if none)
+                             // [iterations]
+  float log_parallel_extent;  // log2(1 + product of enclosing parallel extents, 0 if none)
+                              // [tasks]
+  float log_parallel_grain;   // log2(1 + main executions per parallel iteration, 0 if not
+                              // parallel) [executions per task]
+  float log_reduce_extent;    // log2(1 + product of enclosing reduction-loop extents)
+                              // [iterations]
+  float log_local_tile;       // log2(1 + elements of the kLocal tile the main statement
+                              // stores to, 0 if it stores to memory) [floats]
+  LoopFeatures loops[kLoopSlots];
+  AccessFeatures accesses[kAccessSlots];
+  float log_intensity[kLevels];  // log2(1 + flops / non-local unique bytes) of the main
+                                 // statement at each level [flops per byte]
+};
+
+/// Number of floats ExtractFeatures returns.
+inline constexpr size_t kNumFeatures = sizeof(AstFeatures) / sizeof(float);
+
+/// One name per feature, in vector order, e.g. "log_total_flops", "loop0.log_extent",
+/// "access1.log_bytes.l8", "log_intensity.l3". Stable for a kFeatureVersion.
+const std::vector<std::string>& FeatureNames();
+
+/// Index of the feature called `name` in the vector; aborts when absent (a bug).
+size_t FeatureIndex(const std::string& name);
+
+/// The features of `func` as a struct. Pure and thread-safe; costs microseconds for the GEMM
+/// and conv2d templates. A kernel without any store gives all zeros.
+AstFeatures ExtractAstFeatures(const codegen::LoweredFunc& func);
+
+/// ExtractAstFeatures flattened: kNumFeatures finite floats in field order.
+std::vector<float> ExtractFeatures(const codegen::LoweredFunc& func);
+
+}  // namespace tune::costmodel

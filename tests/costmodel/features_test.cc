@@ -1,0 +1,239 @@
+// Tests of loop-AST feature extraction: shape, names, determinism, sensitivity, golden values.
+#include "costmodel/features.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "codegen/template.h"
+#include "codegen/workload.h"
+#include "gtest/gtest.h"
+
+namespace tune::costmodel {
+namespace {
+
+using codegen::OpKind;
+using codegen::Template;
+
+std::unique_ptr<Template> MakeTemplate(OpKind op, const std::string& shape) {
+  auto w = codegen::Workload::Parse(op, shape);
+  EXPECT_TRUE(w.ok()) << w.status();
+  auto t = Template::Create(*w);
+  EXPECT_TRUE(t.ok()) << t.status();
+  return std::move(*t);
+}
+
+search::Config FromJson(const Template& t, const std::string& json) {
+  auto c = t.space().FromJson(json);
+  EXPECT_TRUE(c.ok()) << c.status();
+  return *c;
+}
+
+std::vector<float> Features(const Template& t, const search::Config& c) {
+  auto func = t.Lower(c, "k");
+  EXPECT_TRUE(func.ok()) << func.status();
+  return ExtractFeatures(*func);
+}
+
+float Get(const std::vector<float>& f, const std::string& name) { return f[FeatureIndex(name)]; }
+float Log2p(double x) { return static_cast<float>(std::log2(1.0 + x)); }
+
+// GEMM 64x64x64: m = 1x32x2, n = 1x4x16 vectorized, k = 16x4, register tile, parallel m0.
+constexpr char kVectorGemm[] =
+    R"({"tile_m":[1,32,2],"tile_n":[1,4,16],"tile_k":[16,4],"order":[0],"vectorize":[1],)"
+    R"("unroll_m":[0],"unroll_k":[0],"pack_b":[0],"acc_tile":[1],"parallel":[1]})";
+
+TEST(FeaturesTest, NamesMatchTheVector) {
+  const auto& names = FeatureNames();
+  ASSERT_EQ(names.size(), kNumFeatures);
+  EXPECT_EQ(std::set<std::string>(names.begin(), names.end()).size(), names.size()) << "duplicate names";
+  EXPECT_EQ(names.front(), "log_total_flops");
+  EXPECT_EQ(names.back(), "log_intensity.l" + std::to_string(kLevels - 1));
+  for (size_t i = 0; i < names.size(); ++i) EXPECT_EQ(FeatureIndex(names[i]), i);
+  // The flattened vector follows the struct's field order.
+  EXPECT_EQ(FeatureIndex("loop0.log_extent"), offsetof(AstFeatures, loops) / sizeof(float));
+  EXPECT_EQ(FeatureIndex("access0.present"), offsetof(AstFeatures, accesses) / sizeof(float));
+  EXPECT_EQ(FeatureIndex("log_intensity.l0"), offsetof(AstFeatures, log_intensity) / sizeof(float));
+  EXPECT_EQ(FeatureIndex("access1.log_bytes.l0"),
+            (offsetof(AstFeatures, accesses) + sizeof(AccessFeatures) + offsetof(AccessFeatures, log_bytes)) /
+                sizeof(float));
+
+  auto t = MakeTemplate(OpKind::kMatmul, "64,64,64");
+  EXPECT_EQ(Features(*t, t->DefaultConfig()).size(), kNumFeatures);
+}
+
+TEST(FeaturesTest, FiniteAndDeterministicOverRandomConfigs) {
+  std::vector<std::unique_ptr<Template>> templates;
+  templates.push_back(MakeTemplate(OpKind::kMatmul, "128,96,64"));
+  templates.push_back(MakeTemplate(OpKind::kDense, "32,128,256"));
+  templates.push_back(MakeTemplate(OpKind::kBatchMatmul, "4,32,64,48"));
+  templates.push_back(MakeTemplate(OpKind::kConv2d, "1,32,28,28,64,3,3,1,1"));
+  templates.push_back(MakeTemplate(OpKind::kConv2d, "2,16,15,15,32,3,3,2,0"));
+  templates.push_back(MakeTemplate(OpKind::kConv2d, "1,32,14,14,32,3,3,1,1,1,32"));  // depthwise
+  std::mt19937_64 rng(7);
+  for (auto& t : templates) {
+    SCOPED_TRACE(t->workload().Label());
+    std::set<std::vector<float>> distinct;
+    for (int i = 0; i < 60; ++i) {
+      auto c = t->space().Sample(rng);
+      ASSERT_TRUE(c.ok());
+      std::vector<float> f = Features(*t, *c);
+      ASSERT_EQ(f.size(), kNumFeatures);
+      for (size_t j = 0; j < f.size(); ++j) {
+        ASSERT_TRUE(std::isfinite(f[j])) << FeatureNames()[j];
+        ASSERT_GE(f[j], 0.0f) << FeatureNames()[j];
+      }
+      EXPECT_EQ(Features(*t, *c), f) << "same config, different features";
+      distinct.insert(f);
+    }
+    EXPECT_GT(distinct.size(), 40u) << "random configs should rarely collide";
+  }
+}
+
+TEST(FeaturesTest, VectorizationAndTilingChangeTheFeatures) {
+  auto t = MakeTemplate(OpKind::kMatmul, "64,64,64");
+  search::Config base = FromJson(*t, kVectorGemm);
+  std::vector<float> f = Features(*t, base);
+
+  search::Config scalar = base;
+  scalar[t->space().KnobIndex("vectorize")] = 1;  // option values {1, 0}
+  ASSERT_EQ(t->space().GetInt(scalar, "vectorize"), 0);
+  std::vector<float> fs = Features(*t, scalar);
+  EXPECT_NE(fs, f);
+  EXPECT_EQ(Get(fs, "vector_lanes"), 1.0f);
+  EXPECT_EQ(Get(fs, "loop0.vectorized"), 0.0f);
+  EXPECT_EQ(Get(fs, "num_vectorized"), 0.0f);
+
+  search::Config retiled = FromJson(*t, R"({"tile_m":[1,16,4],"tile_n":[1,8,8],"tile_k":[16,4],"order":[0],)"
+                                        R"("vectorize":[1],"unroll_m":[0],"unroll_k":[0],"pack_b":[0],)"
+                                        R"("acc_tile":[1],"parallel":[1]})");
+  std::vector<float> ft = Features(*t, retiled);
+  EXPECT_NE(ft, f);
+  EXPECT_EQ(Get(ft, "vector_lanes"), 8.0f);
+  EXPECT_EQ(Get(ft, "log_local_tile"), Log2p(32));
+  EXPECT_NE(Get(ft, "access2.log_bytes.l2"), Get(f, "access2.log_bytes.l2"));
+
+  search::Config packed = base;
+  packed[t->space().KnobIndex("pack_b")] = 0;  // {1, 0}
+  std::vector<float> fp = Features(*t, packed);
+  EXPECT_EQ(Get(fp, "num_heap_buffers"), 1.0f);
+  EXPECT_EQ(Get(fp, "log_heap_bytes"), Log2p(64 * 64 * 4));
+  EXPECT_EQ(Get(fp, "num_stages"), 2.0f);
+  // b.packed is read by the main statement: one of the two loaded slots is heap.
+  EXPECT_EQ(Get(fp, "access1.scope_heap") + Get(fp, "access2.scope_heap"), 1.0f);
+}
+
+// Hand-derived values of the vectorized GEMM above. Its main statement is
+//   out.local[m2, n2] += a[m1*2 + m2, k0*4 + k1] * b[k0*4 + k1, n1*16 + n2]
+// under m0(1, parallel) n0(1) m1(32) n1(4) k0(16) k1(4) m2(2) n2(16, vectorized).
+TEST(FeaturesTest, GoldenVectorizedGemm) {
+  auto t = MakeTemplate(OpKind::kMatmul, "64,64,64");
+  std::vector<float> f = Features(*t, FromJson(*t, kVectorGemm));
+  EXPECT_EQ(Get(f, "vector_lanes"), 16.0f);
+  EXPECT_EQ(Get(f, "vector_innermost"), 1.0f);
+  EXPECT_EQ(Get(f, "main_depth"), 8.0f);
+  EXPECT_EQ(Get(f, "main_flops"), 2.0f);
+  EXPECT_EQ(Get(f, "log_main_execs"), Log2p(64.0 * 64 * 64));
+  EXPECT_EQ(Get(f, "log_total_flops"), Log2p(2.0 * 64 * 64 * 64));
+  EXPECT_EQ(Get(f, "log_parallel_extent"), Log2p(1));
+  EXPECT_EQ(Get(f, "parallel_fraction"), 1.0f);
+  EXPECT_EQ(Get(f, "log_unroll_product"), Log2p(1));
+  EXPECT_EQ(Get(f, "log_reduce_extent"), Log2p(64));
+  EXPECT_EQ(Get(f, "log_local_floats"), Log2p(32));
+  EXPECT_EQ(Get(f, "log_local_tile"), Log2p(32));
+  EXPECT_EQ(Get(f, "num_loops"), 12.0f);  // 4 outer + init 2 + main 4 + write-back 2
+  EXPECT_EQ(Get(f, "num_parallel"), 1.0f);
+  EXPECT_EQ(Get(f, "max_depth"), 8.0f);
+
+  // Loops, innermost first: n2, m2, k1, k0, n1, m1, n0, m0.
+  EXPECT_EQ(Get(f, "loop0.log_extent"), Log2p(16));
+  EXPECT_EQ(Get(f, "loop0.vectorized"), 1.0f);
+  EXPECT_EQ(Get(f, "loop0.reduction"), 0.0f);
+  EXPECT_EQ(Get(f, "loop2.log_extent"), Log2p(4));
+  EXPECT_EQ(Get(f, "loop2.reduction"), 1.0f);
+  EXPECT_EQ(Get(f, "loop3.reduction"), 1.0f);
+  EXPECT_EQ(Get(f, "loop4.reduction"), 0.0f);  // n1: outside the tile, a fresh accumulator
+  EXPECT_EQ(Get(f, "loop7.parallel"), 1.0f);
+  EXPECT_EQ(Get(f, "loop7.log_extent"), Log2p(1));
+
+  // access0: the register tile (read and written); access1: a, access2: b (equal whole-nest
+  // footprints keep program order).
+  EXPECT_EQ(Get(f, "access0.scope_local"), 1.0f);
+  EXPECT_EQ(Get(f, "access0.reads"), 1.0f);
+  EXPECT_EQ(Get(f, "access0.writes"), 1.0f);
+  EXPECT_EQ(Get(f, "access0.log_bytes.l0"), Log2p(16 * 4));
+  EXPECT_EQ(Get(f, "access0.log_bytes.l1"), Log2p(32 * 4));
+  EXPECT_EQ(Get(f, "access0.log_stride_innermost"), Log2p(1));
+  EXPECT_EQ(Get(f, "access1.scope_local"), 0.0f);
+  EXPECT_EQ(Get(f, "access1.log_stride_innermost"), 0.0f);  // a is invariant in n2
+  EXPECT_EQ(Get(f, "access1.reuse_depth"), 1.0f);
+  EXPECT_EQ(Get(f, "access1.log_reuse_run"), Log2p(16));
+  EXPECT_EQ(Get(f, "access1.log_stride_used"), Log2p(64));  // m2 steps a row of a
+  EXPECT_EQ(Get(f, "access1.log_bytes.l2"), Log2p(2 * 4 * 4));        // k1 x m2
+  EXPECT_EQ(Get(f, "access2.log_stride_innermost"), Log2p(1));
+  EXPECT_EQ(Get(f, "access2.log_bytes.l2"), Log2p(4 * 16 * 4));       // k1 x n2
+  EXPECT_EQ(Get(f, "access2.log_bytes.l8"), Log2p(64 * 64 * 4));
+  EXPECT_EQ(Get(f, "access2.log_reuse"), Log2p(64));                  // 64^3 uses of 64^2 elements
+  EXPECT_EQ(Get(f, "access2.log_lines"), Log2p(64 * 64 / 16));
+  EXPECT_EQ(Get(f, "access3.present"), 0.0f);
+  // Level 2 (k1, m2, n2): 256 flops over (8 + 64) floats of a and b.
+  EXPECT_EQ(Get(f, "log_intensity.l2"), Log2p(256.0 / (72 * 4)));
+}
+
+TEST(FeaturesTest, StridedConvolutionVectorAccess) {
+  // Stride 2: vectorizing ow makes the input access step 2 elements per lane.
+  auto t = MakeTemplate(OpKind::kConv2d, "1,8,16,16,16,3,3,2,1");
+  auto c = FromJson(*t, R"({"tile_oc":[2,2,4],"tile_oh":[8,1],"tile_ow":[1,1,8],"tile_ic":[2,4],"order":[0],)"
+                        R"("vector_axis":[2],"unroll":[0],"pack_weight":[0],"acc_tile":[1],"parallel":[0]})");
+  std::vector<float> f = Features(*t, c);
+  EXPECT_EQ(Get(f, "vector_lanes"), 8.0f);
+  EXPECT_EQ(Get(f, "num_heap_buffers"), 1.0f);  // padded input
+  // Loaded slots: data.pad and weight; find the heap one (the padded input).
+  int pad_slot = Get(f, "access1.scope_heap") == 1.0f ? 1 : 2;
+  EXPECT_EQ(Get(f, "access" + std::to_string(pad_slot) + ".log_stride_innermost"), Log2p(2));
+  EXPECT_EQ(Get(f, "access" + std::to_string(3 - pad_slot) + ".log_stride_innermost"), 0.0f);
+}
+
+TEST(FeaturesTest, EmptyKernel) {
+  codegen::LoweredFunc func;
+  std::vector<float> f = ExtractFeatures(func);
+  ASSERT_EQ(f.size(), kNumFeatures);
+  for (float v : f) EXPECT_EQ(v, 0.0f);
+}
+
+// Not a wall-time assertion: prints the cost of Template::Lower + ExtractFeatures per config
+// (the number DESIGN.md's "microseconds, not milliseconds" refers to).
+TEST(FeaturesTest, ReportsFeaturizationCost) {
+  std::vector<std::unique_ptr<Template>> templates;
+  templates.push_back(MakeTemplate(OpKind::kMatmul, "512,512,512"));
+  templates.push_back(MakeTemplate(OpKind::kConv2d, "1,64,56,56,64,3,3,1,1"));
+  std::mt19937_64 rng(3);
+  for (auto& t : templates) {
+    std::vector<search::Config> configs;
+    for (int i = 0; i < 1000; ++i) configs.push_back(*t->space().Sample(rng));
+    double sink = 0;
+    auto start = std::chrono::steady_clock::now();
+    for (const auto& c : configs) {
+      auto func = t->Lower(c, "k");
+      sink += ExtractFeatures(*func)[0];
+    }
+    double lower_extract = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::vector<codegen::LoweredFunc> funcs;
+    for (const auto& c : configs) funcs.push_back(*t->Lower(c, "k"));
+    start = std::chrono::steady_clock::now();
+    for (const auto& func : funcs) sink += ExtractFeatures(func)[1];
+    double extract = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::printf("[ timing ] %-28s lower+extract %.1f us/config, extract alone %.1f us/config (%g)\n",
+                t->workload().Label().c_str(), lower_extract / configs.size() * 1e6,
+                extract / configs.size() * 1e6, sink > 0 ? 1.0 : 0.0);
+    RecordProperty(t->name() + "_lower_extract_us", static_cast<int>(lower_extract / configs.size() * 1e6));
+  }
+}
+
+}  // namespace
+}  // namespace tune::costmodel
