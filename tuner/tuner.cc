@@ -8,6 +8,7 @@
 #include <unordered_set>
 
 #include "codegen/template.h"
+#include "costmodel/cost_model_adapters.h"
 #include "measure/builder.h"
 #include "measure/local_runner.h"
 #include "nlohmann/json.hpp"
@@ -83,6 +84,9 @@ struct Tuner::TaskRun {
   std::unique_ptr<search::SearchStrategy> strategy;
   std::unique_ptr<measure::Runner> runner;
   std::unique_ptr<measure::TaskData> data;
+  std::unique_ptr<search::CostModel> model;
+  std::vector<search::Config> history;  // every measured config of this task (for Fit)
+  std::vector<double> history_costs;
   TaskOutcome outcome;
   TaskProgress progress;
   int64_t target_id = 0, run_id = 0;
@@ -180,6 +184,8 @@ absl::Status Tuner::Prepare(TaskRun& t, int64_t target_id, int64_t run_id) {
   if (!strategy.ok()) return strategy.status();
   t.strategy = std::move(*strategy);
 
+  if (auto st = CreateModel(t, target_id); !st.ok()) return st;
+
   // Records already in the database: with --resume they count against the budget and are
   // never measured again, and the default schedule's record is reused.
   bool have_default = false;
@@ -205,6 +211,11 @@ absl::Status Tuner::Prepare(TaskRun& t, int64_t target_id, int64_t run_id) {
         outcome.best_config = rec.config_json;
       }
     }
+    for (const auto& k : known) {
+      t.history.push_back(k.config);
+      t.history_costs.push_back(k.cost);
+    }
+    if (auto st = FitModel(t); !st.ok()) return st;
     t.strategy->Update(known);
     int counted = std::min(outcome.trials, t.progress.budget);
     done_trials_ += counted;
@@ -227,6 +238,67 @@ absl::Status Tuner::Prepare(TaskRun& t, int64_t target_id, int64_t run_id) {
   t.runner = runners_(options_.protocol);
   t.progress.done = outcome.trials >= t.progress.budget;
   Report(t, false);
+  return absl::OkStatus();
+}
+
+absl::Status Tuner::CreateModel(TaskRun& t, int64_t target_id) {
+  std::string name = options_.cost_model;
+  if (name == "auto") {
+    const std::string& s = options_.strategy;
+    name = (s == "sa" || s == "evolutionary" || s == "bandit") ? "xgb" : "none";
+  }
+  if (name == "none") return absl::OkStatus();
+  costmodel::CostModelOptions mo;
+  mo.xgb.seed = options_.seed + static_cast<uint64_t>(t.index);
+  auto model = costmodel::CreateCostModel(name, {t.tmpl.get(), nullptr}, mo);
+  if (!model.ok()) return model.status();
+  t.model = std::move(*model);
+  t.strategy->SetCostModel(t.model.get());
+
+  // Warm start: other tasks' records on this target, featurized through their own templates
+  // (AST features transfer across shapes and operators).
+  auto* ast = dynamic_cast<costmodel::AstCostModel*>(t.model.get());
+  if (!options_.transfer || ast == nullptr) return absl::OkStatus();
+  auto tasks = db_->Tasks();
+  if (!tasks.ok()) return tasks.status();
+  size_t others = 0;
+  for (const auto& info : *tasks) others += info.id != t.outcome.task_id ? 1 : 0;
+  if (others == 0) return absl::OkStatus();
+  size_t per_task = std::max<size_t>(8, static_cast<size_t>(options_.max_prior_rows) / others);
+  for (const auto& info : *tasks) {
+    if (info.id == t.outcome.task_id || ast->num_prior_rows() >= static_cast<size_t>(options_.max_prior_rows)) continue;
+    auto w = codegen::Workload::FromKey(info.workload_key);
+    if (!w.ok()) continue;
+    auto tmpl = codegen::Template::Create(*w);
+    if (!tmpl.ok() || (*tmpl)->version() != info.template_version) continue;
+    auto recs = db_->Records(info.id, target_id);
+    if (!recs.ok()) return recs.status();
+    costmodel::AstCostModel other(tmpl->get());
+    std::vector<std::vector<float>> rows;
+    std::vector<double> costs;
+    // The most recent records: late in a search they are the informative ones.
+    for (auto it = recs->rbegin(); it != recs->rend() && rows.size() < per_task; ++it) {
+      if (it->strategy == kDefaultStrategy) continue;
+      auto cfg = (*tmpl)->space().FromJson(it->config_json);
+      std::vector<float> row;
+      if (!cfg.ok() || !other.Featurize(*cfg, &row)) continue;
+      rows.push_back(std::move(row));
+      costs.push_back(it->result.ok() ? it->result.Median() : kInf);
+    }
+    if (!rows.empty()) ast->AddPriorData(std::move(rows), std::move(costs), static_cast<int>(info.id));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Tuner::FitModel(TaskRun& t) {
+  if (t.model == nullptr || t.history.empty()) return absl::OkStatus();
+  bool any_ok = false;
+  for (double c : t.history_costs) any_ok |= std::isfinite(c);
+  if (!any_ok) return absl::OkStatus();  // nothing to rank yet
+  auto st = t.model->Fit(t.history, t.history_costs);
+  // A model that cannot be trained degrades the search to its untrained behaviour; it is not
+  // a reason to stop tuning.
+  (void)st;
   return absl::OkStatus();
 }
 
@@ -270,6 +342,8 @@ absl::Status Tuner::RunBatch(TaskRun& t, int want) {
   for (size_t i = 0; i < configs.size(); ++i) {
     const auto& r = results[i];
     measured.push_back({configs[i], r.ok() ? r.Median() : kInf, r.ok()});
+    t.history.push_back(configs[i]);
+    t.history_costs.push_back(measured.back().cost);
     ++outcome.trials;
     ++outcome.measured_now;
     ++done_trials_;
@@ -281,6 +355,7 @@ absl::Status Tuner::RunBatch(TaskRun& t, int want) {
       t.since_improvement = 0;
     }
   }
+  if (auto st = FitModel(t); !st.ok()) return st;
   t.strategy->Update(measured);
   t.progress.trials = outcome.trials;
   t.progress.best_history.push_back(outcome.best_s);

@@ -32,6 +32,13 @@ struct TuneOptions {
   uint64_t seed = 0;
   std::string strategy = "random";
   std::string task_scheduler = "round-robin";  // see TaskScheduler::Create
+  /// The cost model that model-guided strategies rank candidates with ("xgb", "xgb-reg",
+  /// ..., see costmodel::CreateCostModel), "none", or "auto": "xgb" for the strategies that
+  /// use one (sa, evolutionary, bandit), none otherwise.
+  std::string cost_model = "auto";
+  /// Warm-start each task's cost model with records of other tasks on the same target.
+  bool transfer = true;
+  int max_prior_rows = 512;  // rows of other tasks used for warm-starting, at most
   int threads = 1;           // threads a kernel may use
   int build_threads = 2;     // concurrent LLVM compilations
   int early_stop = 0;        // stop a task after this many trials without improvement; 0 = off
@@ -87,6 +94,8 @@ class Tuner {
   struct TaskRun;
   absl::Status Prepare(TaskRun& t, int64_t target_id, int64_t run_id);
   absl::Status RunBatch(TaskRun& t, int want);
+  absl::Status CreateModel(TaskRun& t, int64_t target_id);
+  absl::Status FitModel(TaskRun& t);
   absl::Status Commit(const TaskRun& t, const std::vector<search::Config>& configs,
                       const std::vector<measure::MeasureResult>& results, const std::string& strategy,
                       const measure::MeasureProtocol& protocol);
