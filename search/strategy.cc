@@ -4,8 +4,10 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "search/check.h"
+#include "search/evolutionary_strategy.h"
 #include "search/grid_strategy.h"
 #include "search/random_strategy.h"
+#include "search/sa_strategy.h"
 
 namespace tune::search {
 
@@ -14,8 +16,11 @@ absl::StatusOr<std::unique_ptr<SearchStrategy>> SearchStrategy::Create(
   TUNE_CHECK(space != nullptr) << "SearchStrategy::Create(\"" << name << "\") without a space";
   if (name == "random") return std::make_unique<RandomStrategy>(space, options);
   if (name == "grid") return std::make_unique<GridStrategy>(space, options);
+  if (name == "sa") return std::make_unique<SaStrategy>(space, options);
+  if (name == "evolutionary") return std::make_unique<EvolutionaryStrategy>(space, options);
   return absl::InvalidArgumentError(
-      absl::StrCat("unknown search strategy '", name, "' (known: random, grid)"));
+      absl::StrCat("unknown search strategy '", name,
+                   "' (known: random, grid, sa, evolutionary)"));
 }
 
 }  // namespace tune::search

@@ -23,6 +23,31 @@ struct MeasuredConfig {
 
 struct StrategyOptions {
   uint64_t seed = 0;
+
+  // Model-guided strategies ("sa", "evolutionary"); both propose uniformly random configs
+  // until the cost model is trained.
+  /// Share of proposals, once the model is trained, that are uniformly random valid unseen
+  /// configs, in [0, 1]. Carried across calls (0.05 with batches of 8 gives one random config
+  /// every two or three batches) so small batches neither lose nor overspend it.
+  double eps_greedy = 0.05;
+  /// Share of SA chains / of the initial population started at the best measured configs
+  /// (the rest: SA's persisted chain states, then random samples), in [0, 1].
+  double measured_share = 0.25;
+  /// Configs the model picks for one batch differ pairwise in at least this many knobs while
+  /// candidates allow (search/diversity.h: SelectDiverse); 1 turns the rule off.
+  int diversity_min_distance = 2;
+  /// "sa": parallel Markov chains, annealing steps per Propose (temperature 1 -> 0), and
+  /// the number of steps without a new top candidate after which a Propose stops early.
+  int sa_chains = 128;
+  int sa_steps = 200;
+  int sa_early_stop = 50;
+  /// "evolutionary": population size, generations per Propose, the chance a child is made
+  /// by crossover of two parents (else by mutating one), and the chance a crossover child is
+  /// mutated as well.
+  int evo_population = 256;
+  int evo_generations = 8;
+  double evo_crossover_prob = 0.3;
+  double evo_mutation_prob = 0.5;
 };
 
 /// Proposes configs to measure. One instance serves one task's space and is not

@@ -1,0 +1,208 @@
+// SaStrategy implementation: persistent parallel annealing chains ranked by the cost model.
+#include "search/sa_strategy.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "search/check.h"
+#include "search/diversity.h"
+
+namespace tune::search {
+namespace {
+
+constexpr int kMoveTries = 8;       // invalid single-knob moves tried before staying put
+constexpr int kSampleTries = 1000;  // rejection draws per random chain start
+constexpr size_t kCandidatesPerSlot = 4;
+constexpr size_t kMinCandidates = 64;
+
+StrategyOptions RandomHelperOptions(const StrategyOptions& options) {
+  StrategyOptions out = options;
+  out.seed = options.seed ^ 0x5a5a5a5a5a5a5a5aull;  // its own stream, same seed -> same run
+  return out;
+}
+
+}  // namespace
+
+SaStrategy::SaStrategy(const ConfigSpace* space, const StrategyOptions& options)
+    : space_(space),
+      options_(options),
+      rng_(options.seed),
+      random_(space, RandomHelperOptions(options)) {
+  TUNE_CHECK(space_ != nullptr) << "SaStrategy needs a space";
+  TUNE_CHECK(options.sa_chains >= 1) << "sa_chains " << options.sa_chains;
+  TUNE_CHECK(options.sa_steps >= 0) << "sa_steps " << options.sa_steps;
+  TUNE_CHECK(options.sa_early_stop >= 1) << "sa_early_stop " << options.sa_early_stop;
+  TUNE_CHECK(options.eps_greedy >= 0 && options.eps_greedy <= 1)
+      << "eps_greedy " << options.eps_greedy;
+  TUNE_CHECK(options.measured_share >= 0 && options.measured_share <= 1)
+      << "measured_share " << options.measured_share;
+  for (size_t k = 0; k < space_->knobs().size(); ++k) {
+    if (space_->knobs()[k].options.size() > 1) mutable_knobs_.push_back(k);
+  }
+}
+
+double SaStrategy::Uniform01() {
+  return static_cast<double>(rng_() >> 11) * 0x1.0p-53;  // portable, unlike <random>'s
+}
+
+std::vector<double> SaStrategy::Score(const std::vector<Config>& configs) {
+  std::vector<double> scores = cost_model_->Predict(configs);
+  TUNE_CHECK(scores.size() == configs.size())
+      << "cost model gave " << scores.size() << " scores for " << configs.size() << " configs";
+  for (double& s : scores) {
+    if (std::isnan(s)) s = -std::numeric_limits<double>::infinity();
+  }
+  return scores;
+}
+
+std::vector<Config> SaStrategy::BestMeasured(size_t count) const {
+  std::vector<size_t> order(measured_.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return measured_[a].first < measured_[b].first; });
+  std::vector<Config> out;
+  std::unordered_set<Config, ConfigHash> taken;
+  for (size_t i : order) {
+    if (out.size() >= count) break;
+    if (taken.insert(measured_[i].second).second) out.push_back(measured_[i].second);
+  }
+  return out;
+}
+
+bool SaStrategy::Move(const Config& from, Config& to) {
+  if (mutable_knobs_.empty()) return false;
+  for (int attempt = 0; attempt < kMoveTries; ++attempt) {
+    to = from;
+    const size_t k = mutable_knobs_[UniformBelow(rng_, mutable_knobs_.size())];
+    const int32_t n = static_cast<int32_t>(space_->knobs()[k].options.size());
+    const uint64_t kind = UniformBelow(rng_, 4);
+    int32_t value;
+    if (kind < 2) {  // an adjacent option, reflected at the ends
+      value = from[k] + (kind == 0 ? -1 : 1);
+      if (value < 0 || value >= n) value = 2 * from[k] - value;
+    } else {  // any other option
+      value = static_cast<int32_t>(UniformBelow(rng_, static_cast<uint64_t>(n - 1)));
+      if (value >= from[k]) ++value;
+    }
+    to[k] = value;
+    if (space_->IsValid(to)) return true;
+  }
+  to = from;
+  return false;
+}
+
+std::vector<Config> SaStrategy::Anneal(size_t capacity) {
+  const size_t chains = static_cast<size_t>(options_.sa_chains);
+  const size_t from_measured =
+      std::min<size_t>(chains, static_cast<size_t>(std::lround(options_.measured_share * chains)));
+  std::vector<Config> states = BestMeasured(from_measured);
+  size_t sampled_starts = 0;  // set when sampling fails: only that many starts to cycle
+  while (states.size() < chains) {
+    const size_t slot = states.size();
+    if (slot < chains_.size()) {
+      states.push_back(chains_[slot]);
+      continue;
+    }
+    if (sampled_starts == 0) {
+      absl::StatusOr<Config> sample = space_->Sample(rng_, kSampleTries);
+      if (sample.ok()) {
+        states.push_back(*std::move(sample));
+        continue;
+      }
+      if (states.empty()) return {};
+      sampled_starts = slot;  // a nearly all-invalid space: cycle the starts we have
+    }
+    Config copy = states[slot % sampled_starts];
+    states.push_back(std::move(copy));
+  }
+
+  TopCandidates top(capacity);
+  auto offer = [&](const Config& c, double score) {
+    return visited_.count(c) == 0 && top.Offer(c, score);
+  };
+  std::vector<double> scores = Score(states);
+  for (size_t i = 0; i < states.size(); ++i) offer(states[i], scores[i]);
+
+  const int steps = options_.sa_steps;
+  std::vector<Config> moved(states.size());
+  double scale = 1;
+  int last_change = 0;
+  for (int step = 0; step < steps && step - last_change < options_.sa_early_stop; ++step) {
+    const double temperature = 1.0 - static_cast<double>(step + 1) / steps;
+    for (size_t i = 0; i < states.size(); ++i) Move(states[i], moved[i]);
+    std::vector<double> next = Score(moved);
+    if (step == 0) {
+      // Normalise score changes by the median size of one move's change (the median, so a
+      // few moves into failing configs with extreme scores do not flatten the rest).
+      std::vector<double> changes;
+      for (size_t i = 0; i < states.size(); ++i) {
+        const double d = std::fabs(next[i] - scores[i]);
+        if (std::isfinite(d) && d > 0) changes.push_back(d);
+      }
+      if (!changes.empty()) {
+        std::nth_element(changes.begin(), changes.begin() + changes.size() / 2, changes.end());
+        scale = changes[changes.size() / 2];
+      }
+    }
+    for (size_t i = 0; i < states.size(); ++i) {
+      if (offer(moved[i], next[i])) last_change = step;
+      bool accept;
+      if (next[i] >= scores[i]) {
+        accept = true;
+      } else if (temperature <= 0 || !std::isfinite(next[i] - scores[i])) {
+        accept = false;
+      } else {
+        accept = Uniform01() < std::exp((next[i] - scores[i]) / (scale * temperature));
+      }
+      if (accept) {
+        std::swap(states[i], moved[i]);
+        scores[i] = next[i];
+      }
+    }
+  }
+  chains_ = std::move(states);
+  return top.Sorted();
+}
+
+std::vector<Config> SaStrategy::Propose(int batch) {
+  std::vector<Config> out;
+  if (batch <= 0) return out;
+  int model_slots = 0;
+  if (cost_model_ != nullptr && cost_model_->trained()) {
+    random_credit_ += options_.eps_greedy * batch;
+    const int random_slots = std::min(batch, static_cast<int>(std::floor(random_credit_)));
+    random_credit_ -= random_slots;
+    model_slots = batch - random_slots;
+  }
+  if (model_slots > 0) {
+    const size_t capacity =
+        std::max(kMinCandidates, kCandidatesPerSlot * static_cast<size_t>(model_slots));
+    out = SelectDiverse(Anneal(capacity), model_slots, options_.diversity_min_distance);
+    std::vector<MeasuredConfig> taken;
+    for (const Config& c : out) {
+      visited_.insert(c);
+      taken.push_back({c});
+    }
+    random_.Update(taken);  // never to be proposed as a random config too
+  }
+  for (Config& c : random_.Propose(batch - static_cast<int>(out.size()))) {
+    visited_.insert(c);
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+void SaStrategy::Update(const std::vector<MeasuredConfig>& results) {
+  for (const MeasuredConfig& r : results) {
+    visited_.insert(r.config);
+    // Only valid configs can start a chain (a record database may hold stale ones).
+    if (r.ok && std::isfinite(r.cost) && space_->IsValid(r.config)) {
+      measured_.emplace_back(r.cost, r.config);
+    }
+  }
+  random_.Update(results);
+}
+
+}  // namespace tune::search

@@ -1,0 +1,402 @@
+// Tests of SaStrategy: validity, no repeats, exhaustion, determinism, and search quality
+// against random search on a synthetic objective with a nearest-neighbour test model.
+#include "search/sa_strategy.h"
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <limits>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "gtest/gtest.h"
+#include "search/cost_model.h"
+#include "search/diversity.h"
+#include "search/space.h"
+#include "search/strategy.h"
+
+namespace tune::search {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// --- Test harness (the same in evolutionary_strategy_test.cc) -------------------------
+
+// A synthetic tuning problem: a space and the measured cost of each config (+inf = failure).
+struct Problem {
+  ConfigSpace space;
+  std::function<double(const Config&)> cost;
+};
+
+// A separable quadratic bowl over 6 choice knobs (8*8*8*6*6*6 = 110592 points, above
+// RandomStrategy's pool limit) in knob-index coordinates. Constraints cut ~44% of the
+// points, including the unconstrained optimum (x0 + x1 = 12 > 10); configs with x2 = 7 and
+// x5 = 0 fail when measured. The constrained optimum is (5,5,2,3,1,4).
+Problem Bowl() {
+  Problem p;
+  for (int k = 0; k < 6; ++k) {
+    const int n = k < 3 ? 8 : 6;
+    std::vector<int64_t> values;
+    for (int v = 0; v < n; ++v) values.push_back(v);
+    p.space.AddChoice("x" + std::to_string(k), values);
+  }
+  p.space.AddConstraint("x0_plus_x1_le_10", [](const Config& c) { return c[0] + c[1] <= 10; });
+  p.space.AddConstraint("x2_plus_x3_not_div3",
+                        [](const Config& c) { return (c[2] + c[3]) % 3 != 0; });
+  p.cost = [](const Config& c) {
+    static const double kCentre[] = {6, 6, 2, 3, 1, 4};
+    static const double kWeight[] = {1.0, 0.8, 0.6, 0.5, 0.4, 0.3};
+    if (c[2] == 7 && c[5] == 0) return kInf;
+    double s = 1;
+    for (int k = 0; k < 6; ++k) s += kWeight[k] * (c[k] - kCentre[k]) * (c[k] - kCentre[k]);
+    return 1e-3 * s;
+  };
+  return p;
+}
+
+// Split knobs with constraints, 28 * 10 * 5 * 4 = 5600 points (RandomStrategy's pool mode).
+Problem Tiles() {
+  Problem p;
+  p.space.AddSplit("m", 64, 3);
+  p.space.AddSplit("n", 48, 2);
+  p.space.AddChoice("unroll", {0, 1, 2, 4, 8});
+  p.space.AddChoice("vec", {1, 2, 4, 8});
+  const ConfigSpace* space = &p.space;
+  p.space.AddConstraint("inner_tile_le_64", [space](const Config& c) {
+    return space->Get(c, "m").back() * space->Get(c, "n").back() <= 64;
+  });
+  p.space.AddConstraint("unroll_vec_le_16", [](const Config& c) {
+    static const int kUnroll[] = {0, 1, 2, 4, 8};
+    static const int kVec[] = {1, 2, 4, 8};
+    return kUnroll[c[2]] * kVec[c[3]] <= 16;
+  });
+  p.cost = [space](const Config& c) {
+    const double mi = space->Get(c, "m").back();
+    const double ni = space->Get(c, "n").back();
+    return 1e-3 * (1 + std::fabs(std::log2(mi) - 3) + std::fabs(std::log2(ni) - 2) + c[2] +
+                   (c[3] == 2 ? 0 : 1));
+  };
+  return p;
+}
+
+// 6 * 4 * 3 = 72 points, 27 of them valid (the space of strategy_test.cc).
+Problem Small() {
+  Problem p;
+  p.space.AddSplit("tile_m", 12, 2);
+  p.space.AddSplit("tile_n", 8, 2);
+  p.space.AddChoice("unroll", {0, 4, 16});
+  p.space.AddConstraint("inner_le_8", [](const Config& c) {
+    static const int kM[] = {12, 6, 4, 3, 2, 1};
+    static const int kN[] = {8, 4, 2, 1};
+    return kM[c[0]] * kN[c[1]] <= 8;
+  });
+  p.cost = [](const Config& c) { return 1e-3 * (1 + c[0] + 2 * c[1] + c[2]); };
+  return p;
+}
+
+std::set<Config> AllValid(const ConfigSpace& space) {
+  std::set<Config> out;
+  for (uint64_t i = 0; i < space.Size(); ++i) {
+    Config c = space.FromIndex(i);
+    if (space.IsValid(c)) out.insert(c);
+  }
+  return out;
+}
+
+double BestCost(const Problem& p) {
+  double best = kInf;
+  for (const Config& c : AllValid(p.space)) best = std::min(best, p.cost(c));
+  return best;
+}
+
+// A test cost model that knows nothing of the objective: inverse-distance-weighted mean of
+// -log(cost) over the 3 nearest measured configs (Euclidean in knob indices); failures
+// count as one below the worst success.
+class NearestNeighbourModel : public CostModel {
+ public:
+  bool trained() const override { return !values_.empty(); }
+  absl::Status Fit(const std::vector<Config>& configs, const std::vector<double>& costs) override {
+    dims_ = configs.empty() ? 0 : configs[0].size();
+    flat_.clear();
+    for (const Config& c : configs) flat_.insert(flat_.end(), c.begin(), c.end());
+    values_.assign(costs.size(), 0);
+    double worst = kInf;
+    for (size_t i = 0; i < costs.size(); ++i) {
+      if (!std::isfinite(costs[i])) continue;
+      values_[i] = -std::log(costs[i]);
+      worst = std::min(worst, values_[i]);
+    }
+    for (size_t i = 0; i < costs.size(); ++i) {
+      if (!std::isfinite(costs[i])) values_[i] = std::isfinite(worst) ? worst - 1 : 0;
+    }
+    return absl::OkStatus();
+  }
+  std::vector<double> Predict(const std::vector<Config>& configs,
+                              std::vector<double>* variance) override {
+    std::vector<double> out;
+    out.reserve(configs.size());
+    for (const Config& q : configs) {
+      // The 3 nearest points by squared distance, kept sorted (ties: earlier point first).
+      int best_d[3] = {INT32_MAX, INT32_MAX, INT32_MAX};
+      size_t best_i[3] = {0, 0, 0};
+      for (size_t i = 0; i < values_.size(); ++i) {
+        const int32_t* point = &flat_[i * dims_];
+        int d = 0;
+        for (size_t k = 0; k < dims_; ++k) d += (q[k] - point[k]) * (q[k] - point[k]);
+        if (d >= best_d[2]) continue;
+        int j = 2;
+        for (; j > 0 && d < best_d[j - 1]; --j) {
+          best_d[j] = best_d[j - 1];
+          best_i[j] = best_i[j - 1];
+        }
+        best_d[j] = d;
+        best_i[j] = i;
+      }
+      double num = 0, den = 0;
+      for (int j = 0; j < 3 && best_d[j] != INT32_MAX; ++j) {
+        if (best_d[j] == 0) {  // a measured config: its own value
+          num = values_[best_i[j]];
+          den = 1;
+          break;
+        }
+        num += values_[best_i[j]] / best_d[j];
+        den += 1.0 / best_d[j];
+      }
+      out.push_back(den > 0 ? num / den : 0);
+    }
+    if (variance != nullptr) variance->assign(configs.size(), 0);
+    return out;
+  }
+  absl::StatusOr<std::string> Save() const override { return absl::UnimplementedError("test"); }
+  absl::Status Load(const std::string&) override { return absl::UnimplementedError("test"); }
+
+ private:
+  size_t dims_ = 0;
+  std::vector<int32_t> flat_;  // the configs, one after another
+  std::vector<double> values_;
+};
+
+// A perfect model: the negated objective (failures very low). Trained from the start.
+class OracleModel : public CostModel {
+ public:
+  explicit OracleModel(const Problem* p) : p_(p) {}
+  bool trained() const override { return true; }
+  absl::Status Fit(const std::vector<Config>&, const std::vector<double>&) override {
+    return absl::OkStatus();
+  }
+  std::vector<double> Predict(const std::vector<Config>& configs, std::vector<double>*) override {
+    std::vector<double> out;
+    for (const Config& c : configs) {
+      const double cost = p_->cost(c);
+      out.push_back(std::isfinite(cost) ? -cost : -1e9);
+    }
+    return out;
+  }
+  absl::StatusOr<std::string> Save() const override { return absl::UnimplementedError("test"); }
+  absl::Status Load(const std::string&) override { return absl::UnimplementedError("test"); }
+
+ private:
+  const Problem* p_;
+};
+
+std::unique_ptr<SearchStrategy> Make(const std::string& name, const ConfigSpace* space,
+                                     StrategyOptions options) {
+  auto s = SearchStrategy::Create(name, space, options);
+  EXPECT_TRUE(s.ok()) << s.status();
+  return std::move(*s);
+}
+
+StrategyOptions Seeded(uint64_t seed) {
+  StrategyOptions o;
+  o.seed = seed;
+  return o;
+}
+
+// The tuning loop: Propose(batch) -> measure -> fit the model on all results -> Update.
+// Checks every batch (size, validity, no repeats) and returns every proposal in order.
+struct Trace {
+  std::vector<Config> proposed;
+  double best = kInf;
+};
+Trace Drive(SearchStrategy& s, const Problem& p, CostModel* model, int rounds, int batch) {
+  Trace run;
+  std::set<Config> seen;
+  std::vector<Config> configs;
+  std::vector<double> costs;
+  s.SetCostModel(model);
+  for (int round = 0; round < rounds; ++round) {
+    std::vector<Config> got = s.Propose(batch);
+    EXPECT_LE(static_cast<int>(got.size()), batch);
+    if (got.empty()) break;
+    std::vector<MeasuredConfig> results;
+    for (const Config& c : got) {
+      EXPECT_TRUE(p.space.IsValid(c)) << p.space.ToJson(c);
+      EXPECT_TRUE(seen.insert(c).second) << "proposed twice: " << p.space.ToJson(c);
+      const double cost = p.cost(c);
+      results.push_back({c, cost, std::isfinite(cost)});
+      configs.push_back(c);
+      costs.push_back(cost);
+      run.best = std::min(run.best, cost);
+      run.proposed.push_back(c);
+    }
+    if (model != nullptr) EXPECT_TRUE(model->Fit(configs, costs).ok());
+    s.Update(results);
+  }
+  return run;
+}
+
+// Mean over seeds of best-found / optimum - 1 at a budget of `rounds` * `batch` measurements.
+double MeanRegret(const std::string& name, const Problem& p, int seeds, int rounds, int batch) {
+  const double optimum = BestCost(p);
+  double sum = 0;
+  for (int seed = 0; seed < seeds; ++seed) {
+    NearestNeighbourModel model;
+    auto s = Make(name, &p.space, Seeded(1000 + seed));
+    sum += Drive(*s, p, &model, rounds, batch).best / optimum - 1;
+  }
+  return sum / seeds;
+}
+
+// --- SaStrategy ---------------------------------------------------------------------------
+
+constexpr char kName[] = "sa";
+
+TEST(SaStrategyTest, CreatedByName) {
+  Problem p = Small();
+  EXPECT_EQ(Make(kName, &p.space, {})->name(), kName);
+}
+
+TEST(SaStrategyTest, NeverProposesInvalidOrSeenConfigs) {
+  for (Problem p : {Bowl(), Tiles()}) {
+    NearestNeighbourModel model;
+    auto s = Make(kName, &p.space, Seeded(3));
+    // A resume: configs reported before any proposal are never proposed.
+    std::vector<Config> resumed;
+    std::mt19937_64 rng(7);
+    std::vector<MeasuredConfig> results;
+    std::vector<double> costs;
+    for (int i = 0; i < 40; ++i) {
+      Config c = *p.space.Sample(rng);
+      resumed.push_back(c);
+      results.push_back({c, p.cost(c), std::isfinite(p.cost(c))});
+      costs.push_back(p.cost(c));
+    }
+    ASSERT_TRUE(model.Fit(resumed, costs).ok());
+    s->Update(results);
+    Trace run = Drive(*s, p, &model, 20, 12);
+    EXPECT_EQ(run.proposed.size(), 20u * 12u);
+    std::set<Config> resumed_set(resumed.begin(), resumed.end());
+    for (const Config& c : run.proposed) EXPECT_EQ(resumed_set.count(c), 0u);
+  }
+}
+
+TEST(SaStrategyTest, ExhaustsASmallSpaceExactlyOnce) {
+  Problem p = Small();
+  const std::set<Config> valid = AllValid(p.space);
+  for (bool with_model : {false, true}) {
+    NearestNeighbourModel model;
+    auto s = Make(kName, &p.space, Seeded(11));
+    Trace run = Drive(*s, p, with_model ? &model : nullptr, 1000, 5);
+    EXPECT_EQ(std::set<Config>(run.proposed.begin(), run.proposed.end()), valid);
+    EXPECT_EQ(run.proposed.size(), valid.size());
+    EXPECT_TRUE(s->Propose(5).empty());
+    EXPECT_TRUE(s->Propose(1).empty());
+  }
+}
+
+TEST(SaStrategyTest, NearlyOrFullyInvalidSpaces) {
+  // Six valid points in 110592: random draws rarely hit them, model-guided moves from the
+  // measured ones do.
+  Problem p = Bowl();
+  p.space.AddConstraint("six_points", [](const Config& c) {
+    return c[0] == 0 && c[1] == 0 && c[2] == 1 && c[3] == 1 && c[4] == 0;
+  });
+  NearestNeighbourModel model;
+  auto s = Make(kName, &p.space, Seeded(2));
+  s->Update({{Config{0, 0, 1, 1, 0, 0}, 1e-3, true}});  // resumed: one measured point
+  ASSERT_TRUE(model.Fit({Config{0, 0, 1, 1, 0, 0}}, {1e-3}).ok());
+  Trace run = Drive(*s, p, &model, 5, 4);
+  EXPECT_EQ(run.proposed.size(), 5u);  // Drive checks validity and repeats
+  EXPECT_TRUE(s->Propose(4).empty());
+
+  p.space.AddConstraint("none", [](const Config&) { return false; });
+  auto empty = Make(kName, &p.space, Seeded(2));
+  OracleModel oracle(&p);
+  empty->SetCostModel(&oracle);
+  EXPECT_TRUE(empty->Propose(8).empty());
+}
+
+TEST(SaStrategyTest, RespectsBatchSizes) {
+  Problem p = Tiles();
+  NearestNeighbourModel model;
+  auto s = Make(kName, &p.space, Seeded(4));
+  EXPECT_TRUE(s->Propose(0).empty());
+  EXPECT_TRUE(s->Propose(-1).empty());
+  Drive(*s, p, &model, 3, 8);  // trains the model
+  for (int batch : {1, 1, 3, 7, 64, 200}) {
+    EXPECT_EQ(Drive(*s, p, &model, 1, batch).proposed.size(), static_cast<size_t>(batch));
+  }
+}
+
+TEST(SaStrategyTest, DeterministicForASeed) {
+  Problem p = Bowl();
+  NearestNeighbourModel model_a, model_b, model_c;
+  auto a = Make(kName, &p.space, Seeded(5));
+  auto b = Make(kName, &p.space, Seeded(5));
+  auto c = Make(kName, &p.space, Seeded(6));
+  const std::vector<Config> run_a = Drive(*a, p, &model_a, 6, 8).proposed;
+  EXPECT_EQ(run_a, Drive(*b, p, &model_b, 6, 8).proposed);
+  EXPECT_NE(run_a, Drive(*c, p, &model_c, 6, 8).proposed);
+}
+
+TEST(SaStrategyTest, ModelPicksInABatchDifferInTwoKnobs) {
+  Problem p = Bowl();
+  NearestNeighbourModel model;
+  StrategyOptions options = Seeded(8);
+  options.eps_greedy = 0;
+  auto s = Make(kName, &p.space, options);
+  Drive(*s, p, &model, 1, 8);  // random first batch trains the model
+  for (int round = 0; round < 5; ++round) {
+    Trace run = Drive(*s, p, &model, 1, 8);
+    for (size_t i = 0; i < run.proposed.size(); ++i) {
+      for (size_t j = 0; j < i; ++j) {
+        EXPECT_GE(HammingDistance(run.proposed[i], run.proposed[j]), 2);
+      }
+    }
+  }
+}
+
+// With a perfect model the annealing finds the model's (= the objective's) optimum.
+TEST(SaStrategyTest, FindsTheOptimumOfAPerfectModel) {
+  Problem p = Bowl();
+  const double optimum = BestCost(p);
+  OracleModel model(&p);
+  for (uint64_t seed = 0; seed < 3; ++seed) {
+    StrategyOptions options = Seeded(seed);
+    options.eps_greedy = 0;
+    auto s = Make(kName, &p.space, options);
+    s->SetCostModel(&model);
+    double best = kInf;
+    for (const Config& c : s->Propose(8)) best = std::min(best, p.cost(c));
+    EXPECT_EQ(best, optimum) << "seed " << seed;
+  }
+}
+
+// The search-quality claim: at 64 measurements (8 batches of 8), with a model that only
+// interpolates the measured history, the mean regret (best found / optimum - 1) over 20
+// seeds is below a fifth of random search's (measured: about 0.04 against 1.8).
+TEST(SaStrategyTest, BeatsRandomSearchOnABowl) {
+  Problem p = Bowl();
+  const double sa = MeanRegret(kName, p, 20, 8, 8);
+  const double random = MeanRegret("random", p, 20, 8, 8);
+  std::printf("mean regret at 64 measurements over 20 seeds: sa %.3f, random %.3f\n", sa, random);
+  EXPECT_LT(sa, 0.2 * random);
+}
+
+}  // namespace
+}  // namespace tune::search
