@@ -36,6 +36,15 @@ class ThreadPool {
   }
   int threads() const { return threads_; }
 
+  /// Runs the job on the pool; false (nothing run) when another caller holds the pool.
+  bool TryRun(int64_t n, void (*body)(int64_t, void*), void* closure) {
+    std::unique_lock<std::mutex> caller(caller_mu_, std::try_to_lock);
+    if (!caller.owns_lock()) return false;
+    Run(n, body, closure);
+    return true;
+  }
+
+ private:
   void Run(int64_t n, void (*body)(int64_t, void*), void* closure) {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -51,7 +60,6 @@ class ThreadPool {
     done_cv_.wait(lock, [this] { return pending_ == 0; });
   }
 
- private:
   void RunChunk(int t) {
     int64_t begin = n_ * t / threads_, end = n_ * (t + 1) / threads_;
     for (int64_t i = begin; i < end; ++i) body_(i, closure_);
@@ -75,6 +83,7 @@ class ThreadPool {
   }
 
   int threads_;
+  std::mutex caller_mu_;  // one job at a time; other callers run their loop serially
   std::vector<std::thread> workers_;
   std::mutex mu_;
   std::condition_variable cv_, done_cv_;
@@ -117,7 +126,9 @@ extern "C" void tune_rt_parallel_for(int64_t n, void (*body)(int64_t, void*), vo
     return;
   }
   t_in_parallel = true;
-  Pool()->Run(n, body, closure);
+  if (!Pool()->TryRun(n, body, closure)) {
+    for (int64_t i = 0; i < n; ++i) body(i, closure);
+  }
   t_in_parallel = false;
 }
 

@@ -18,6 +18,12 @@ BuildResult Builder::Build(const codegen::Template& tmpl, const search::Config& 
     out.build_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return out;
   };
+  std::string why = tmpl.space().WhyInvalid(config);
+  if (!why.empty()) {
+    out.status = MeasureStatus::kInvalidConfig;
+    out.message = "config violates constraint '" + why + "'";
+    return finish();
+  }
   auto func = tmpl.Lower(config, KernelName(tmpl, config));
   if (!func.ok()) {
     out.status = MeasureStatus::kInvalidConfig;

@@ -267,11 +267,10 @@ INSTANTIATE_TEST_SUITE_P(
                                   {"register_tile", "unroll_size", "vector_width"}}),
     [](const ::testing::TestParamInfo<InvalidCase>& info) { return info.param.label; });
 
-// builder.h: "An invalid config becomes kInvalidConfig". Disabled: for a config whose option
-// index is out of range (or whose length is wrong) Builder::Build computes KernelName() ->
-// ConfigSpace::ToIndex() before validating, and ToIndex's TUNE_CHECK aborts the process. The
-// check runs in a child process so that, when enabled, a failure cannot take the suite down.
-TEST(InvalidConfigDeathTest, DISABLED_BuilderRejectsOutOfRangeConfigWithoutCrashing) {
+// builder.h: "An invalid config becomes kInvalidConfig", also one whose option index is out of
+// range (a stale config from an older space). The check runs in a child process so that a
+// regression (an abort) cannot take the suite down.
+TEST(InvalidConfigDeathTest, BuilderRejectsOutOfRangeConfigWithoutCrashing) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   Workload workload = MakeWorkload(Case{"gemm", OpKind::kMatmul, "17,33,65", false, false, 0});
   absl::StatusOr<std::unique_ptr<Template>> tmpl = Template::Create(workload);
