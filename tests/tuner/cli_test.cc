@@ -1,0 +1,386 @@
+// Tests of the `tune` executable as a user runs it: bad input, kill and resume, tables, db queries.
+#include <signal.h>
+#include <sqlite3.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <random>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "dataset/record_database.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "measure/measure_result.h"
+#include "tests/common/subprocess.h"
+#include "tests/common/temp_dir.h"
+
+namespace tune {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+const std::string kTune = std::string(TUNE_BIN_DIR) + "/tune";
+
+// Flags that keep measurements short; the timings themselves are never asserted on.
+const std::vector<std::string> kQuick = {"--repeats", "1", "--min-repeat-ms", "1"};
+
+test::ProcessResult Tune(const test::TempDir& dir, std::vector<std::string> args) {
+  args.insert(args.begin(), kTune);
+  return test::RunProcess(args, dir.path());
+}
+
+std::vector<std::string> Lines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+int CountLinesWith(const std::string& text, const std::string& needle) {
+  int n = 0;
+  for (const auto& line : Lines(text)) n += line.find(needle) != std::string::npos;
+  return n;
+}
+
+class CliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(std::filesystem::exists(kTune)) << kTune << " is not built";
+    ASSERT_FALSE(dir_.path().empty());
+  }
+
+  // Runs `args` expecting a usage/input error: non-zero exit, nothing on stdout, exactly one
+  // line on stderr that mentions every one of `mentions`, and no change to the directory.
+  void ExpectRejected(const std::vector<std::string>& args, const std::vector<std::string>& mentions) {
+    std::vector<std::string> before = dir_.List();
+    test::ProcessResult r = Tune(dir_, args);
+    ASSERT_TRUE(r.exited) << r;
+    EXPECT_NE(r.exit_code, 0) << r;
+    EXPECT_EQ(r.out, "") << r;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << "want one line on stderr: " << r;
+    EXPECT_FALSE(r.err.empty() || r.err.back() != '\n') << r;
+    EXPECT_THAT(r.err, StartsWith("tune: ")) << r;
+    for (const auto& m : mentions) EXPECT_THAT(r.err, HasSubstr(m)) << r;
+    EXPECT_EQ(dir_.List(), before) << "a rejected command must not create or remove files";
+  }
+
+  test::TempDir dir_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Bad input
+
+TEST_F(CliTest, UnknownModelName) {
+  ExpectRejected({"no-such-net", "--db", "x.db"}, {"no-such-net", "resnet-18"});
+}
+
+TEST_F(CliTest, MissingModelFile) {
+  ExpectRejected({"nets/missing.json", "--db", "x.db"}, {"nets/missing.json"});
+}
+
+TEST_F(CliTest, MalformedShape) {
+  ExpectRejected({"op", "matmul", "--shape", "1,x,3", "--db", "x.db"}, {"1,x,3"});
+  ExpectRejected({"op", "matmul", "--shape", "0,4,4", "--db", "x.db"}, {"0,4,4"});
+  ExpectRejected({"op", "conv2d", "--shape", "1,3,8", "--db", "x.db"}, {"1,3,8"});
+}
+
+TEST_F(CliTest, UnknownFlag) {
+  // No --db: the default database file (in the working directory) must not appear either.
+  ExpectRejected({"resnet-18", "--frobnicate"}, {"--frobnicate"});
+  ExpectRejected({"op", "matmul", "--shape", "4,4,4", "--frobnicate", "--db", "x.db"}, {"--frobnicate"});
+}
+
+TEST_F(CliTest, UnknownOpKind) {
+  ExpectRejected({"op", "convolution3d", "--shape", "1,2,3", "--db", "x.db"}, {"convolution3d"});
+}
+
+TEST_F(CliTest, BadOptionValues) {
+  ExpectRejected({"op", "matmul", "--shape", "4,4,4", "--trials", "0", "--db", "x.db"}, {"--trials"});
+  ExpectRejected({"op", "matmul", "--shape", "4,4,4", "--strategy", "annealing", "--db", "x.db"},
+                 {"annealing"});
+  ExpectRejected({"op", "matmul", "--shape", "4,4,4", "--target", "tpu", "--db", "x.db"}, {"tpu"});
+}
+
+TEST_F(CliTest, UnwritableDatabasePath) {
+  ExpectRejected({"op", "matmul", "--shape", "4,4,4", "--trials", "1", "--db", "/proc/nonexistent/x.db"},
+                 {"/proc/nonexistent/x.db"});
+  test::WriteFileBytes(dir_.Join("plain"), "not a directory\n");
+  ExpectRejected({"op", "matmul", "--shape", "4,4,4", "--trials", "1", "--db", "plain/x.db"}, {"plain/x.db"});
+  EXPECT_EQ(test::ReadFileBytes(dir_.Join("plain")), "not a directory\n");
+  ExpectRejected({"op", "matmul", "--shape", "4,4,4", "--trials", "1", "--db", "no/such/dir/x.db"},
+                 {"no/such/dir/x.db"});
+}
+
+TEST_F(CliTest, ReadOnlyDirectory) {
+  if (::geteuid() == 0) GTEST_SKIP() << "root can write to read-only directories";
+  std::filesystem::create_directory(dir_.Join("ro"));
+  ASSERT_EQ(::chmod(dir_.Join("ro").c_str(), 0555), 0);
+  ExpectRejected({"op", "matmul", "--shape", "4,4,4", "--trials", "1", "--db", "ro/x.db"}, {"ro/x.db"});
+  EXPECT_TRUE(std::filesystem::is_empty(dir_.Join("ro")));
+}
+
+TEST_F(CliTest, CorruptDatabaseIsLeftUntouched) {
+  std::mt19937 rng(12345);
+  std::string garbage(16384, '\0');
+  for (auto& c : garbage) c = static_cast<char>(rng());
+  test::WriteFileBytes(dir_.Join("corrupt.db"), garbage);
+  ExpectRejected({"op", "matmul", "--shape", "4,4,4", "--trials", "1", "--db", "corrupt.db"}, {"corrupt.db"});
+  ExpectRejected({"op", "matmul", "--shape", "4,4,4", "--trials", "1", "--resume", "--db", "corrupt.db"},
+                 {"corrupt.db"});
+  ExpectRejected({"db", "best", "--db", "corrupt.db"}, {"corrupt.db"});
+  ExpectRejected({"db", "tasks", "--db", "corrupt.db"}, {"corrupt.db"});
+  EXPECT_TRUE(test::ReadFileBytes(dir_.Join("corrupt.db")) == garbage) << "corrupt.db was modified";
+}
+
+TEST_F(CliTest, ForeignSqliteDatabaseIsLeftUntouched) {
+  const std::string path = dir_.Join("other.db");
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, "CREATE TABLE notes(id INTEGER PRIMARY KEY, text TEXT); "
+                             "INSERT INTO notes(text) VALUES ('keep me');",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+  const std::string bytes = test::ReadFileBytes(path);
+  ASSERT_FALSE(bytes.empty());
+  ExpectRejected({"op", "matmul", "--shape", "4,4,4", "--trials", "1", "--db", "other.db"}, {"other.db"});
+  ExpectRejected({"db", "stats", "--db", "other.db"}, {"other.db"});
+  EXPECT_TRUE(test::ReadFileBytes(path) == bytes) << "other.db was modified";
+}
+
+TEST_F(CliTest, MalformedModelFile) {
+  test::WriteFileBytes(dir_.Join("broken.json"), "{\"name\": \"broken\", \"layers\": [ {\"op\": ");
+  ExpectRejected({"broken.json", "--db", "x.db"}, {"broken.json"});
+  test::WriteFileBytes(dir_.Join("badlayer.json"),
+                       R"({"name": "n", "layers": [{"name": "fc", "op": "matmul", "shape": "4,4"}]})");
+  ExpectRejected({"badlayer.json", "--db", "x.db"}, {"badlayer.json", "4,4"});
+  test::WriteFileBytes(dir_.Join("badop.json"),
+                       R"({"name": "n", "layers": [{"name": "p", "op": "maxpool", "shape": "4,4,4"}]})");
+  ExpectRejected({"badop.json", "--db", "x.db"}, {"badop.json", "maxpool"});
+}
+
+TEST_F(CliTest, DbQueryOfMissingDatabase) {
+  ExpectRejected({"db", "best", "--db", "missing.db"}, {"missing.db"});
+  ExpectRejected({"db", "tasks", "--db", "missing.db"}, {"missing.db"});
+  ExpectRejected({"db", "history", "--task", "1", "--db", "missing.db"}, {"missing.db"});
+  ExpectRejected({"db", "stats", "--db", "missing.db"}, {"missing.db"});
+  EXPECT_FALSE(std::filesystem::exists(dir_.Join("missing.db")));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Kill and resume
+
+// A record as committed, for comparing database snapshots.
+struct Committed {
+  int64_t id = 0;
+  int64_t task_id = 0;
+  std::string config_json, strategy, status, message;
+  std::vector<double> costs_s;
+  double timestamp = 0;
+  bool operator==(const Committed&) const = default;
+};
+
+std::ostream& operator<<(std::ostream& os, const Committed& c) {
+  return os << "#" << c.id << " " << c.strategy << " " << c.status << " " << c.config_json;
+}
+
+// Every record in the database at `path`, by id; nullopt while the file cannot be opened yet
+// (not created, or its schema not yet committed by the writer).
+std::optional<std::map<int64_t, Committed>> Snapshot(const std::string& path) {
+  if (!std::filesystem::exists(path)) return std::nullopt;
+  auto db = dataset::RecordDatabase::Open(path, /*create=*/false);
+  if (!db.ok()) return std::nullopt;
+  auto tasks = (*db)->Tasks();
+  auto targets = (*db)->Targets();
+  if (!tasks.ok() || !targets.ok()) return std::nullopt;
+  std::map<int64_t, Committed> out;
+  for (const auto& task : *tasks) {
+    for (const auto& target : *targets) {
+      auto records = (*db)->Records(task.id, target.id);
+      if (!records.ok()) return std::nullopt;
+      for (const auto& r : *records) {
+        out[r.id] = Committed{r.id,
+                              r.task_id,
+                              r.config_json,
+                              r.strategy,
+                              measure::StatusName(r.result.status),
+                              r.result.message,
+                              r.result.costs_s,
+                              r.timestamp};
+      }
+    }
+  }
+  return out;
+}
+
+TEST_F(CliTest, KillAndResumeLosesNothingAndRepeatsNothing) {
+  const std::string db_path = dir_.Join("kill.db");
+  // --repeats 2 x --min-repeat-ms 20: every candidate takes at least ~40 ms whatever the machine,
+  // so after 8 committed trials the run is surely not over when it is killed.
+  const std::vector<std::string> command = {"op",        "matmul", "--shape", "128,128,128", "--trials",
+                                            "40",        "--batch", "4",      "--db",        db_path,
+                                            "--timeout", "5",       "--repeats", "2",         "--min-repeat-ms",
+                                            "20",        "--seed",  "3"};
+  test::TempDir logs;
+  std::map<int64_t, Committed> before;
+  {
+    test::Subprocess tune;
+    std::vector<std::string> argv = command;
+    argv.insert(argv.begin(), kTune);
+    ASSERT_TRUE(tune.Start(argv, dir_.path(), logs.Join("out"), logs.Join("err")));
+    // Poll until the default schedule and at least 8 trials are committed. The limit only
+    // keeps a broken build from hanging the suite.
+    const auto limit = std::chrono::steady_clock::now() + std::chrono::minutes(3);
+    int search_records = 0;
+    while (search_records < 8) {
+      ASSERT_FALSE(tune.Finished()) << "tune ended before it could be killed: "
+                                    << tune.result() << test::ReadFileBytes(logs.Join("err"));
+      ASSERT_LT(std::chrono::steady_clock::now(), limit) << "no progress: " << test::ReadFileBytes(logs.Join("err"));
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      auto snap = Snapshot(db_path);
+      if (!snap) continue;
+      search_records = 0;
+      for (const auto& [id, r] : *snap) search_records += r.strategy != "default";
+    }
+    tune.Kill(SIGKILL);
+    const test::ProcessResult& killed = tune.Wait();
+    EXPECT_EQ(killed.term_signal, SIGKILL) << killed;
+    auto snap = Snapshot(db_path);
+    ASSERT_TRUE(snap.has_value());
+    before = *snap;
+  }
+  int before_search = 0;
+  for (const auto& [id, r] : before) before_search += r.strategy != "default";
+  ASSERT_GE(before_search, 8);
+  ASSERT_LT(before_search, 40) << "the run finished before it was killed";
+
+  std::vector<std::string> resume = command;
+  resume.push_back("--resume");
+  test::ProcessResult r = Tune(dir_, resume);
+  ASSERT_TRUE(r.exited) << r;
+  ASSERT_EQ(r.exit_code, 0) << r;
+  EXPECT_THAT(r.out, HasSubstr("speedup")) << r;
+
+  auto after = Snapshot(db_path);
+  ASSERT_TRUE(after.has_value());
+  for (const auto& [id, rec] : before) {
+    auto it = after->find(id);
+    ASSERT_NE(it, after->end()) << "committed record lost: " << rec;
+    EXPECT_EQ(it->second, rec) << "committed record changed";
+  }
+  std::set<int64_t> task_ids;
+  std::map<std::string, int> configs;
+  int defaults = 0, search = 0;
+  for (const auto& [id, rec] : *after) {
+    task_ids.insert(rec.task_id);
+    if (rec.strategy == "default") {
+      ++defaults;
+      continue;
+    }
+    ++search;
+    ++configs[rec.config_json];
+  }
+  EXPECT_EQ(task_ids.size(), 1u);
+  EXPECT_EQ(defaults, 1) << "the default schedule was committed before the kill and is reused";
+  EXPECT_EQ(search, 40);
+  for (const auto& [config, n] : configs) EXPECT_EQ(n, 1) << config << " measured " << n << " times";
+  // The resumed run reports the whole budget, not just what it measured itself.
+  EXPECT_EQ(CountLinesWith(r.out, "128x128x128"), 1) << r;
+  EXPECT_THAT(r.out, HasSubstr(" 40 ")) << r;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The main job, end to end, on a tiny model file
+
+TEST_F(CliTest, ModelFileTuneThenQueryDb) {
+  test::WriteFileBytes(dir_.Join("tiny.json"), R"({
+    "name": "tiny-net",
+    "layers": [
+      {"name": "fc1", "op": "dense", "shape": "1,64,32", "bias": true, "relu": true},
+      {"name": "conv1", "op": "conv2d", "shape": "1,4,8,8,4,3,3,1,1", "relu": true, "count": 2},
+      {"name": "conv2", "op": "conv2d", "shape": "1,4,8,8,4,3,3,1,1", "relu": true}
+    ]
+  })");
+  std::vector<std::string> args = {"tiny.json", "--target", "llvm", "--trials", "3", "--batch", "2", "--db", "t.db"};
+  args.insert(args.end(), kQuick.begin(), kQuick.end());
+  test::ProcessResult r = Tune(dir_, args);
+  ASSERT_TRUE(r.exited) << r;
+  ASSERT_EQ(r.exit_code, 0) << r;
+  EXPECT_EQ(CountLinesWith(r.out, "speedup"), 1) << r;
+  EXPECT_EQ(CountLinesWith(r.out, "estimated"), 1) << r;
+  EXPECT_THAT(r.out, HasSubstr("tiny-net")) << r;
+  EXPECT_EQ(CountLinesWith(r.out, "fc1"), 1) << r;
+  EXPECT_EQ(CountLinesWith(r.out, "conv1"), 1) << r;
+  EXPECT_EQ(CountLinesWith(r.out, "conv2 "), 0) << "identical workloads are merged into one task: " << r;
+
+  // The tasks as stored, to find them in the query output.
+  std::vector<dataset::TaskInfo> tasks;
+  {
+    auto db = dataset::RecordDatabase::Open(dir_.Join("t.db"), /*create=*/false);
+    ASSERT_TRUE(db.ok()) << db.status();
+    auto t = (*db)->Tasks();
+    ASSERT_TRUE(t.ok()) << t.status();
+    tasks = *t;
+  }
+  ASSERT_EQ(tasks.size(), 2u);
+
+  test::ProcessResult best = Tune(dir_, {"db", "best", "--db", "t.db"});
+  ASSERT_TRUE(best.exited) << best;
+  EXPECT_EQ(best.exit_code, 0) << best;
+  for (const auto& t : tasks) EXPECT_EQ(CountLinesWith(best.out, t.workload_key), 1) << t.workload_key << best;
+
+  test::ProcessResult best_k = Tune(dir_, {"db", "best", "--db", "t.db", "--task", tasks[0].workload_key, "-k", "2"});
+  ASSERT_TRUE(best_k.exited) << best_k;
+  EXPECT_EQ(best_k.exit_code, 0) << best_k;
+  EXPECT_EQ(CountLinesWith(best_k.out, tasks[0].workload_key), 2) << best_k;
+  EXPECT_EQ(CountLinesWith(best_k.out, tasks[1].workload_key), 0) << best_k;
+
+  test::ProcessResult list = Tune(dir_, {"db", "tasks", "--db", "t.db"});
+  ASSERT_TRUE(list.exited) << list;
+  EXPECT_EQ(list.exit_code, 0) << list;
+  for (const auto& t : tasks) EXPECT_EQ(CountLinesWith(list.out, t.workload_key), 1) << t.workload_key << list;
+
+  test::ProcessResult history = Tune(dir_, {"db", "history", "--task", "1", "--db", "t.db"});
+  ASSERT_TRUE(history.exited) << history;
+  EXPECT_EQ(history.exit_code, 0) << history;
+  const dataset::TaskInfo& first = tasks[0].id == 1 ? tasks[0] : tasks[1];
+  EXPECT_EQ(CountLinesWith(history.out, first.workload_key), 4) << "3 trials + the default schedule: " << history;
+  EXPECT_EQ(CountLinesWith(history.out, "default"), 1) << history;
+
+  test::ProcessResult stats = Tune(dir_, {"db", "stats", "--db", "t.db"});
+  ASSERT_TRUE(stats.exited) << stats;
+  EXPECT_EQ(stats.exit_code, 0) << stats;
+  EXPECT_THAT(stats.out, HasSubstr("ok")) << stats;
+
+  // A selector that matches nothing is an error of one line, not an empty table.
+  test::ProcessResult none = Tune(dir_, {"db", "history", "--task", "99", "--db", "t.db"});
+  ASSERT_TRUE(none.exited) << none;
+  EXPECT_NE(none.exit_code, 0) << none;
+  EXPECT_EQ(std::count(none.err.begin(), none.err.end(), '\n'), 1) << none;
+  EXPECT_THAT(none.err, HasSubstr("99")) << none;
+}
+
+TEST_F(CliTest, ShowKernelPrintsPseudoC) {
+  std::vector<std::string> args = {"op", "conv2d", "--shape", "1,8,10,10,8,3,3,1,1", "--trials", "4",
+                                   "--show-kernel", "--db", "k.db"};
+  args.insert(args.end(), kQuick.begin(), kQuick.end());
+  test::ProcessResult r = Tune(dir_, args);
+  ASSERT_TRUE(r.exited) << r;
+  ASSERT_EQ(r.exit_code, 0) << r;
+  EXPECT_THAT(r.out, HasSubstr("speedup")) << r;
+  EXPECT_THAT(r.out, HasSubstr("for (")) << r;
+  EXPECT_THAT(r.out, HasSubstr("// config {")) << r;
+}
+
+}  // namespace
+}  // namespace tune

@@ -1,0 +1,376 @@
+// Tests of the tuning loop: failing kernels become records, budgets, determinism and resume.
+#include "tuner/tuner.h"
+
+#include <signal.h>
+#include <sys/mman.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "codegen/template.h"
+#include "dataset/record_database.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "measure/builder.h"
+#include "measure/local_runner.h"
+#include "tests/common/temp_dir.h"
+
+namespace tune::tuner {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr char kDefault[] = "default";
+
+codegen::Workload Matmul(const std::string& shape) {
+  auto w = codegen::Workload::Parse(codegen::OpKind::kMatmul, shape);
+  EXPECT_TRUE(w.ok()) << w.status();
+  return w.ok() ? *w : codegen::Workload();
+}
+
+TuneTask SmallTask(const std::string& shape = "16,32,24") { return TuneTask{"mm" + shape, Matmul(shape), 1}; }
+
+// A quick measurement protocol: candidates are tiny and timings are not under test.
+TuneOptions FastOptions(int trials, int batch, uint64_t seed = 1) {
+  TuneOptions o;
+  o.trials_per_task = trials;
+  o.batch = batch;
+  o.seed = seed;
+  o.protocol.warmup = 0;
+  o.protocol.repeats = 1;
+  o.protocol.min_repeat_ms = 1;
+  o.protocol.timeout_s = 30;
+  o.command = "tuner_test";
+  return o;
+}
+
+std::unique_ptr<dataset::RecordDatabase> OpenDb(const std::string& path) {
+  auto db = dataset::RecordDatabase::Open(path);
+  EXPECT_TRUE(db.ok()) << db.status();
+  return db.ok() ? std::move(*db) : nullptr;
+}
+
+// All records of one task on the host target, oldest first.
+std::vector<dataset::Record> RecordsOf(dataset::RecordDatabase& db, int64_t task_id) {
+  auto target = db.FindTarget(measure::Target::HostCpu(1).Key());
+  EXPECT_TRUE(target.ok() && target->has_value());
+  if (!target.ok() || !target->has_value()) return {};
+  auto records = db.Records(task_id, (*target)->id);
+  EXPECT_TRUE(records.ok()) << records.status();
+  return records.ok() ? *records : std::vector<dataset::Record>{};
+}
+
+std::vector<TaskOutcome> RunTuner(dataset::RecordDatabase* db, const std::vector<TuneTask>& tasks,
+                                  const TuneOptions& options, RunnerFactory runners = LocalRunnerFactory(1)) {
+  Tuner tuner(db, measure::Target::HostCpu(1), std::move(runners), options);
+  auto outcomes = tuner.Run(tasks);
+  EXPECT_TRUE(outcomes.ok()) << outcomes.status();
+  if (!outcomes.ok()) return {};
+  EXPECT_EQ(outcomes->size(), tasks.size());
+  return *outcomes;
+}
+
+int CountStrategy(const std::vector<dataset::Record>& records, const std::string& strategy) {
+  int n = 0;
+  for (const auto& r : records) n += r.strategy == strategy;
+  return n;
+}
+
+// config_json of every record not made by the default schedule, with how often each occurs.
+std::map<std::string, int> SearchConfigs(const std::vector<dataset::Record>& records) {
+  std::map<std::string, int> configs;
+  for (const auto& r : records) {
+    if (r.strategy != kDefault) ++configs[r.config_json];
+  }
+  return configs;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fault injection: a loader that crashes or hangs chosen kernels. It runs in LocalRunner's child
+// processes, so its call counter and what it saw live in memory shared with this process.
+
+struct FaultPlan {
+  std::atomic<int> loads{0};  // loader calls so far, over all children
+  int crash_at = -1;          // the call that gets a segfaulting kernel
+  int hang_at = -1;           // the call that gets a kernel that never returns
+  char crashed_symbol[256] = {};
+  char hung_symbol[256] = {};
+};
+
+void Segfaults(float* const*) {
+  volatile int* volatile null = nullptr;  // volatile: the store happens and faults
+  *null = 1;
+}
+
+void Spins(float* const*) {
+  volatile bool spin = true;
+  while (spin) {
+  }
+}
+
+class SharedFaultPlan {
+ public:
+  SharedFaultPlan() {
+    void* mem = ::mmap(nullptr, sizeof(FaultPlan), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (mem == MAP_FAILED) {
+      ADD_FAILURE() << "mmap failed";
+      return;
+    }
+    plan_ = new (mem) FaultPlan();
+  }
+  ~SharedFaultPlan() {
+    if (plan_ != nullptr) {
+      plan_->~FaultPlan();
+      ::munmap(plan_, sizeof(FaultPlan));
+    }
+  }
+  FaultPlan* get() const { return plan_; }
+
+ private:
+  FaultPlan* plan_ = nullptr;
+};
+
+measure::LocalRunner::KernelLoader FaultyLoader(FaultPlan* plan) {
+  measure::LocalRunner::KernelLoader real = measure::LocalRunner::DefaultLoader();
+  return [plan, real](const codegen::CompiledKernel& kernel) -> absl::StatusOr<codegen::KernelFn> {
+    const int call = plan->loads.fetch_add(1);
+    if (call == plan->crash_at) {
+      std::strncpy(plan->crashed_symbol, kernel.symbol.c_str(), sizeof(plan->crashed_symbol) - 1);
+      return &Segfaults;
+    }
+    if (call == plan->hang_at) {
+      std::strncpy(plan->hung_symbol, kernel.symbol.c_str(), sizeof(plan->hung_symbol) - 1);
+      return &Spins;
+    }
+    return real(kernel);
+  };
+}
+
+RunnerFactory FaultyRunnerFactory(FaultPlan* plan) {
+  return [plan](const measure::MeasureProtocol& protocol) -> std::unique_ptr<measure::Runner> {
+    measure::LocalRunnerOptions o;
+    o.protocol = protocol;
+    o.threads = 1;
+    return std::make_unique<measure::LocalRunner>(o, FaultyLoader(plan));
+  };
+}
+
+std::string SymbolOf(const codegen::Workload& workload, uint64_t config_index) {
+  auto tmpl = codegen::Template::Create(workload);
+  EXPECT_TRUE(tmpl.ok()) << tmpl.status();
+  if (!tmpl.ok()) return "";
+  return measure::Builder::KernelName(**tmpl, (*tmpl)->space().FromIndex(config_index));
+}
+
+TEST(TunerTest, CrashingAndHangingKernelsCostOneRecordEach) {
+  SharedFaultPlan shared;
+  FaultPlan* plan = shared.get();
+  ASSERT_NE(plan, nullptr);
+  // Loader call 0 is the default schedule; calls 1, 2, 3 are the 1st, 2nd and 3rd candidates.
+  plan->crash_at = 2;
+  plan->hang_at = 3;
+
+  auto db = OpenDb(":memory:");
+  ASSERT_NE(db, nullptr);
+  TuneOptions options = FastOptions(/*trials=*/8, /*batch=*/4);
+  options.protocol.timeout_s = 2;  // what the spinning kernel costs
+  TuneTask task = SmallTask();
+  std::vector<TaskOutcome> outcomes = RunTuner(db.get(), {task}, options, FaultyRunnerFactory(plan));
+  ASSERT_EQ(outcomes.size(), 1u);
+  const TaskOutcome& outcome = outcomes[0];
+
+  EXPECT_EQ(plan->loads.load(), 9) << "every candidate, and the default schedule, is loaded once";
+  EXPECT_EQ(outcome.trials, 8);
+  EXPECT_EQ(outcome.measured_now, 8);
+  EXPECT_EQ(outcome.failed, 2);
+  EXPECT_TRUE(std::isfinite(outcome.best_s));
+  EXPECT_GT(outcome.best_s, 0);
+  EXPECT_FALSE(outcome.best_config.empty());
+  EXPECT_TRUE(std::isfinite(outcome.default_s));
+
+  std::vector<dataset::Record> records = RecordsOf(*db, outcome.task_id);
+  ASSERT_EQ(records.size(), 9u);
+  EXPECT_EQ(records[0].strategy, kDefault);
+  int crashed = 0, timed_out = 0, ok = 0;
+  for (const auto& r : records) {
+    switch (r.result.status) {
+      case measure::MeasureStatus::kRuntimeError:
+        ++crashed;
+        EXPECT_THAT(r.result.message, HasSubstr("SIGSEGV"));
+        EXPECT_THAT(r.result.message, HasSubstr("signal"));
+        EXPECT_EQ(SymbolOf(task.workload, r.config_index), plan->crashed_symbol);
+        EXPECT_EQ(r.result.Median(), std::numeric_limits<double>::infinity());
+        break;
+      case measure::MeasureStatus::kTimeout:
+        ++timed_out;
+        EXPECT_EQ(SymbolOf(task.workload, r.config_index), plan->hung_symbol);
+        EXPECT_THAT(r.result.message, HasSubstr("did not finish"));
+        break;
+      case measure::MeasureStatus::kOk:
+        ++ok;
+        EXPECT_FALSE(r.result.costs_s.empty());
+        break;
+      default:
+        ADD_FAILURE() << "record " << r.id << " is " << measure::StatusName(r.result.status) << ": "
+                      << r.result.message;
+    }
+  }
+  EXPECT_EQ(crashed, 1);
+  EXPECT_EQ(timed_out, 1);
+  EXPECT_EQ(ok, 7);
+  // In proposal order: the 2nd and 3rd candidates are the ones that failed.
+  EXPECT_EQ(records[2].result.status, measure::MeasureStatus::kRuntimeError);
+  EXPECT_EQ(records[3].result.status, measure::MeasureStatus::kTimeout);
+  // The database's best is an ok record, no slower than the best the search found (it may be
+  // the default schedule, which the outcome's best leaves out).
+  auto best = db->Best(outcome.task_id, records[0].target_id);
+  ASSERT_TRUE(best.ok()) << best.status();
+  ASSERT_EQ(best->size(), 1u);
+  EXPECT_TRUE((*best)[0].result.ok());
+  EXPECT_LE((*best)[0].result.Median(), outcome.best_s);
+  if ((*best)[0].strategy != kDefault) EXPECT_EQ((*best)[0].config_json, outcome.best_config);
+}
+
+TEST(TunerTest, TrialsPerTaskBudgetIsRespected) {
+  auto db = OpenDb(":memory:");
+  ASSERT_NE(db, nullptr);
+  std::vector<ProgressEvent> events;
+  Tuner tuner(db.get(), measure::Target::HostCpu(1), LocalRunnerFactory(1), FastOptions(/*trials=*/5, /*batch=*/2),
+              [&events](const ProgressEvent& e) { events.push_back(e); });
+  auto outcomes = tuner.Run({SmallTask()});
+  ASSERT_TRUE(outcomes.ok()) << outcomes.status();
+  ASSERT_EQ(outcomes->size(), 1u);
+  EXPECT_EQ((*outcomes)[0].trials, 5);
+  EXPECT_EQ((*outcomes)[0].measured_now, 5);
+
+  std::vector<dataset::Record> records = RecordsOf(*db, (*outcomes)[0].task_id);
+  EXPECT_EQ(records.size(), 5u + 1u) << "trials_per_task plus the default schedule";
+  EXPECT_EQ(CountStrategy(records, kDefault), 1);
+  EXPECT_EQ(CountStrategy(records, "random"), 5);
+
+  ASSERT_FALSE(events.empty());
+  EXPECT_TRUE(events.back().task_done);
+  EXPECT_EQ(events.back().trials, 5);
+  EXPECT_EQ(events.back().trials_budget, 5);
+  for (const auto& e : events) EXPECT_LE(e.trials, e.trials_budget);
+}
+
+TEST(TunerTest, TotalTrialsCapIsSpreadOverTasks) {
+  auto db = OpenDb(":memory:");
+  ASSERT_NE(db, nullptr);
+  TuneOptions options = FastOptions(/*trials=*/10, /*batch=*/4);
+  options.total_trials = 7;
+  std::vector<TuneTask> tasks = {SmallTask("16,16,16"), SmallTask("8,24,16"), SmallTask("32,8,8")};
+  std::vector<TaskOutcome> outcomes = RunTuner(db.get(), tasks, options);
+  ASSERT_EQ(outcomes.size(), 3u);
+  int total = 0;
+  for (const auto& o : outcomes) {
+    // 7 over 3 tasks, as evenly as possible: 2 or 3 each.
+    EXPECT_GE(o.trials, 2) << o.task.name;
+    EXPECT_LE(o.trials, 3) << o.task.name;
+    EXPECT_EQ(o.measured_now, o.trials);
+    total += o.trials;
+    std::vector<dataset::Record> records = RecordsOf(*db, o.task_id);
+    EXPECT_EQ(static_cast<int>(records.size()), o.trials + 1) << o.task.name;
+    EXPECT_EQ(CountStrategy(records, kDefault), 1) << o.task.name;
+  }
+  EXPECT_EQ(total, 7);
+}
+
+TEST(TunerTest, TotalTrialsAbovePerTaskBudgetDoesNotRaiseIt) {
+  auto db = OpenDb(":memory:");
+  ASSERT_NE(db, nullptr);
+  TuneOptions options = FastOptions(/*trials=*/2, /*batch=*/4);
+  options.total_trials = 100;
+  std::vector<TaskOutcome> outcomes = RunTuner(db.get(), {SmallTask("16,16,16"), SmallTask("8,24,16")}, options);
+  ASSERT_EQ(outcomes.size(), 2u);
+  for (const auto& o : outcomes) {
+    EXPECT_EQ(o.trials, 2) << o.task.name;
+    EXPECT_EQ(RecordsOf(*db, o.task_id).size(), 3u) << o.task.name;
+  }
+}
+
+std::vector<std::string> ConfigSequence(uint64_t seed) {
+  auto db = OpenDb(":memory:");
+  if (db == nullptr) return {};
+  std::vector<TaskOutcome> outcomes = RunTuner(db.get(), {SmallTask()}, FastOptions(/*trials=*/10, /*batch=*/4, seed));
+  if (outcomes.size() != 1) return {};
+  std::vector<std::string> sequence;
+  for (const auto& r : RecordsOf(*db, outcomes[0].task_id)) sequence.push_back(r.strategy + " " + r.config_json);
+  return sequence;
+}
+
+TEST(TunerTest, SameSeedGivesSameSequenceOfConfigs) {
+  std::vector<std::string> first = ConfigSequence(42);
+  std::vector<std::string> second = ConfigSequence(42);
+  ASSERT_EQ(first.size(), 11u);
+  EXPECT_EQ(first, second);
+  // The seed is actually used: another seed explores other configs.
+  std::vector<std::string> other = ConfigSequence(43);
+  ASSERT_EQ(other.size(), 11u);
+  EXPECT_EQ(other[0], first[0]) << "the default schedule does not depend on the seed";
+  EXPECT_NE(other, first);
+}
+
+TEST(TunerTest, ResumeMeasuresOnlyNewConfigs) {
+  test::TempDir dir;
+  const std::string path = dir.Join("resume.db");
+  TuneTask task = SmallTask();
+  int64_t task_id = 0;
+  std::vector<dataset::Record> before;
+  {
+    auto db = OpenDb(path);
+    ASSERT_NE(db, nullptr);
+    std::vector<TaskOutcome> outcomes = RunTuner(db.get(), {task}, FastOptions(/*trials=*/8, /*batch=*/3));
+    ASSERT_EQ(outcomes.size(), 1u);
+    EXPECT_EQ(outcomes[0].measured_now, 8);
+    task_id = outcomes[0].task_id;
+    before = RecordsOf(*db, task_id);
+    ASSERT_EQ(before.size(), 9u);
+  }
+  {
+    auto db = OpenDb(path);
+    ASSERT_NE(db, nullptr);
+    TuneOptions options = FastOptions(/*trials=*/12, /*batch=*/3);
+    options.resume = true;
+    std::vector<TaskOutcome> outcomes = RunTuner(db.get(), {task}, options);
+    ASSERT_EQ(outcomes.size(), 1u);
+    EXPECT_EQ(outcomes[0].task_id, task_id);
+    EXPECT_EQ(outcomes[0].trials, 12);
+    EXPECT_EQ(outcomes[0].measured_now, 4);
+    EXPECT_TRUE(std::isfinite(outcomes[0].default_s)) << "the recorded default schedule is reused";
+
+    std::vector<dataset::Record> after = RecordsOf(*db, task_id);
+    ASSERT_EQ(after.size(), 13u);
+    EXPECT_EQ(CountStrategy(after, kDefault), 1) << "the default schedule is not measured again";
+    for (size_t i = 0; i < before.size(); ++i) {
+      EXPECT_EQ(after[i].id, before[i].id);
+      EXPECT_EQ(after[i].config_json, before[i].config_json);
+      EXPECT_EQ(after[i].result.costs_s, before[i].result.costs_s);
+    }
+    std::map<std::string, int> configs = SearchConfigs(after);
+    EXPECT_EQ(configs.size(), 12u);
+    for (const auto& [config, n] : configs) EXPECT_EQ(n, 1) << config << " was measured " << n << " times";
+  }
+  {
+    // Resuming a task whose budget is spent measures nothing.
+    auto db = OpenDb(path);
+    ASSERT_NE(db, nullptr);
+    TuneOptions options = FastOptions(/*trials=*/12, /*batch=*/3);
+    options.resume = true;
+    std::vector<TaskOutcome> outcomes = RunTuner(db.get(), {task}, options);
+    ASSERT_EQ(outcomes.size(), 1u);
+    EXPECT_EQ(outcomes[0].trials, 12);
+    EXPECT_EQ(outcomes[0].measured_now, 0);
+    EXPECT_EQ(RecordsOf(*db, task_id).size(), 13u);
+  }
+}
+
+}  // namespace
+}  // namespace tune::tuner
