@@ -18,6 +18,7 @@
 #include "nlohmann/json.hpp"
 #include "spdlog/spdlog.h"
 #include "tuner/model_file.h"
+#include "tuner/replay.h"
 #include "tuner/tuner.h"
 
 namespace tune::tuner {
@@ -396,6 +397,7 @@ int RunCli(int argc, char** argv) {
   spdlog::set_level(spdlog::level::warn);
   if (argc >= 2 && std::string(argv[1]) == "op") return OpCommand(argc, argv);
   if (argc >= 2 && std::string(argv[1]) == "db") return DbCommand(argc, argv);
+  if (argc >= 2 && std::string(argv[1]) == "replay") return ReplayCommand(argc, argv);
   return ModelCommand(argc, argv);
 }
 

@@ -1,0 +1,419 @@
+// Replay implementation: the recorded space, the replay driver, its metrics and `tune replay`.
+#include "tuner/replay.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <unordered_set>
+#include <utility>
+
+#include "CLI/CLI.hpp"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "costmodel/cost_model_adapters.h"
+#include "search/check.h"
+
+namespace tune::tuner {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr int kExitFailure = 1;
+constexpr int kExitUsage = 2;
+constexpr int kMaxInt = std::numeric_limits<int>::max();
+
+search::Config ToConfig(const std::vector<int>& value_index) {
+  return search::Config(value_index.begin(), value_index.end());
+}
+
+std::string ConfigText(const search::ConfigSpace& space, const search::Config& config) {
+  if (config.size() != space.knobs().size()) return absl::StrCat("[", absl::StrJoin(config, ","), "] (indices)");
+  for (size_t k = 0; k < config.size(); ++k) {
+    if (config[k] < 0 || static_cast<size_t>(config[k]) >= space.knobs()[k].options.size()) {
+      return absl::StrCat("[", absl::StrJoin(config, ","), "] (indices)");
+    }
+  }
+  return space.ToJson(config);
+}
+
+}  // namespace
+
+// ---- ReplaySpace ---------------------------------------------------------------------------
+
+ReplaySpace::ReplaySpace(measure::KernelTunerCache cache) : cache_(std::move(cache)) {
+  for (size_t p = 0; p < cache_.param_names.size(); ++p) {
+    space_.AddChoice(cache_.param_names[p], cache_.param_values[p]);
+  }
+  space_.AddConstraint("recorded", [this](const search::Config& config) { return Find(config) != nullptr; });
+}
+
+absl::StatusOr<std::unique_ptr<ReplaySpace>> ReplaySpace::Create(measure::KernelTunerCache cache) {
+  if (cache.param_names.empty() || cache.param_names.size() != cache.param_values.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(cache.path, ": the cache has no parameters"));
+  }
+  if (!std::isfinite(cache.BestTimeMs())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(cache.path, ": no successful configuration among ", cache.entries.size(), " recorded"));
+  }
+  std::unique_ptr<ReplaySpace> r(new ReplaySpace(std::move(cache)));
+  if (r->space_.Size() >= (uint64_t{1} << 63)) {
+    return absl::InvalidArgumentError(absl::StrCat(r->cache_.path, ": the space has 2^63 or more points"));
+  }
+  const auto& entries = r->cache_.entries;
+  r->entry_of_index_.reserve(entries.size());
+  r->sorted_times_ms_.reserve(entries.size());
+  for (size_t i = 0; i < entries.size(); ++i) {
+    r->entry_of_index_.emplace(r->space_.ToIndex(ToConfig(entries[i].value_index)), static_cast<uint32_t>(i));
+    r->sorted_times_ms_.push_back(entries[i].ok ? entries[i].time_ms : kInf);
+    if (!entries[i].ok) ++r->failed_;
+  }
+  std::sort(r->sorted_times_ms_.begin(), r->sorted_times_ms_.end());
+  return r;
+}
+
+const measure::KernelTunerCache::Entry* ReplaySpace::Find(const search::Config& config) const {
+  const auto& knobs = space_.knobs();
+  if (config.size() != knobs.size()) return nullptr;
+  for (size_t k = 0; k < knobs.size(); ++k) {
+    if (config[k] < 0 || static_cast<size_t>(config[k]) >= knobs[k].options.size()) return nullptr;
+  }
+  auto it = entry_of_index_.find(space_.ToIndex(config));
+  return it == entry_of_index_.end() ? nullptr : &cache_.entries[it->second];
+}
+
+search::MeasuredConfig ReplaySpace::Measure(const search::Config& config) const {
+  const measure::KernelTunerCache::Entry* e = Find(config);
+  TUNE_CHECK(e != nullptr) << "replay of an unrecorded config " << ConfigText(space_, config);
+  search::MeasuredConfig m;
+  m.config = config;
+  m.ok = e->ok;
+  m.cost = e->ok ? e->time_ms / 1000.0 : kInf;
+  return m;
+}
+
+// ---- Metrics -------------------------------------------------------------------------------
+
+double FractionOfOptimum(double optimum_ms, double best_ms) {
+  if (!std::isfinite(best_ms) || best_ms <= 0) return 0;
+  return optimum_ms / best_ms;
+}
+
+double RandomBaselineFraction(const std::vector<double>& sorted_times_ms, int64_t draws) {
+  const int64_t n = static_cast<int64_t>(sorted_times_ms.size());
+  if (draws <= 0 || n == 0) return 0;
+  if (draws >= n) return 1;
+  const double optimum = sorted_times_ms.front();
+  // survival = S(i) = P(none of the i-1 fastest drawn); P(best = i) = S(i) - S(i+1).
+  double expected = 0, survival = 1;
+  for (int64_t i = 1; i <= n - draws + 1 && survival > 0; ++i) {
+    double next = survival * static_cast<double>(n - i + 1 - draws) / static_cast<double>(n - i + 1);
+    expected += FractionOfOptimum(optimum, sorted_times_ms[i - 1]) * (survival - next);
+    survival = next;
+  }
+  return expected;
+}
+
+double MethodologyScore(double strategy_fraction, double random_fraction) {
+  if (random_fraction >= 1) return std::numeric_limits<double>::quiet_NaN();
+  return (strategy_fraction - random_fraction) / (1 - random_fraction);
+}
+
+// ---- Driver --------------------------------------------------------------------------------
+
+double ReplayTrace::BestAt(int b) const {
+  if (b <= 0 || best_ms.empty()) return kInf;
+  return best_ms[std::min(static_cast<size_t>(b), best_ms.size()) - 1];
+}
+
+absl::StatusOr<ReplayTrace> RunReplay(const ReplaySpace& space, const ReplayOptions& options) {
+  search::StrategyOptions so;
+  so.seed = options.seed;
+  auto strategy = search::SearchStrategy::Create(options.strategy, &space.space(), so);
+  if (!strategy.ok()) return strategy.status();
+  return RunReplay(space, **strategy, options);
+}
+
+absl::StatusOr<ReplayTrace> RunReplay(const ReplaySpace& space, search::SearchStrategy& strategy,
+                                      const ReplayOptions& options) {
+  if (options.budget <= 0) return absl::InvalidArgumentError("replay budget must be positive");
+  if (options.batch <= 0) return absl::InvalidArgumentError("replay batch must be positive");
+  if (options.cost_model != nullptr) strategy.SetCostModel(options.cost_model);
+
+  ReplayTrace trace;
+  std::unordered_set<search::Config, search::ConfigHash> seen;
+  std::vector<search::Config> all_configs;  // everything measured so far, for the cost model
+  std::vector<double> all_costs;
+  double best_ms = kInf;
+  while (static_cast<int>(trace.evaluations.size()) < options.budget) {
+    const int want = std::min(options.batch, options.budget - static_cast<int>(trace.evaluations.size()));
+    std::vector<search::Config> proposed = strategy.Propose(want);
+    if (proposed.empty()) {
+      trace.exhausted = true;
+      break;
+    }
+    if (static_cast<int>(proposed.size()) > want) {
+      return absl::InternalError(absl::StrCat("strategy '", strategy.name(), "' proposed ", proposed.size(),
+                                              " configs when asked for ", want));
+    }
+    std::vector<search::MeasuredConfig> batch;
+    for (search::Config& config : proposed) {
+      const measure::KernelTunerCache::Entry* e = space.Find(config);
+      if (e == nullptr) {
+        return absl::InternalError(absl::StrCat("strategy '", strategy.name(), "' proposed the infeasible config ",
+                                                ConfigText(space.space(), config)));
+      }
+      if (!seen.insert(config).second) {
+        return absl::InternalError(absl::StrCat("strategy '", strategy.name(), "' proposed ",
+                                                ConfigText(space.space(), config), " a second time"));
+      }
+      search::MeasuredConfig m = space.Measure(config);
+      if (m.ok) {
+        best_ms = std::min(best_ms, e->time_ms);
+      } else {
+        ++trace.failures;
+      }
+      all_configs.push_back(m.config);
+      all_costs.push_back(m.cost);
+      trace.evaluations.push_back(m);
+      trace.best_ms.push_back(best_ms);
+      batch.push_back(std::move(m));
+    }
+    // As in the tuning loop: the model learns from every result before the strategy hears of them.
+    if (options.cost_model != nullptr) {
+      if (absl::Status st = options.cost_model->Fit(all_configs, all_costs); !st.ok()) {
+        return absl::Status(st.code(), absl::StrCat("cost model fit after ", all_configs.size(),
+                                                    " evaluations: ", st.message()));
+      }
+    }
+    strategy.Update(batch);
+  }
+  return trace;
+}
+
+absl::StatusOr<std::unique_ptr<search::CostModel>> CreateReplayCostModel(const std::string& name,
+                                                                        const ReplaySpace& space, uint64_t seed) {
+  // costmodel/'s factory: with a space and no template, "xgb" and "xgb-reg" featurize knob values
+  // (KnobCostModel). Unknown names are InvalidArgument.
+  costmodel::CostModelOptions options;
+  options.xgb.seed = seed;
+  costmodel::CostModelSubject subject;
+  subject.space = &space.space();
+  return costmodel::CreateCostModel(name, subject, options);
+}
+
+// ---- Summary -------------------------------------------------------------------------------
+
+std::vector<int> ReplayCheckpoints(int budget) {
+  std::vector<int> out;
+  for (int b = 25; b < budget; b *= 2) out.push_back(b);
+  if (budget > 0) out.push_back(budget);
+  return out;
+}
+
+std::vector<ReplayCheckpoint> SummarizeReplay(const ReplaySpace& space, const std::vector<ReplayTrace>& runs,
+                                              const std::vector<int>& checkpoints) {
+  TUNE_CHECK(!runs.empty()) << "SummarizeReplay needs at least one run";
+  std::vector<ReplayCheckpoint> out;
+  const double n = static_cast<double>(runs.size());
+  for (int b : checkpoints) {
+    ReplayCheckpoint c;
+    c.budget = b;
+    c.min_best_ms = kInf;
+    double sum_f = 0, sum_f2 = 0, sum_ms = 0;
+    for (const ReplayTrace& run : runs) {
+      double best = run.BestAt(b);
+      double f = FractionOfOptimum(space.optimum_ms(), best);
+      sum_f += f;
+      sum_f2 += f * f;
+      sum_ms += best;
+      c.min_best_ms = std::min(c.min_best_ms, best);
+    }
+    c.mean_fraction = sum_f / n;
+    c.sd_fraction = runs.size() > 1 ? std::sqrt(std::max(0.0, (sum_f2 - n * c.mean_fraction * c.mean_fraction) / (n - 1)))
+                                    : 0;
+    c.mean_best_ms = sum_ms / n;
+    c.random_fraction = RandomBaselineFraction(space.sorted_times_ms(), b);
+    c.score = MethodologyScore(c.mean_fraction, c.random_fraction);
+    out.push_back(c);
+  }
+  return out;
+}
+
+// ---- tune replay ---------------------------------------------------------------------------
+
+namespace {
+
+int Fail(int code, const std::string& message) {
+  std::string line = message;
+  for (char& ch : line) {
+    if (ch == '\n' || ch == '\r') ch = ' ';
+  }
+  std::fprintf(stderr, "tune replay: %s\n", line.c_str());
+  return code;
+}
+
+int Fail(const absl::Status& st) {
+  bool input = absl::IsInvalidArgument(st) || absl::IsNotFound(st) || absl::IsFailedPrecondition(st) ||
+               absl::IsUnimplemented(st);
+  return Fail(input ? kExitUsage : kExitFailure, std::string(st.message()));
+}
+
+std::string Fixed(double v, int digits) {
+  if (std::isnan(v) || !std::isfinite(v)) return "-";
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.*f", digits, v);
+  return buf;
+}
+
+void PrintTable(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> width(header.size());
+  for (size_t c = 0; c < header.size(); ++c) width[c] = header[c].size();
+  for (const auto& r : rows) {
+    for (size_t c = 0; c < r.size() && c < width.size(); ++c) width[c] = std::max(width[c], r[c].size());
+  }
+  auto line = [&](const std::vector<std::string>& r) {
+    std::string s;
+    for (size_t c = 0; c < header.size(); ++c) {
+      std::string cell = c < r.size() ? r[c] : "";
+      s += (c ? "  " : "") + std::string(width[c] - std::min(width[c], cell.size()), ' ') + cell;
+    }
+    std::printf("%s\n", s.c_str());
+  };
+  line(header);
+  std::string rule;
+  for (size_t c = 0; c < header.size(); ++c) rule += (c ? "  " : "") + std::string(width[c], '-');
+  std::printf("%s\n", rule.c_str());
+  for (const auto& r : rows) line(r);
+}
+
+}  // namespace
+
+int ReplayCommand(int argc, char** argv) {
+  CLI::App app{"tune replay: run a search strategy against a recorded Kernel Tuner space (no hardware).\n"
+               "Scores: fraction of optimum (optimum / best found, mean over runs), the exact expected\n"
+               "fraction of random search, and P = (strategy - random) / (1 - random) on that fraction.",
+               "tune replay"};
+  std::string cache_path, strategy = "random", cost_model;
+  int budget = 100, runs = 30, batch = 1, jobs = 1;
+  uint64_t seed = 0;
+  app.add_option("cache", cache_path, "Kernel Tuner cache file (.json or .json.gz)")->required();
+  app.add_option("--strategy", strategy, "search strategy (random, grid, ...)");
+  app.add_option("--budget", budget, "evaluations per run, failed configs included")->check(CLI::Range(1, kMaxInt));
+  app.add_option("--runs", runs, "independent runs (seeds seed .. seed+runs-1)")->check(CLI::Range(1, 1000000));
+  app.add_option("--seed", seed, "seed of the first run");
+  app.add_option("--batch", batch, "configs proposed per round (1: one at a time, as published)")
+      ->check(CLI::Range(1, kMaxInt));
+  app.add_option("--jobs", jobs, "runs replayed in parallel (results do not depend on it)")
+      ->check(CLI::Range(1, 1024));
+  app.add_option("--cost-model", cost_model,
+                 "cost model for model-guided strategies, fitted after every batch (default: none)");
+  try {
+    app.parse(argc - 1, argv + 1);
+  } catch (const CLI::CallForHelp&) {
+    std::printf("%s", app.help().c_str());
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    return Fail(kExitUsage, std::string(e.what()) + " (see tune replay --help)");
+  }
+
+  // Reject an unknown strategy or cost model before reading a large cache.
+  {
+    search::ConfigSpace probe;
+    probe.AddChoice("x", {0});
+    auto s = search::SearchStrategy::Create(strategy, &probe, {});
+    if (!s.ok()) return Fail(kExitUsage, std::string(s.status().message()));
+  }
+  auto cache = measure::KernelTunerCache::Load(cache_path);
+  if (!cache.ok()) return Fail(cache.status());
+  auto space = ReplaySpace::Create(std::move(*cache));
+  if (!space.ok()) return Fail(space.status());
+  const ReplaySpace& rs = **space;
+  if (!cost_model.empty()) {
+    auto probe = CreateReplayCostModel(cost_model, rs, seed);
+    if (!probe.ok()) return Fail(probe.status());
+  }
+
+  std::vector<std::optional<absl::StatusOr<ReplayTrace>>> results(runs);
+  std::atomic<int> next{0}, done{0};
+  std::mutex progress_mu;
+  const bool tty = isatty(STDERR_FILENO);
+  auto worker = [&] {
+    for (int r = next++; r < runs; r = next++) {
+      ReplayOptions o;
+      o.strategy = strategy;
+      o.budget = budget;
+      o.seed = seed + static_cast<uint64_t>(r);
+      o.batch = batch;
+      std::unique_ptr<search::CostModel> model;
+      if (!cost_model.empty()) {
+        auto m = CreateReplayCostModel(cost_model, rs, o.seed);
+        if (!m.ok()) {
+          results[r] = m.status();
+          continue;
+        }
+        model = std::move(*m);
+        o.cost_model = model.get();
+      }
+      results[r] = RunReplay(rs, o);
+      int finished = ++done;
+      if (tty) {
+        std::lock_guard<std::mutex> lock(progress_mu);
+        std::fprintf(stderr, "\r\033[Ktune replay: %s, run %d/%d", strategy.c_str(), finished, runs);
+        std::fflush(stderr);
+      }
+    }
+  };
+  const int threads = std::min(jobs, runs);
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads; ++t) pool.emplace_back(worker);
+  worker();
+  for (auto& t : pool) t.join();
+  if (tty) std::fprintf(stderr, "\r\033[K");
+
+  std::vector<ReplayTrace> traces;
+  int exhausted = 0;
+  size_t min_evals = std::numeric_limits<size_t>::max();
+  for (int r = 0; r < runs; ++r) {
+    if (!results[r]->ok()) {
+      return Fail(absl::Status(results[r]->status().code(),
+                               absl::StrCat("run ", r, " (seed ", seed + r, "): ", results[r]->status().message())));
+    }
+    traces.push_back(std::move(**results[r]));
+    if (traces.back().exhausted) {
+      ++exhausted;
+      min_evals = std::min(min_evals, traces.back().evaluations.size());
+    }
+  }
+
+  const auto& c = rs.cache();
+  std::printf("replay %s on %s (%s)\n", c.kernel_name.empty() ? "?" : c.kernel_name.c_str(),
+              c.device_name.empty() ? "?" : c.device_name.c_str(), c.path.c_str());
+  std::printf("space %llu points, %zu recorded (%zu failed), optimum %s ms\n",
+              static_cast<unsigned long long>(rs.space().Size()), rs.recorded(), rs.failed(),
+              Fixed(rs.optimum_ms(), 4).c_str());
+  std::printf("strategy %s, %d runs (seeds %llu..%llu), budget %d, batch %d, cost model %s\n", strategy.c_str(), runs,
+              static_cast<unsigned long long>(seed), static_cast<unsigned long long>(seed + runs - 1), budget, batch,
+              cost_model.empty() ? "none" : cost_model.c_str());
+  if (exhausted > 0) {
+    std::printf("%d runs stopped early: the strategy proposed nothing more after %zu evaluations\n", exhausted,
+                min_evals);
+  }
+  std::printf("\n");
+  std::vector<std::vector<std::string>> rows;
+  for (const ReplayCheckpoint& cp : SummarizeReplay(rs, traces, ReplayCheckpoints(budget))) {
+    rows.push_back({std::to_string(cp.budget), Fixed(cp.mean_fraction, 3), Fixed(cp.sd_fraction, 3),
+                    Fixed(cp.random_fraction, 3), Fixed(cp.score, 3), Fixed(cp.mean_best_ms, 4),
+                    Fixed(cp.min_best_ms, 4)});
+  }
+  PrintTable({"evals", "fraction", "sd", "random", "P", "mean best ms", "best ms"}, rows);
+  return 0;
+}
+
+}  // namespace tune::tuner
