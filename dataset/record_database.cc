@@ -536,8 +536,7 @@ absl::StatusOr<std::unique_ptr<RecordDatabase>> RecordDatabase::Open(const std::
   if (*contents == Contents::kEmpty) {
     if (!create && !in_memory) {
       return absl::FailedPreconditionError(absl::StrCat(
-          "'", path, "' is an empty file, not a tune database (open it with create to "
-          "initialize it)"));
+          "'", path, "' is an empty file, not a tune database (a tuning run initializes it)"));
     }
     if (absl::Status s = CreateSchema(impl->db, path); !s.ok()) {
       impl.reset();

@@ -234,6 +234,11 @@ absl::Status Tuner::Prepare(TaskRun& t, int64_t target_id, int64_t run_id) {
     if (auto st = Commit(t, {def}, results, kDefaultStrategy, protocol); !st.ok()) return st;
     outcome.default_s = results[0].Median();
   }
+  // The default schedule is a correct kernel too: the best is never slower than it.
+  if (outcome.default_s < outcome.best_s) {
+    outcome.best_s = outcome.default_s;
+    outcome.best_config = space.ToJson(t.tmpl->DefaultConfig());
+  }
   t.progress.default_s = outcome.default_s;
   t.runner = runners_(options_.protocol);
   t.progress.done = outcome.trials >= t.progress.budget;

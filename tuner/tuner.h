@@ -54,7 +54,7 @@ struct TaskOutcome {
   int trials = 0;            // records of this task/target counted against the budget
   int measured_now = 0;      // of those, measured in this invocation
   int failed = 0;            // non-ok records among `trials`
-  double best_s = 0;         // +inf when nothing succeeded
+  double best_s = 0;         // fastest of the search and the default schedule; +inf if none ran
   std::string best_config;   // JSON
   double default_s = 0;      // the untuned default schedule; +inf if it failed
   double flops = 0;
