@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -13,6 +14,8 @@
 
 #include "CLI/CLI.hpp"
 #include "codegen/template.h"
+#include "costmodel/cost_model_adapters.h"
+#include "search/strategy.h"
 #include "dataset/record_database.h"
 #include "measure/target.h"
 #include "nlohmann/json.hpp"
@@ -131,29 +134,33 @@ struct CommonFlags {
   int early_stop = 0;
   std::string strategy = "random";
   std::string task_scheduler = "round-robin";
+  std::string cost_model = "auto";
+  bool no_transfer = false;
   bool show_kernel = false;
 };
 
 void AddTuneFlags(CLI::App& app, CommonFlags& f) {
   app.add_option("--target", f.target, "where kernels run: llvm (this CPU)");
   app.add_option("--db", f.db_path, "record database file (SQLite)");
-  app.add_option("--trials", f.trials, "measurements per task")->check(CLI::PositiveNumber);
+  app.add_option("--trials", f.trials, "measurements per task")->check(CLI::Range(1, 100000000));
   app.add_option("--total-trials", f.total_trials, "cap on measurements over all tasks (0 = none)")
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("--batch", f.batch, "candidates built and measured per round")->check(CLI::PositiveNumber);
+      ->check(CLI::Range(0, 100000000));
+  app.add_option("--batch", f.batch, "candidates built and measured per round")->check(CLI::Range(1, 100000000));
   app.add_option("--seed", f.seed, "random seed");
   app.add_flag("--resume", f.resume, "continue from the records in the database, re-measuring none");
   app.add_option("--timeout", f.timeout, "seconds one candidate's measurement may take")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(1, 100000000));
   app.add_option("--threads", f.threads, "threads a kernel may use (default: all cores)")->check(CLI::Range(1, 256));
   app.add_option("--repeats", f.repeats, "timed samples per candidate")->check(CLI::Range(1, 1000));
   app.add_option("--min-repeat-ms", f.min_repeat_ms, "minimum duration of one sample")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(0, 100000000));
   app.add_flag("--flush-cache", f.flush_cache, "flush the caches before each sample");
   app.add_option("--early-stop", f.early_stop, "stop a task after N trials without improvement (0 = off)")
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("--strategy", f.strategy, "search strategy: random, grid");
+      ->check(CLI::Range(0, 100000000));
+  app.add_option("--strategy", f.strategy, "search strategy: random, grid, sa, evolutionary, bo, bo_ei, bo_pi, bo_ucb, bo_multi, bandit");
   app.add_option("--task-scheduler", f.task_scheduler, "which task gets the next batch: round-robin, gradient, ucb");
+  app.add_option("--cost-model", f.cost_model, "cost model for model-guided strategies: auto, none, xgb, xgb-reg");
+  app.add_flag("--no-transfer", f.no_transfer, "do not warm-start cost models from other tasks' records");
   app.add_flag("--show-kernel", f.show_kernel, "print the best kernel of each task as pseudo-C");
 }
 
@@ -181,8 +188,18 @@ int TuneTasks(const std::string& title, const std::vector<TuneTask>& tasks, cons
               const std::string& command) {
   auto target = measure::Target::Parse(f.target, f.threads);
   if (!target.ok()) return Fail(target.status());
-  if (f.strategy != "random" && f.strategy != "grid") {
-    return Fail(kExitUsage, "unknown strategy '" + f.strategy + "' (random, grid)");
+  {
+    search::ConfigSpace probe;  // strategy names are checked against the real factory
+    probe.AddChoice("x", {0, 1});
+    if (auto s = search::SearchStrategy::Create(f.strategy, &probe, {}); !s.ok()) return Fail(s.status());
+  }
+  if (f.cost_model != "auto" && f.cost_model != "none") {
+    auto names = costmodel::CostModelNames();
+    if (std::find(names.begin(), names.end(), f.cost_model) == names.end()) {
+      std::string list;
+      for (auto& n : names) list += (list.empty() ? "" : ", ") + n;
+      return Fail(kExitUsage, "unknown cost model '" + f.cost_model + "' (auto, none, " + list + ")");
+    }
   }
   if (auto sched = TaskScheduler::Create(f.task_scheduler, 0); !sched.ok()) return Fail(sched.status());
   // Validate every task before anything is written.
@@ -200,6 +217,8 @@ int TuneTasks(const std::string& title, const std::vector<TuneTask>& tasks, cons
   o.seed = f.seed;
   o.strategy = f.strategy;
   o.task_scheduler = f.task_scheduler;
+  o.cost_model = f.cost_model;
+  o.transfer = !f.no_transfer;
   o.threads = f.threads;
   o.early_stop = f.early_stop;
   o.resume = f.resume;
@@ -314,7 +333,7 @@ int DbCommand(int argc, char** argv) {
     c->add_option("--task", task_sel, "task id or workload key (default: all tasks)");
     c->add_option("--target", target_sel, "target key (default: all targets)");
   }
-  best_cmd->add_option("-k", k, "how many of the best to show")->check(CLI::PositiveNumber);
+  best_cmd->add_option("-k", k, "how many of the best to show")->check(CLI::Range(1, 100000000));
   if (auto code = Parse(app, argc - 1, argv + 1)) return *code;
 
   auto db = dataset::RecordDatabase::Open(db_path, /*create=*/false);
