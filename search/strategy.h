@@ -24,6 +24,22 @@ struct MeasuredConfig {
 struct StrategyOptions {
   uint64_t seed = 0;
 
+  // Bayesian optimisation ("bo_ei", "bo_pi", "bo_ucb", "bo_multi" = "bo"; see
+  // search/bayes_opt_strategy.h).
+  /// Configs reported or pending before the Gaussian process guides proposals; until then
+  /// proposals are uniformly random.
+  int bo_initial_samples = 10;
+  /// Random valid unseen configs scored by the acquisition per Propose (neighbours and
+  /// mutations of the best measured configs are added to them).
+  int bo_candidates = 2000;
+  /// EI/PI exploration margin, in standard deviations of the observed log costs.
+  double bo_xi = 0.01;
+  /// UCB exploration weight: minimizes predicted log cost - bo_kappa * its deviation.
+  double bo_kappa = 2.0;
+  /// "bandit": the strategies it chooses between (created by name; not "bandit"). "sa" and
+  /// "evolutionary" may join.
+  std::vector<std::string> bandit_arms = {"random", "bo_ei"};
+
   // Model-guided strategies ("sa", "evolutionary"); both propose uniformly random configs
   // until the cost model is trained.
   /// Share of proposals, once the model is trained, that are uniformly random valid unseen
