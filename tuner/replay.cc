@@ -1,6 +1,8 @@
 // Replay implementation: the recorded space, the replay driver, its metrics and `tune replay`.
 #include "tuner/replay.h"
 
+#include "tuner/tuner.h"
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -185,8 +187,9 @@ absl::StatusOr<ReplayTrace> RunReplay(const ReplaySpace& space, search::SearchSt
       trace.best_ms.push_back(best_ms);
       batch.push_back(std::move(m));
     }
-    // As in the tuning loop: the model learns from every result before the strategy hears of them.
-    if (options.cost_model != nullptr) {
+    // As in the tuning loop: the model learns from every result before the strategy hears of
+    // them (once there is a successful one to rank against).
+    if (options.cost_model != nullptr && std::isfinite(best_ms)) {
       if (absl::Status st = options.cost_model->Fit(all_configs, all_costs); !st.ok()) {
         return absl::Status(st.code(), absl::StrCat("cost model fit after ", all_configs.size(),
                                                     " evaluations: ", st.message()));
@@ -300,7 +303,7 @@ int ReplayCommand(int argc, char** argv) {
                "Scores: fraction of optimum (optimum / best found, mean over runs), the exact expected\n"
                "fraction of random search, and P = (strategy - random) / (1 - random) on that fraction.",
                "tune replay"};
-  std::string cache_path, strategy = "random", cost_model;
+  std::string cache_path, strategy = "random", cost_model = "auto";
   int budget = 100, runs = 30, batch = 1, jobs = 1;
   uint64_t seed = 0;
   app.add_option("cache", cache_path, "Kernel Tuner cache file (.json or .json.gz)")->required();
@@ -313,7 +316,8 @@ int ReplayCommand(int argc, char** argv) {
   app.add_option("--jobs", jobs, "runs replayed in parallel (results do not depend on it)")
       ->check(CLI::Range(1, 1024));
   app.add_option("--cost-model", cost_model,
-                 "cost model for model-guided strategies, fitted after every batch (default: none)");
+                 "cost model for model-guided strategies, fitted after every batch: auto (xgb for sa, "
+                 "evolutionary and bandit; none otherwise), none, xgb, xgb-reg");
   try {
     app.parse(argc - 1, argv + 1);
   } catch (const CLI::CallForHelp&) {
@@ -335,6 +339,8 @@ int ReplayCommand(int argc, char** argv) {
   auto space = ReplaySpace::Create(std::move(*cache));
   if (!space.ok()) return Fail(space.status());
   const ReplaySpace& rs = **space;
+  cost_model = ResolveCostModel(cost_model, strategy);
+  if (cost_model == "none") cost_model.clear();
   if (!cost_model.empty()) {
     auto probe = CreateReplayCostModel(cost_model, rs, seed);
     if (!probe.ok()) return Fail(probe.status());

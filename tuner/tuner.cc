@@ -27,6 +27,11 @@ double Now() {
 
 }  // namespace
 
+std::string ResolveCostModel(const std::string& name, const std::string& strategy) {
+  if (name != "auto") return name;
+  return (strategy == "sa" || strategy == "evolutionary" || strategy == "bandit") ? "xgb" : "none";
+}
+
 measure::MeasureProtocol DefaultScheduleProtocol(const measure::MeasureProtocol& p) {
   measure::MeasureProtocol d = p;
   d.warmup = 0;
@@ -247,11 +252,7 @@ absl::Status Tuner::Prepare(TaskRun& t, int64_t target_id, int64_t run_id) {
 }
 
 absl::Status Tuner::CreateModel(TaskRun& t, int64_t target_id) {
-  std::string name = options_.cost_model;
-  if (name == "auto") {
-    const std::string& s = options_.strategy;
-    name = (s == "sa" || s == "evolutionary" || s == "bandit") ? "xgb" : "none";
-  }
+  std::string name = ResolveCostModel(options_.cost_model, options_.strategy);
   if (name == "none") return absl::OkStatus();
   costmodel::CostModelOptions mo;
   mo.xgb.seed = options_.seed + static_cast<uint64_t>(t.index);

@@ -110,6 +110,10 @@ class Tuner {
   int done_trials_ = 0, total_budget_ = 0, task_count_ = 0;
 };
 
+/// Resolves a cost model name: "auto" becomes "xgb" for the strategies that rank candidates
+/// with a model (sa, evolutionary, bandit) and "none" for the others; other names pass.
+std::string ResolveCostModel(const std::string& name, const std::string& strategy);
+
 /// The protocol for the untuned default schedule: no warm-up, few repeats, a long timeout
 /// (naive loops can take seconds per call).
 measure::MeasureProtocol DefaultScheduleProtocol(const measure::MeasureProtocol& p);
