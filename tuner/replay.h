@@ -100,8 +100,9 @@ struct ReplayOptions {
   /// strategies) evaluate one config at a time and let every result inform the next proposal;
   /// larger batches model a tuner that measures several candidates before learning.
   int batch = 1;
-  /// Not owned; may be null. When set, the strategy gets it (SetCostModel) and the driver calls
-  /// Fit with every result so far after each batch, before the strategy's Update.
+  /// Not owned; may be null. When set, the strategy gets it (SetCostModel) and, after each
+  /// batch, the driver calls Fit with every result so far (failures at +inf), before the
+  /// strategy's Update; batches before the first successful result skip the Fit.
   search::CostModel* cost_model = nullptr;
 };
 
