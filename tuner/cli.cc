@@ -281,7 +281,8 @@ int ModelCommand(int argc, char** argv) {
   CLI::App app{"tune: autotune the kernels of a model.\n"
                "usage: tune MODEL --target llvm [options]   (MODEL: a built-in name or a JSON model file)\n"
                "       tune op KIND --shape S [options]     (one operator)\n"
-               "       tune db tasks|best|history|stats [options]\n",
+               "       tune db tasks|best|history|stats [options]\n"
+               "       tune replay CACHE --strategy S --budget B --runs R   (recorded Kernel Tuner space)\n",
                "tune"};
   std::string model;
   CommonFlags f;

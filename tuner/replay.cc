@@ -1,8 +1,6 @@
 // Replay implementation: the recorded space, the replay driver, its metrics and `tune replay`.
 #include "tuner/replay.h"
 
-#include "tuner/tuner.h"
-
 #include <unistd.h>
 
 #include <algorithm>
@@ -22,6 +20,7 @@
 #include "absl/strings/str_join.h"
 #include "costmodel/cost_model_adapters.h"
 #include "search/check.h"
+#include "tuner/tuner.h"
 
 namespace tune::tuner {
 namespace {
