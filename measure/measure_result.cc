@@ -83,7 +83,7 @@ std::string MeasureProtocol::ToJson() const {
   nlohmann::json j = {
       {"warmup", warmup},       {"repeats", repeats},     {"min_repeat_ms", min_repeat_ms},
       {"flush_cache", flush_cache}, {"timeout_s", timeout_s}, {"rtol", rtol},
-      {"atol", atol},
+      {"atol", atol},           {"cutoff_s", cutoff_s},
   };
   return j.dump();
 }
@@ -101,13 +101,16 @@ absl::StatusOr<MeasureProtocol> MeasureProtocol::FromJson(const std::string& tex
                          ReadField(j, "min_repeat_ms", p.min_repeat_ms),
                          ReadField(j, "flush_cache", p.flush_cache),
                          ReadField(j, "timeout_s", p.timeout_s), ReadField(j, "rtol", p.rtol),
-                         ReadField(j, "atol", p.atol)}) {
+                         ReadField(j, "atol", p.atol), ReadField(j, "cutoff_s", p.cutoff_s)}) {
     if (!s.ok()) return s;
   }
   if (p.warmup < 0) return absl::InvalidArgumentError("measure protocol: warmup must be >= 0");
   if (p.repeats < 1) return absl::InvalidArgumentError("measure protocol: repeats must be >= 1");
   if (!(p.min_repeat_ms >= 0)) {
     return absl::InvalidArgumentError("measure protocol: min_repeat_ms must be >= 0");
+  }
+  if (!(p.cutoff_s >= 0)) {
+    return absl::InvalidArgumentError("measure protocol: cutoff_s must be >= 0");
   }
   if (!(p.timeout_s > 0)) {
     return absl::InvalidArgumentError("measure protocol: timeout_s must be > 0");

@@ -34,6 +34,10 @@ struct MeasureProtocol {
   double timeout_s = 10.0;  // whole child process: compile + check + timing
   double rtol = 1e-3;       // relative tolerance of the correctness check
   double atol = 1e-4;       // absolute tolerance of the correctness check
+  /// When > 0: a kernel whose first (checked) call takes longer than this many seconds is
+  /// not timed further; its record keeps that call as its only sample (number = 1) and says
+  /// so in its message. Saves the budget on candidates far slower than the best known.
+  double cutoff_s = 0;
 
   std::string ToJson() const;
   static absl::StatusOr<MeasureProtocol> FromJson(const std::string& text);
@@ -42,7 +46,7 @@ struct MeasureProtocol {
 /// The outcome of measuring one candidate.
 struct MeasureResult {
   MeasureStatus status = MeasureStatus::kRuntimeError;
-  std::string message;           // empty when ok; otherwise what went wrong
+  std::string message;           // what went wrong; when ok, empty or a note (timing cut off)
   std::vector<double> costs_s;   // per-call seconds of each sample (raw, in order)
   int number = 0;                // calls per sample
   double build_s = 0;            // seconds spent generating and compiling the kernel

@@ -132,6 +132,8 @@ struct CommonFlags {
   double min_repeat_ms = 20.0;
   bool flush_cache = false;
   int early_stop = 0;
+  int finalists = 3;
+  double cutoff_factor = 10;
   std::string strategy = "random";
   std::string task_scheduler = "round-robin";
   std::string cost_model = "auto";
@@ -157,6 +159,11 @@ void AddTuneFlags(CLI::App& app, CommonFlags& f) {
   app.add_flag("--flush-cache", f.flush_cache, "flush the caches before each sample");
   app.add_option("--early-stop", f.early_stop, "stop a task after N trials without improvement (0 = off)")
       ->check(CLI::Range(0, 100000000));
+  app.add_option("--finalists", f.finalists, "re-measure the best N configs of each task at the end (0 = off)")
+      ->check(CLI::Range(0, 1000));
+  app.add_option("--cutoff-factor", f.cutoff_factor,
+                 "stop timing a candidate whose first call is this many times slower than the best (0 = off)")
+      ->check(CLI::Range(0.0, 1e9));
   app.add_option("--strategy", f.strategy, "search strategy: random, grid, sa, evolutionary, bo, bo_ei, bo_pi, bo_ucb, bo_multi, bandit");
   app.add_option("--task-scheduler", f.task_scheduler, "which task gets the next batch: round-robin, gradient, ucb");
   app.add_option("--cost-model", f.cost_model, "cost model for model-guided strategies: auto, none, xgb, xgb-reg");
@@ -221,6 +228,8 @@ int TuneTasks(const std::string& title, const std::vector<TuneTask>& tasks, cons
   o.transfer = !f.no_transfer;
   o.threads = f.threads;
   o.early_stop = f.early_stop;
+  o.finalists = f.finalists;
+  o.cutoff_factor = f.cutoff_factor;
   o.resume = f.resume;
   o.protocol.timeout_s = f.timeout;
   o.protocol.repeats = f.repeats;

@@ -20,6 +20,7 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr char kDefaultStrategy[] = "default";
+constexpr char kFinalistStrategy[] = "finalist";
 
 double Now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -87,7 +88,6 @@ struct Tuner::TaskRun {
   TuneTask task;
   std::unique_ptr<codegen::Template> tmpl;
   std::unique_ptr<search::SearchStrategy> strategy;
-  std::unique_ptr<measure::Runner> runner;
   std::unique_ptr<measure::TaskData> data;
   std::unique_ptr<search::CostModel> model;
   std::vector<search::Config> history;  // every measured config of this task (for Fit)
@@ -137,6 +137,7 @@ absl::StatusOr<std::vector<TaskOutcome>> Tuner::Run(const std::vector<TuneTask>&
   }
   std::vector<TaskOutcome> out;
   for (auto& t : runs) {
+    if (auto st = Finalize(t); !st.ok()) return st;
     Report(t, true);
     out.push_back(t.outcome);
   }
@@ -207,6 +208,7 @@ absl::Status Tuner::Prepare(TaskRun& t, int64_t target_id, int64_t run_id) {
         outcome.default_s = rec.result.Median();
         continue;
       }
+      if (rec.strategy == kFinalistStrategy) continue;  // a re-measurement, not a trial
       if (!seen.insert(*cfg).second) continue;
       known.push_back({*cfg, rec.result.ok() ? rec.result.Median() : kInf, rec.result.ok()});
       ++outcome.trials;
@@ -245,7 +247,6 @@ absl::Status Tuner::Prepare(TaskRun& t, int64_t target_id, int64_t run_id) {
     outcome.best_config = space.ToJson(t.tmpl->DefaultConfig());
   }
   t.progress.default_s = outcome.default_s;
-  t.runner = runners_(options_.protocol);
   t.progress.done = outcome.trials >= t.progress.budget;
   Report(t, false);
   return absl::OkStatus();
@@ -308,6 +309,38 @@ absl::Status Tuner::FitModel(TaskRun& t) {
   return absl::OkStatus();
 }
 
+absl::Status Tuner::Finalize(TaskRun& t) {
+  if (options_.finalists < 2 || t.outcome.measured_now == 0) return absl::OkStatus();
+  std::vector<size_t> order;
+  for (size_t i = 0; i < t.history.size(); ++i) {
+    if (std::isfinite(t.history_costs[i])) order.push_back(i);
+  }
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return t.history_costs[a] < t.history_costs[b]; });
+  if (order.size() > static_cast<size_t>(options_.finalists)) order.resize(options_.finalists);
+  if (order.size() < 2) return absl::OkStatus();  // nothing to choose between
+  std::vector<search::Config> configs;
+  for (size_t i : order) configs.push_back(t.history[i]);
+  measure::Builder builder({}, options_.build_threads);
+  auto builds = builder.BuildAll(*t.tmpl, configs);
+  auto results = runners_(options_.protocol)->Run(*t.data, builds);
+  if (auto st = Commit(t, configs, results, kFinalistStrategy, options_.protocol); !st.ok()) return st;
+  double best = kInf;
+  for (size_t i = 0; i < configs.size(); ++i) {
+    if (results[i].ok() && results[i].Median() < best) {
+      best = results[i].Median();
+      t.outcome.best_config = t.tmpl->space().ToJson(configs[i]);
+    }
+  }
+  if (!std::isfinite(best)) return absl::OkStatus();  // keep the search's pick
+  t.outcome.best_s = best;
+  if (t.outcome.default_s < t.outcome.best_s) {
+    t.outcome.best_s = t.outcome.default_s;
+    t.outcome.best_config = t.tmpl->space().ToJson(t.tmpl->DefaultConfig());
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Tuner::Commit(const TaskRun& t, const std::vector<search::Config>& configs,
                            const std::vector<measure::MeasureResult>& results, const std::string& strategy,
                            const measure::MeasureProtocol& protocol) {
@@ -342,8 +375,12 @@ absl::Status Tuner::RunBatch(TaskRun& t, int want) {
   const search::ConfigSpace& space = t.tmpl->space();
   measure::Builder builder({}, options_.build_threads);
   auto builds = builder.BuildAll(*t.tmpl, configs);
-  auto results = t.runner->Run(*t.data, builds);
-  if (auto st = Commit(t, configs, results, t.strategy->name(), options_.protocol); !st.ok()) return st;
+  measure::MeasureProtocol protocol = options_.protocol;
+  if (options_.cutoff_factor > 0 && std::isfinite(outcome.best_s)) {
+    protocol.cutoff_s = options_.cutoff_factor * outcome.best_s;
+  }
+  auto results = runners_(protocol)->Run(*t.data, builds);
+  if (auto st = Commit(t, configs, results, t.strategy->name(), protocol); !st.ok()) return st;
   std::vector<search::MeasuredConfig> measured;
   for (size_t i = 0; i < configs.size(); ++i) {
     const auto& r = results[i];

@@ -43,6 +43,13 @@ struct TuneOptions {
   int build_threads = 2;     // concurrent LLVM compilations
   int early_stop = 0;        // stop a task after this many trials without improvement; 0 = off
   bool resume = false;       // count and skip configs already recorded for this task/target
+  /// After the search, the best `finalists` configs of each task are measured again (records
+  /// with strategy "finalist") and the fastest re-measurement wins: one noisy sample during
+  /// the search does not pick the winner. 0 or 1 = off.
+  int finalists = 3;
+  /// A candidate whose first call is this many times slower than the task's best so far is
+  /// not timed further (MeasureProtocol::cutoff_s); 0 = off.
+  double cutoff_factor = 10;
   measure::MeasureProtocol protocol;
   std::string command;       // recorded with the run
 };
@@ -96,6 +103,7 @@ class Tuner {
   absl::Status RunBatch(TaskRun& t, int want);
   absl::Status CreateModel(TaskRun& t, int64_t target_id);
   absl::Status FitModel(TaskRun& t);
+  absl::Status Finalize(TaskRun& t);
   absl::Status Commit(const TaskRun& t, const std::vector<search::Config>& configs,
                       const std::vector<measure::MeasureResult>& results, const std::string& strategy,
                       const measure::MeasureProtocol& protocol);

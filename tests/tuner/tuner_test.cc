@@ -9,6 +9,8 @@
 #include <cstring>
 #include <limits>
 #include <map>
+#include <algorithm>
+#include <set>
 #include <memory>
 #include <string>
 #include <vector>
@@ -46,6 +48,8 @@ TuneOptions FastOptions(int trials, int batch, uint64_t seed = 1) {
   o.protocol.repeats = 1;
   o.protocol.min_repeat_ms = 1;
   o.protocol.timeout_s = 30;
+  o.finalists = 0;      // counts of records below are exact; finalists have their own test
+  o.cutoff_factor = 0;
   o.command = "tuner_test";
   return o;
 }
@@ -294,6 +298,87 @@ TEST(TunerTest, TotalTrialsAbovePerTaskBudgetDoesNotRaiseIt) {
     EXPECT_EQ(o.trials, 2) << o.task.name;
     EXPECT_EQ(RecordsOf(*db, o.task_id).size(), 3u) << o.task.name;
   }
+}
+
+TEST(TunerTest, FinalistsAreMeasuredAgainAndTheWinnerComesFromThem) {
+  auto db = OpenDb(":memory:");
+  ASSERT_NE(db, nullptr);
+  TuneOptions options = FastOptions(/*trials=*/8, /*batch=*/4);
+  options.finalists = 3;
+  std::vector<TaskOutcome> outcomes = RunTuner(db.get(), {SmallTask("32,32,32")}, options);
+  ASSERT_EQ(outcomes.size(), 1u);
+  const TaskOutcome& o = outcomes[0];
+  EXPECT_EQ(o.trials, 8) << "re-measurements are not trials";
+  std::vector<dataset::Record> records = RecordsOf(*db, o.task_id);
+  ASSERT_EQ(records.size(), 8u + 1u + 3u);
+  // The finalists are the three fastest search records, measured again after the search.
+  std::vector<std::pair<double, std::string>> search;
+  std::set<std::string> finalists;
+  double best_finalist = std::numeric_limits<double>::infinity();
+  std::string best_finalist_config;
+  for (const auto& r : records) {
+    if (r.strategy == "finalist") {
+      finalists.insert(r.config_json);
+      if (r.result.ok() && r.result.Median() < best_finalist) {
+        best_finalist = r.result.Median();
+        best_finalist_config = r.config_json;
+      }
+    } else if (r.strategy != kDefault && r.result.ok()) {
+      search.emplace_back(r.result.Median(), r.config_json);
+    }
+  }
+  std::sort(search.begin(), search.end());
+  ASSERT_GE(search.size(), 3u);
+  EXPECT_EQ(finalists, (std::set<std::string>{search[0].second, search[1].second, search[2].second}));
+  // The winner is the fastest re-measurement (or the default schedule, if that is faster).
+  const dataset::Record* def = nullptr;
+  for (const auto& r : records) def = r.strategy == kDefault ? &r : def;
+  ASSERT_NE(def, nullptr);
+  if (def->result.Median() >= best_finalist) {
+    EXPECT_EQ(o.best_s, best_finalist);
+    EXPECT_EQ(o.best_config, best_finalist_config);
+  } else {
+    EXPECT_EQ(o.best_s, def->result.Median());
+  }
+  // Resuming a finished task measures nothing, finalists included.
+  std::vector<TaskOutcome> again = [&] {
+    TuneOptions resume = options;
+    resume.resume = true;
+    return RunTuner(db.get(), {SmallTask("32,32,32")}, resume);
+  }();
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].trials, 8);
+  EXPECT_EQ(again[0].measured_now, 0);
+  EXPECT_EQ(RecordsOf(*db, o.task_id).size(), records.size());
+}
+
+TEST(TunerTest, CutoffStopsTimingCandidatesFarSlowerThanTheBest) {
+  auto db = OpenDb(":memory:");
+  ASSERT_NE(db, nullptr);
+  TuneOptions options = FastOptions(/*trials=*/24, /*batch=*/8);
+  options.protocol.repeats = 3;
+  options.cutoff_factor = 1.0;  // anything slower than the best so far: one sample only
+  std::vector<TaskOutcome> outcomes = RunTuner(db.get(), {SmallTask("48,48,48")}, options);
+  ASSERT_EQ(outcomes.size(), 1u);
+  int cut = 0, full = 0;
+  for (const auto& r : RecordsOf(*db, outcomes[0].task_id)) {
+    if (!r.result.ok() || r.strategy == kDefault) continue;
+    auto protocol = measure::MeasureProtocol::FromJson(r.protocol_json);
+    ASSERT_TRUE(protocol.ok()) << protocol.status();
+    if (r.result.message.find("cut off") != std::string::npos) {
+      ++cut;
+      EXPECT_EQ(r.result.costs_s.size(), 1u);
+      EXPECT_GT(protocol->cutoff_s, 0) << "a cut-off record carries the cutoff it was measured with";
+      EXPECT_GT(r.result.costs_s[0], protocol->cutoff_s);
+    } else {
+      ++full;
+      EXPECT_EQ(r.result.costs_s.size(), 3u) << r.result.message;
+    }
+  }
+  // The cutoff follows the best so far (the default schedule's to begin with): candidates at
+  // least as fast are timed in full, slower ones are cut.
+  EXPECT_GT(full, 0);
+  EXPECT_GT(cut, 0);
 }
 
 std::vector<std::string> ConfigSequence(uint64_t seed) {
