@@ -17,64 +17,17 @@ constexpr int kCrossoverTries = 4;  // invalid or unchanged mixes tried per cros
 constexpr int kSampleTries = 1000;  // rejection draws per random population member
 constexpr size_t kChildTriesPerMember = 4;
 constexpr size_t kEliteDivisor = 16;
-constexpr size_t kCandidatesPerSlot = 4;
-constexpr size_t kMinCandidates = 64;
-
-StrategyOptions RandomHelperOptions(const StrategyOptions& options) {
-  StrategyOptions out = options;
-  out.seed = options.seed ^ 0xa5a5a5a5a5a5a5a5ull;  // its own stream, same seed -> same run
-  return out;
-}
 
 }  // namespace
 
 EvolutionaryStrategy::EvolutionaryStrategy(const ConfigSpace* space, const StrategyOptions& options)
-    : space_(space),
-      options_(options),
-      rng_(options.seed),
-      random_(space, RandomHelperOptions(options)) {
-  TUNE_CHECK(space_ != nullptr) << "EvolutionaryStrategy needs a space";
+    : ModelGuidedStrategy(space, options, 0xa5a5a5a5a5a5a5a5ull) {
   TUNE_CHECK(options.evo_population >= 2) << "evo_population " << options.evo_population;
   TUNE_CHECK(options.evo_generations >= 0) << "evo_generations " << options.evo_generations;
   TUNE_CHECK(options.evo_crossover_prob >= 0 && options.evo_crossover_prob <= 1)
       << "evo_crossover_prob " << options.evo_crossover_prob;
   TUNE_CHECK(options.evo_mutation_prob >= 0 && options.evo_mutation_prob <= 1)
       << "evo_mutation_prob " << options.evo_mutation_prob;
-  TUNE_CHECK(options.eps_greedy >= 0 && options.eps_greedy <= 1)
-      << "eps_greedy " << options.eps_greedy;
-  TUNE_CHECK(options.measured_share >= 0 && options.measured_share <= 1)
-      << "measured_share " << options.measured_share;
-  for (size_t k = 0; k < space_->knobs().size(); ++k) {
-    if (space_->knobs()[k].options.size() > 1) mutable_knobs_.push_back(k);
-  }
-}
-
-double EvolutionaryStrategy::Uniform01() {
-  return static_cast<double>(rng_() >> 11) * 0x1.0p-53;  // portable, unlike <random>'s
-}
-
-std::vector<double> EvolutionaryStrategy::Score(const std::vector<Config>& configs) {
-  std::vector<double> scores = cost_model_->Predict(configs);
-  TUNE_CHECK(scores.size() == configs.size())
-      << "cost model gave " << scores.size() << " scores for " << configs.size() << " configs";
-  for (double& s : scores) {
-    if (std::isnan(s)) s = -std::numeric_limits<double>::infinity();
-  }
-  return scores;
-}
-
-std::vector<Config> EvolutionaryStrategy::BestMeasured(size_t count) const {
-  std::vector<size_t> order(measured_.size());
-  std::iota(order.begin(), order.end(), size_t{0});
-  std::stable_sort(order.begin(), order.end(),
-                   [&](size_t a, size_t b) { return measured_[a].first < measured_[b].first; });
-  std::vector<Config> out;
-  std::unordered_set<Config, ConfigHash> taken;
-  for (size_t i : order) {
-    if (out.size() >= count) break;
-    if (taken.insert(measured_[i].second).second) out.push_back(measured_[i].second);
-  }
-  return out;
 }
 
 bool EvolutionaryStrategy::Mutate(Config& config) {
@@ -105,7 +58,7 @@ bool EvolutionaryStrategy::Crossover(const Config& a, const Config& b, Config& c
   return false;
 }
 
-std::vector<Config> EvolutionaryStrategy::Evolve(size_t capacity) {
+std::vector<Config> EvolutionaryStrategy::Candidates(size_t capacity) {
   const size_t size = static_cast<size_t>(options_.evo_population);
   const size_t from_measured =
       std::min<size_t>(size, static_cast<size_t>(std::lround(options_.measured_share * size)));
@@ -122,7 +75,7 @@ std::vector<Config> EvolutionaryStrategy::Evolve(size_t capacity) {
   TopCandidates top(capacity);
   auto offer_all = [&](const std::vector<Config>& configs, const std::vector<double>& scores) {
     for (size_t i = 0; i < configs.size(); ++i) {
-      if (visited_.count(configs[i]) == 0) top.Offer(configs[i], scores[i]);
+      if (!Seen(configs[i])) top.Offer(configs[i], scores[i]);
     }
   };
   std::vector<double> scores = Score(population);
@@ -171,45 +124,6 @@ std::vector<Config> EvolutionaryStrategy::Evolve(size_t capacity) {
     offer_all(population, scores);
   }
   return top.Sorted();
-}
-
-std::vector<Config> EvolutionaryStrategy::Propose(int batch) {
-  std::vector<Config> out;
-  if (batch <= 0) return out;
-  int model_slots = 0;
-  if (cost_model_ != nullptr && cost_model_->trained()) {
-    random_credit_ += options_.eps_greedy * batch;
-    const int random_slots = std::min(batch, static_cast<int>(std::floor(random_credit_)));
-    random_credit_ -= random_slots;
-    model_slots = batch - random_slots;
-  }
-  if (model_slots > 0) {
-    const size_t capacity =
-        std::max(kMinCandidates, kCandidatesPerSlot * static_cast<size_t>(model_slots));
-    out = SelectDiverse(Evolve(capacity), model_slots, options_.diversity_min_distance);
-    std::vector<MeasuredConfig> taken;
-    for (const Config& c : out) {
-      visited_.insert(c);
-      taken.push_back({c});
-    }
-    random_.Update(taken);  // never to be proposed as a random config too
-  }
-  for (Config& c : random_.Propose(batch - static_cast<int>(out.size()))) {
-    visited_.insert(c);
-    out.push_back(std::move(c));
-  }
-  return out;
-}
-
-void EvolutionaryStrategy::Update(const std::vector<MeasuredConfig>& results) {
-  for (const MeasuredConfig& r : results) {
-    visited_.insert(r.config);
-    // Only valid configs can seed a population (a record database may hold stale ones).
-    if (r.ok && std::isfinite(r.cost) && space_->IsValid(r.config)) {
-      measured_.emplace_back(r.cost, r.config);
-    }
-  }
-  random_.Update(results);
 }
 
 }  // namespace tune::search

@@ -14,61 +14,14 @@ namespace {
 
 constexpr int kMoveTries = 8;       // invalid single-knob moves tried before staying put
 constexpr int kSampleTries = 1000;  // rejection draws per random chain start
-constexpr size_t kCandidatesPerSlot = 4;
-constexpr size_t kMinCandidates = 64;
-
-StrategyOptions RandomHelperOptions(const StrategyOptions& options) {
-  StrategyOptions out = options;
-  out.seed = options.seed ^ 0x5a5a5a5a5a5a5a5aull;  // its own stream, same seed -> same run
-  return out;
-}
 
 }  // namespace
 
 SaStrategy::SaStrategy(const ConfigSpace* space, const StrategyOptions& options)
-    : space_(space),
-      options_(options),
-      rng_(options.seed),
-      random_(space, RandomHelperOptions(options)) {
-  TUNE_CHECK(space_ != nullptr) << "SaStrategy needs a space";
+    : ModelGuidedStrategy(space, options, 0x5a5a5a5a5a5a5a5aull) {
   TUNE_CHECK(options.sa_chains >= 1) << "sa_chains " << options.sa_chains;
   TUNE_CHECK(options.sa_steps >= 0) << "sa_steps " << options.sa_steps;
   TUNE_CHECK(options.sa_early_stop >= 1) << "sa_early_stop " << options.sa_early_stop;
-  TUNE_CHECK(options.eps_greedy >= 0 && options.eps_greedy <= 1)
-      << "eps_greedy " << options.eps_greedy;
-  TUNE_CHECK(options.measured_share >= 0 && options.measured_share <= 1)
-      << "measured_share " << options.measured_share;
-  for (size_t k = 0; k < space_->knobs().size(); ++k) {
-    if (space_->knobs()[k].options.size() > 1) mutable_knobs_.push_back(k);
-  }
-}
-
-double SaStrategy::Uniform01() {
-  return static_cast<double>(rng_() >> 11) * 0x1.0p-53;  // portable, unlike <random>'s
-}
-
-std::vector<double> SaStrategy::Score(const std::vector<Config>& configs) {
-  std::vector<double> scores = cost_model_->Predict(configs);
-  TUNE_CHECK(scores.size() == configs.size())
-      << "cost model gave " << scores.size() << " scores for " << configs.size() << " configs";
-  for (double& s : scores) {
-    if (std::isnan(s)) s = -std::numeric_limits<double>::infinity();
-  }
-  return scores;
-}
-
-std::vector<Config> SaStrategy::BestMeasured(size_t count) const {
-  std::vector<size_t> order(measured_.size());
-  std::iota(order.begin(), order.end(), size_t{0});
-  std::stable_sort(order.begin(), order.end(),
-                   [&](size_t a, size_t b) { return measured_[a].first < measured_[b].first; });
-  std::vector<Config> out;
-  std::unordered_set<Config, ConfigHash> taken;
-  for (size_t i : order) {
-    if (out.size() >= count) break;
-    if (taken.insert(measured_[i].second).second) out.push_back(measured_[i].second);
-  }
-  return out;
 }
 
 bool SaStrategy::Move(const Config& from, Config& to) {
@@ -93,7 +46,7 @@ bool SaStrategy::Move(const Config& from, Config& to) {
   return false;
 }
 
-std::vector<Config> SaStrategy::Anneal(size_t capacity) {
+std::vector<Config> SaStrategy::Candidates(size_t capacity) {
   const size_t chains = static_cast<size_t>(options_.sa_chains);
   const size_t from_measured =
       std::min<size_t>(chains, static_cast<size_t>(std::lround(options_.measured_share * chains)));
@@ -120,7 +73,7 @@ std::vector<Config> SaStrategy::Anneal(size_t capacity) {
 
   TopCandidates top(capacity);
   auto offer = [&](const Config& c, double score) {
-    return visited_.count(c) == 0 && top.Offer(c, score);
+    return !Seen(c) && top.Offer(c, score);
   };
   std::vector<double> scores = Score(states);
   for (size_t i = 0; i < states.size(); ++i) offer(states[i], scores[i]);
@@ -164,45 +117,6 @@ std::vector<Config> SaStrategy::Anneal(size_t capacity) {
   }
   chains_ = std::move(states);
   return top.Sorted();
-}
-
-std::vector<Config> SaStrategy::Propose(int batch) {
-  std::vector<Config> out;
-  if (batch <= 0) return out;
-  int model_slots = 0;
-  if (cost_model_ != nullptr && cost_model_->trained()) {
-    random_credit_ += options_.eps_greedy * batch;
-    const int random_slots = std::min(batch, static_cast<int>(std::floor(random_credit_)));
-    random_credit_ -= random_slots;
-    model_slots = batch - random_slots;
-  }
-  if (model_slots > 0) {
-    const size_t capacity =
-        std::max(kMinCandidates, kCandidatesPerSlot * static_cast<size_t>(model_slots));
-    out = SelectDiverse(Anneal(capacity), model_slots, options_.diversity_min_distance);
-    std::vector<MeasuredConfig> taken;
-    for (const Config& c : out) {
-      visited_.insert(c);
-      taken.push_back({c});
-    }
-    random_.Update(taken);  // never to be proposed as a random config too
-  }
-  for (Config& c : random_.Propose(batch - static_cast<int>(out.size()))) {
-    visited_.insert(c);
-    out.push_back(std::move(c));
-  }
-  return out;
-}
-
-void SaStrategy::Update(const std::vector<MeasuredConfig>& results) {
-  for (const MeasuredConfig& r : results) {
-    visited_.insert(r.config);
-    // Only valid configs can start a chain (a record database may hold stale ones).
-    if (r.ok && std::isfinite(r.cost) && space_->IsValid(r.config)) {
-      measured_.emplace_back(r.cost, r.config);
-    }
-  }
-  random_.Update(results);
 }
 
 }  // namespace tune::search

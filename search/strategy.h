@@ -46,6 +46,10 @@ struct StrategyOptions {
   /// configs, in [0, 1]. Carried across calls (0.05 with batches of 8 gives one random config
   /// every two or three batches) so small batches neither lose nor overspend it.
   double eps_greedy = 0.05;
+  /// The random share while stalled: after `explore_after` results in a row that did not
+  /// improve the best cost by more than 1% (search/model_guided_strategy.h).
+  double eps_stalled = 0.5;
+  int explore_after = 16;
   /// Share of SA chains / of the initial population started at the best measured configs
   /// (the rest: SA's persisted chain states, then random samples), in [0, 1].
   double measured_share = 0.25;
@@ -65,6 +69,16 @@ struct StrategyOptions {
   double evo_crossover_prob = 0.3;
   double evo_mutation_prob = 0.5;
 };
+
+/// Sets one field of `options` from text, as given by `--strategy-option KEY=VALUE`: KEY is the
+/// field's name (eps_greedy, sa_chains, bo_kappa, bandit_arms as a comma-separated list, ...;
+/// StrategyOptionNames lists them). InvalidArgument for an unknown key, a value that does not
+/// parse or is out of the field's range; `options` is unchanged then.
+absl::Status SetStrategyOption(StrategyOptions& options, const std::string& key, const std::string& value);
+/// Parses "KEY=VALUE" and calls SetStrategyOption.
+absl::Status SetStrategyOption(StrategyOptions& options, const std::string& key_equals_value);
+/// The keys SetStrategyOption knows, in declaration order.
+std::vector<std::string> StrategyOptionNames();
 
 /// Proposes configs to measure. One instance serves one task's space and is not
 /// thread-safe. The space must outlive the strategy.

@@ -135,6 +135,7 @@ struct CommonFlags {
   int finalists = 3;
   double cutoff_factor = 10;
   std::string strategy = "random";
+  std::vector<std::string> strategy_options;
   std::string task_scheduler = "round-robin";
   std::string cost_model = "auto";
   bool no_transfer = false;
@@ -165,6 +166,8 @@ void AddTuneFlags(CLI::App& app, CommonFlags& f) {
                  "stop timing a candidate whose first call is this many times slower than the best (0 = off)")
       ->check(CLI::Range(0.0, 1e9));
   app.add_option("--strategy", f.strategy, "search strategy: random, grid, sa, evolutionary, bo, bo_ei, bo_pi, bo_ucb, bo_multi, bandit");
+  app.add_option("--strategy-option", f.strategy_options,
+                 "KEY=VALUE strategy setting, repeatable (e.g. eps_greedy=0.1, sa_chains=64)");
   app.add_option("--task-scheduler", f.task_scheduler, "which task gets the next batch: round-robin, gradient, ucb");
   app.add_option("--cost-model", f.cost_model, "cost model for model-guided strategies: auto, none, xgb, xgb-reg");
   app.add_flag("--no-transfer", f.no_transfer, "do not warm-start cost models from other tasks' records");
@@ -195,10 +198,18 @@ int TuneTasks(const std::string& title, const std::vector<TuneTask>& tasks, cons
               const std::string& command) {
   auto target = measure::Target::Parse(f.target, f.threads);
   if (!target.ok()) return Fail(target.status());
+  search::StrategyOptions strategy_options;
+  for (const std::string& text : f.strategy_options) {
+    if (absl::Status st = search::SetStrategyOption(strategy_options, text); !st.ok()) {
+      return Fail(kExitUsage, std::string(st.message()));
+    }
+  }
   {
     search::ConfigSpace probe;  // strategy names are checked against the real factory
     probe.AddChoice("x", {0, 1});
-    if (auto s = search::SearchStrategy::Create(f.strategy, &probe, {}); !s.ok()) return Fail(s.status());
+    if (auto s = search::SearchStrategy::Create(f.strategy, &probe, strategy_options); !s.ok()) {
+      return Fail(s.status());
+    }
   }
   if (f.cost_model != "auto" && f.cost_model != "none") {
     auto names = costmodel::CostModelNames();
@@ -223,6 +234,7 @@ int TuneTasks(const std::string& title, const std::vector<TuneTask>& tasks, cons
   o.batch = f.batch;
   o.seed = f.seed;
   o.strategy = f.strategy;
+  o.strategy_options = strategy_options;
   o.task_scheduler = f.task_scheduler;
   o.cost_model = f.cost_model;
   o.transfer = !f.no_transfer;

@@ -134,7 +134,7 @@ double ReplayTrace::BestAt(int b) const {
 }
 
 absl::StatusOr<ReplayTrace> RunReplay(const ReplaySpace& space, const ReplayOptions& options) {
-  search::StrategyOptions so;
+  search::StrategyOptions so = options.strategy_options;
   so.seed = options.seed;
   auto strategy = search::SearchStrategy::Create(options.strategy, &space.space(), so);
   if (!strategy.ok()) return strategy.status();
@@ -303,6 +303,7 @@ int ReplayCommand(int argc, char** argv) {
                "fraction of random search, and P = (strategy - random) / (1 - random) on that fraction.",
                "tune replay"};
   std::string cache_path, strategy = "random", cost_model = "auto";
+  std::vector<std::string> option_texts;
   int budget = 100, runs = 30, batch = 1, jobs = 1;
   uint64_t seed = 0;
   app.add_option("cache", cache_path, "Kernel Tuner cache file (.json or .json.gz)")->required();
@@ -317,6 +318,8 @@ int ReplayCommand(int argc, char** argv) {
   app.add_option("--cost-model", cost_model,
                  "cost model for model-guided strategies, fitted after every batch: auto (xgb for sa, "
                  "evolutionary and bandit; none otherwise), none, xgb, xgb-reg");
+  app.add_option("--strategy-option", option_texts,
+                 "KEY=VALUE strategy setting, repeatable (e.g. eps_greedy=0.1, sa_chains=64)");
   try {
     app.parse(argc - 1, argv + 1);
   } catch (const CLI::CallForHelp&) {
@@ -326,11 +329,17 @@ int ReplayCommand(int argc, char** argv) {
     return Fail(kExitUsage, std::string(e.what()) + " (see tune replay --help)");
   }
 
-  // Reject an unknown strategy or cost model before reading a large cache.
+  // Reject an unknown strategy, option or cost model before reading a large cache.
+  search::StrategyOptions strategy_options;
+  for (const std::string& text : option_texts) {
+    if (absl::Status st = search::SetStrategyOption(strategy_options, text); !st.ok()) {
+      return Fail(kExitUsage, std::string(st.message()));
+    }
+  }
   {
     search::ConfigSpace probe;
     probe.AddChoice("x", {0});
-    auto s = search::SearchStrategy::Create(strategy, &probe, {});
+    auto s = search::SearchStrategy::Create(strategy, &probe, strategy_options);
     if (!s.ok()) return Fail(kExitUsage, std::string(s.status().message()));
   }
   auto cache = measure::KernelTunerCache::Load(cache_path);
@@ -353,6 +362,7 @@ int ReplayCommand(int argc, char** argv) {
     for (int r = next++; r < runs; r = next++) {
       ReplayOptions o;
       o.strategy = strategy;
+      o.strategy_options = strategy_options;
       o.budget = budget;
       o.seed = seed + static_cast<uint64_t>(r);
       o.batch = batch;

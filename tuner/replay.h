@@ -100,6 +100,8 @@ struct ReplayOptions {
   /// strategies) evaluate one config at a time and let every result inform the next proposal;
   /// larger batches model a tuner that measures several candidates before learning.
   int batch = 1;
+  /// Strategy settings (`--strategy-option`); their seed is replaced by `seed`.
+  search::StrategyOptions strategy_options;
   /// Not owned; may be null. When set, the strategy gets it (SetCostModel) and, after each
   /// batch, the driver calls Fit with every result so far (failures at +inf), before the
   /// strategy's Update; batches before the first successful result skip the Fit.

@@ -185,8 +185,9 @@ absl::Status Tuner::Prepare(TaskRun& t, int64_t target_id, int64_t run_id) {
   outcome.best_s = kInf;
   outcome.default_s = kInf;
 
-  auto strategy = search::SearchStrategy::Create(options_.strategy, &space,
-                                                 {options_.seed + static_cast<uint64_t>(t.index)});
+  search::StrategyOptions strategy_options = options_.strategy_options;
+  strategy_options.seed = options_.seed + static_cast<uint64_t>(t.index);
+  auto strategy = search::SearchStrategy::Create(options_.strategy, &space, strategy_options);
   if (!strategy.ok()) return strategy.status();
   t.strategy = std::move(*strategy);
 

@@ -14,6 +14,7 @@
 #include "measure/runner.h"
 #include "measure/target.h"
 #include "search/space.h"
+#include "search/strategy.h"
 #include "tuner/task_scheduler.h"
 
 namespace tune::tuner {
@@ -31,6 +32,8 @@ struct TuneOptions {
   int batch = 8;             // candidates built and measured per round
   uint64_t seed = 0;
   std::string strategy = "random";
+  /// Strategy settings (`--strategy-option`); each task's seed replaces theirs.
+  search::StrategyOptions strategy_options;
   std::string task_scheduler = "round-robin";  // see TaskScheduler::Create
   /// The cost model that model-guided strategies rank candidates with ("xgb", "xgb-reg",
   /// ..., see costmodel::CreateCostModel), "none", or "auto": "xgb" for the strategies that

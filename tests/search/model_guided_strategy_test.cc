@@ -418,6 +418,74 @@ TEST_P(ModelGuidedStrategyTest, BeatsRandomSearchOnABowl) {
   EXPECT_LT(learned, 0.2 * random);
 }
 
+// A model that prefers knob x0 = 0 (an eighth of the Bowl space) above everything else, so
+// model picks and random picks can be told apart by their x0.
+class PreferX0Model : public CostModel {
+ public:
+  bool trained() const override { return true; }
+  absl::Status Fit(const std::vector<Config>&, const std::vector<double>&) override {
+    return absl::OkStatus();
+  }
+  std::vector<double> Predict(const std::vector<Config>& configs, std::vector<double>*) override {
+    std::vector<double> out;
+    for (const Config& c : configs) out.push_back(c[0] == 0 ? 1.0 : 0.0);
+    return out;
+  }
+  absl::StatusOr<std::string> Save() const override { return absl::UnimplementedError("test"); }
+  absl::Status Load(const std::string&) override { return absl::UnimplementedError("test"); }
+};
+
+// Stall-driven exploration: while results keep improving, every pick is the model's (x0 = 0,
+// eps_greedy 0); after explore_after results without a gain of more than 1%, the picks are
+// random (eps_stalled 1: x0 = 0 for about an eighth of them); one improving result brings the
+// model back.
+TEST_P(ModelGuidedStrategyTest, ExploresAtRandomWhileStalled) {
+  Problem p = Bowl();
+  PreferX0Model model;
+  StrategyOptions options = Seeded(7);
+  options.eps_greedy = 0;
+  options.eps_stalled = 1;
+  options.explore_after = 16;
+  auto s = Make(GetParam().name, &p.space, options);
+  s->SetCostModel(&model);
+  auto report = [&](const std::vector<Config>& configs, double cost) {
+    std::vector<MeasuredConfig> results;
+    for (const Config& c : configs) results.push_back({c, cost, true});
+    s->Update(results);
+  };
+  auto share_x0 = [](const std::vector<Config>& configs) {
+    double n = 0;
+    for (const Config& c : configs) n += c[0] == 0;
+    return n / configs.size();
+  };
+  // Improving results: each batch is 2% faster than the last.
+  double cost = 1.0;
+  for (int round = 0; round < 4; ++round) {
+    std::vector<Config> got = s->Propose(8);
+    EXPECT_EQ(share_x0(got), 1.0) << "round " << round;
+    cost *= 0.98;
+    report(got, cost);
+  }
+  // 16 results that gain only 0.5% in all: stalled, so the next batches are random.
+  for (int round = 0; round < 2; ++round) {
+    std::vector<Config> got = s->Propose(8);
+    EXPECT_EQ(share_x0(got), 1.0) << "not stalled yet, round " << round;
+    cost *= 0.9975;
+    report(got, cost);
+  }
+  std::vector<Config> random_picks;
+  for (int round = 0; round < 4; ++round) {
+    std::vector<Config> got = s->Propose(8);
+    random_picks.insert(random_picks.end(), got.begin(), got.end());
+    report(got, cost);
+  }
+  EXPECT_LT(share_x0(random_picks), 0.4) << "random picks hit x0 = 0 with chance 1/8";
+  // One result 5% better ends the stall.
+  std::vector<Config> got = s->Propose(1);
+  report(got, cost * 0.95);
+  EXPECT_EQ(share_x0(s->Propose(8)), 1.0);
+}
+
 INSTANTIATE_TEST_SUITE_P(Strategies, ModelGuidedStrategyTest,
                          ::testing::Values(StrategyCase{"sa", 1}, StrategyCase{"evolutionary", 3}),
                          [](const ::testing::TestParamInfo<StrategyCase>& info) {

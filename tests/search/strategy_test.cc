@@ -1,7 +1,9 @@
 // Tests of the random and grid strategies and the SearchStrategy factory.
 #include "search/strategy.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <memory>
 #include <set>
 #include <string>
@@ -221,6 +223,46 @@ TEST(GridStrategyTest, UpdateAheadOfTheCursorSkipsThosePoints) {
   s->Update({{Config{1}, 1.0, true}, {Config{3}, INFINITY, false}});
   EXPECT_EQ(s->Propose(10), (std::vector<Config>{{0}, {2}, {4}}));
   EXPECT_TRUE(s->Propose(10).empty());
+}
+
+}  // namespace
+}  // namespace tune::search
+
+namespace tune::search {
+namespace {
+
+TEST(StrategyOptionTest, SetsNamedFields) {
+  StrategyOptions o;
+  ASSERT_TRUE(SetStrategyOption(o, "eps_greedy=0.25").ok());
+  ASSERT_TRUE(SetStrategyOption(o, "sa_chains", "32").ok());
+  ASSERT_TRUE(SetStrategyOption(o, "bandit_arms=random,sa").ok());
+  ASSERT_TRUE(SetStrategyOption(o, "seed=18446744073709551615").ok());
+  EXPECT_EQ(o.eps_greedy, 0.25);
+  EXPECT_EQ(o.sa_chains, 32);
+  EXPECT_EQ(o.bandit_arms, (std::vector<std::string>{"random", "sa"}));
+  EXPECT_EQ(o.seed, UINT64_MAX);
+  const std::vector<std::string> names = StrategyOptionNames();
+  for (const char* key : {"eps_greedy", "eps_stalled", "explore_after", "sa_steps", "evo_population", "bo_kappa"}) {
+    EXPECT_NE(std::find(names.begin(), names.end(), key), names.end()) << key;
+  }
+}
+
+TEST(StrategyOptionTest, RejectsBadKeysAndValuesLeavingOptionsUnchanged) {
+  StrategyOptions o;
+  const StrategyOptions before = o;
+  for (const char* text : {"no_such_option=1", "eps_greedy=1.5", "eps_greedy=-0.1", "eps_greedy=abc",
+                           "sa_chains=0", "sa_chains=2.5", "bandit_arms=", "bandit_arms=random,bandit",
+                           "eps_greedy", "=3", "seed=-1"}) {
+    absl::Status st = SetStrategyOption(o, text);
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << text;
+    EXPECT_FALSE(st.message().empty()) << text;
+  }
+  EXPECT_EQ(o.eps_greedy, before.eps_greedy);
+  EXPECT_EQ(o.sa_chains, before.sa_chains);
+  EXPECT_EQ(o.bandit_arms, before.bandit_arms);
+  EXPECT_EQ(o.seed, before.seed);
+  EXPECT_NE(SetStrategyOption(o, "bogus=1").message().find("eps_greedy"), std::string::npos)
+      << "the error lists the known keys";
 }
 
 }  // namespace

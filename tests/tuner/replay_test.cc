@@ -426,6 +426,20 @@ TEST_F(ReplayCliTest, PrintsCheckpointTable) {
   EXPECT_THAT(Lines(g.out).back(), HasSubstr("1.000"));
 }
 
+TEST_F(ReplayCliTest, StrategyOptionsApplyAndBadOnesFailWithOneLine) {
+  std::string path = dir_.Join("toy.json.gz");
+  test::WriteFileBytes(path, Gzip(ToyCacheJson().dump()));
+  ExpectOneLineError(Tune({path, "--strategy-option", "no_such=1"}), "unknown strategy option 'no_such'");
+  ExpectOneLineError(Tune({path, "--strategy-option", "eps_greedy=2"}), "eps_greedy=2");
+  ExpectOneLineError(Tune({path, "--strategy", "bandit", "--strategy-option", "bandit_arms=random,nope"}),
+                     "nope");
+  // A valid option is taken: a bandit over random search alone runs to the budget.
+  auto arms = Tune({path, "--strategy", "bandit", "--budget", "12", "--runs", "3", "--strategy-option",
+                    "bandit_arms=random"});
+  ASSERT_EQ(arms.exit_code, 0) << arms;
+  EXPECT_THAT(Lines(arms.out).back(), ::testing::StartsWith("   12"));
+}
+
 TEST_F(ReplayCliTest, TruncatedGzipFailsWithOneLine) {
   std::string gz = Gzip(ToyCacheJson().dump());
   std::string path = dir_.Join("cut.json.gz");

@@ -1,0 +1,122 @@
+// ModelGuidedStrategy implementation: random share, stall tracking, seen and measured configs.
+#include "search/model_guided_strategy.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "search/check.h"
+#include "search/diversity.h"
+
+namespace tune::search {
+namespace {
+
+constexpr size_t kCandidatesPerSlot = 4;
+constexpr size_t kMinCandidates = 64;
+/// A result improves on the best (ending a stall) only by more than this share: smaller
+/// gains are measurement noise on a plateau.
+constexpr double kMinGain = 0.01;
+
+StrategyOptions RandomHelperOptions(const StrategyOptions& options, uint64_t salt) {
+  StrategyOptions out = options;
+  out.seed = options.seed ^ salt;  // its own stream, same seed -> same run
+  return out;
+}
+
+}  // namespace
+
+ModelGuidedStrategy::ModelGuidedStrategy(const ConfigSpace* space, const StrategyOptions& options,
+                                         uint64_t random_salt)
+    : space_(space),
+      options_(options),
+      rng_(options.seed),
+      random_(space, RandomHelperOptions(options, random_salt)),
+      best_cost_(std::numeric_limits<double>::infinity()) {
+  TUNE_CHECK(space_ != nullptr) << "a model-guided strategy needs a space";
+  TUNE_CHECK(options.eps_greedy >= 0 && options.eps_greedy <= 1)
+      << "eps_greedy " << options.eps_greedy;
+  TUNE_CHECK(options.eps_stalled >= 0 && options.eps_stalled <= 1)
+      << "eps_stalled " << options.eps_stalled;
+  TUNE_CHECK(options.explore_after >= 1) << "explore_after " << options.explore_after;
+  TUNE_CHECK(options.measured_share >= 0 && options.measured_share <= 1)
+      << "measured_share " << options.measured_share;
+  for (size_t k = 0; k < space_->knobs().size(); ++k) {
+    if (space_->knobs()[k].options.size() > 1) mutable_knobs_.push_back(k);
+  }
+}
+
+double ModelGuidedStrategy::Uniform01() {
+  return static_cast<double>(rng_() >> 11) * 0x1.0p-53;  // portable, unlike <random>'s
+}
+
+std::vector<double> ModelGuidedStrategy::Score(const std::vector<Config>& configs) {
+  std::vector<double> scores = cost_model_->Predict(configs);
+  TUNE_CHECK(scores.size() == configs.size())
+      << "cost model gave " << scores.size() << " scores for " << configs.size() << " configs";
+  for (double& s : scores) {
+    if (std::isnan(s)) s = -std::numeric_limits<double>::infinity();
+  }
+  return scores;
+}
+
+std::vector<Config> ModelGuidedStrategy::BestMeasured(size_t count) const {
+  std::vector<size_t> order(measured_.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return measured_[a].first < measured_[b].first; });
+  std::vector<Config> out;
+  std::unordered_set<Config, ConfigHash> taken;
+  for (size_t i : order) {
+    if (out.size() >= count) break;
+    if (taken.insert(measured_[i].second).second) out.push_back(measured_[i].second);
+  }
+  return out;
+}
+
+std::vector<Config> ModelGuidedStrategy::Propose(int batch) {
+  std::vector<Config> out;
+  if (batch <= 0) return out;
+  int model_slots = 0;
+  if (cost_model_ != nullptr && cost_model_->trained()) {
+    random_credit_ += (stalled() ? options_.eps_stalled : options_.eps_greedy) * batch;
+    const int random_slots = std::min(batch, static_cast<int>(std::floor(random_credit_)));
+    random_credit_ -= random_slots;
+    model_slots = batch - random_slots;
+  }
+  if (model_slots > 0) {
+    const size_t capacity =
+        std::max(kMinCandidates, kCandidatesPerSlot * static_cast<size_t>(model_slots));
+    out = SelectDiverse(Candidates(capacity), model_slots, options_.diversity_min_distance);
+    std::vector<MeasuredConfig> taken;
+    for (const Config& c : out) {
+      visited_.insert(c);
+      taken.push_back({c});
+    }
+    random_.Update(taken);  // never to be proposed as a random config too
+  }
+  for (Config& c : random_.Propose(batch - static_cast<int>(out.size()))) {
+    visited_.insert(c);
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+void ModelGuidedStrategy::Update(const std::vector<MeasuredConfig>& results) {
+  for (const MeasuredConfig& r : results) {
+    visited_.insert(r.config);
+    const bool ok = r.ok && std::isfinite(r.cost);
+    if (ok && r.cost < best_cost_ * (1 - kMinGain)) {
+      stall_ = 0;
+    } else {
+      ++stall_;
+    }
+    if (ok) best_cost_ = std::min(best_cost_, r.cost);
+    // Only valid configs can start a chain or join a population (a record database may
+    // hold stale ones).
+    if (ok && space_->IsValid(r.config)) measured_.emplace_back(r.cost, r.config);
+  }
+  random_.Update(results);
+}
+
+}  // namespace tune::search
