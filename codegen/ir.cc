@@ -138,8 +138,28 @@ std::string ForKindName(ForKind kind) {
     case ForKind::kParallel: return "parallel";
     case ForKind::kVectorized: return "vectorized";
     case ForKind::kUnrolled: return "unrolled";
+    case ForKind::kBlockX: return "blockIdx.x";
+    case ForKind::kBlockY: return "blockIdx.y";
+    case ForKind::kBlockZ: return "blockIdx.z";
+    case ForKind::kThreadX: return "threadIdx.x";
+    case ForKind::kThreadY: return "threadIdx.y";
+    case ForKind::kThreadZ: return "threadIdx.z";
   }
   return "?";
+}
+
+bool IsGpuBinding(ForKind kind) {
+  switch (kind) {
+    case ForKind::kBlockX:
+    case ForKind::kBlockY:
+    case ForKind::kBlockZ:
+    case ForKind::kThreadX:
+    case ForKind::kThreadY:
+    case ForKind::kThreadZ:
+      return true;
+    default:
+      return false;
+  }
 }
 
 Stmt For(Expr var, int64_t extent, ForKind kind, Stmt body) {
@@ -167,6 +187,7 @@ Stmt Allocate(Buffer buffer, Stmt body) {
   TUNE_CHECK(buffer->scope != BufferScope::kArg);
   return std::make_shared<AllocateNode>(std::move(buffer), std::move(body));
 }
+Stmt Sync() { return std::make_shared<SyncNode>(); }
 
 // ---------------------------------------------------------------------------------------------
 
@@ -212,6 +233,8 @@ void IRVisitor::VisitStmt(const Stmt& s) {
       return;
     case StmtKind::kAllocate:
       VisitStmt(static_cast<const AllocateNode*>(s.get())->body);
+      return;
+    case StmtKind::kSync:
       return;
   }
 }
@@ -281,6 +304,8 @@ Stmt IRMutator::MutateStmt(const Stmt& s) {
       Stmt body = MutateStmt(n->body);
       return body == n->body ? s : Allocate(n->buffer, body);
     }
+    case StmtKind::kSync:
+      return s;
   }
   return s;
 }
@@ -548,12 +573,19 @@ std::string Print(const Stmt& s, int indent) {
       break;
     case StmtKind::kAllocate: {
       auto* n = static_cast<const AllocateNode*>(s.get());
-      os << pad << (n->buffer->scope == BufferScope::kLocal ? "local" : "heap") << " float "
-         << n->buffer->name;
+      const BufferScope scope = n->buffer->scope;
+      os << pad
+         << (scope == BufferScope::kLocal    ? "local"
+             : scope == BufferScope::kShared ? "shared"
+                                             : "heap")
+         << " float " << n->buffer->name;
       for (int64_t d : n->buffer->shape) os << "[" << d << "]";
       os << ";\n" << Print(n->body, indent);
       break;
     }
+    case StmtKind::kSync:
+      os << pad << "__syncthreads();\n";
+      break;
   }
   return os.str();
 }

@@ -19,7 +19,8 @@ enum class DType { kInt64, kFloat32, kBool };
 /// Where a buffer lives. kArg: a kernel argument (Workload tensor). kHeap: scratch memory
 /// allocated by the kernel (packed weights, padded input). kLocal: a small per-thread tile on
 /// the stack that the backend keeps in registers when every access index is constant.
-enum class BufferScope { kArg, kHeap, kLocal };
+/// kShared: GPU shared memory of one thread block (CUDA backend only).
+enum class BufferScope { kArg, kHeap, kLocal, kShared };
 
 struct BufferNode {
   std::string name;
@@ -123,11 +124,19 @@ bool AsInt(const Expr& e, int64_t* value);
 // Statements
 // ---------------------------------------------------------------------------------------------
 
-enum class StmtKind { kFor, kStore, kSeq, kAllocate };
-/// How a loop runs. kVectorized: lanes of one SIMD vector; kUnrolled: fully unrolled;
-/// kParallel: iterations spread over the runtime thread pool.
-enum class ForKind { kSerial, kParallel, kVectorized, kUnrolled };
+enum class StmtKind { kFor, kStore, kSeq, kAllocate, kSync };
+/// How a loop runs. kVectorized: lanes of one SIMD vector (on a GPU: one 64- or 128-bit
+/// access per thread where the addresses allow); kUnrolled: fully unrolled; kParallel:
+/// iterations spread over the runtime thread pool. The GPU bindings (CUDA backend only): the
+/// loop is not run at all, its variable is blockIdx.{x,y,z} or threadIdx.{x,y,z} and its
+/// extent becomes that grid or block dimension.
+enum class ForKind {
+  kSerial, kParallel, kVectorized, kUnrolled,
+  kBlockX, kBlockY, kBlockZ, kThreadX, kThreadY, kThreadZ,
+};
 std::string ForKindName(ForKind kind);
+/// True for the GPU block and thread bindings.
+bool IsGpuBinding(ForKind kind);
 
 struct StmtNode;
 using Stmt = std::shared_ptr<const StmtNode>;
@@ -157,7 +166,11 @@ struct SeqNode : StmtNode {
   std::vector<Stmt> stmts;
   explicit SeqNode(std::vector<Stmt> s) : StmtNode(StmtKind::kSeq), stmts(std::move(s)) {}
 };
-/// Allocates `buffer` (kHeap or kLocal) for the duration of `body`.
+/// A barrier of all threads of a GPU thread block (__syncthreads); CUDA backend only.
+struct SyncNode : StmtNode {
+  SyncNode() : StmtNode(StmtKind::kSync) {}
+};
+/// Allocates `buffer` (kHeap, kLocal or kShared) for the duration of `body`.
 struct AllocateNode : StmtNode {
   Buffer buffer;
   Stmt body;
@@ -169,6 +182,7 @@ Stmt Store(Buffer buffer, std::vector<Expr> indices, Expr value);
 /// A sequence; nested sequences are flattened and a single statement is returned as is.
 Stmt Seq(std::vector<Stmt> stmts);
 Stmt Allocate(Buffer buffer, Stmt body);
+Stmt Sync();
 
 /// A complete kernel: a name, its argument buffers (in argument order) and its body.
 struct LoweredFunc {

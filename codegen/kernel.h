@@ -1,6 +1,8 @@
 // CompiledKernel (relocatable object code for the host CPU) and LoadedKernel (it, JIT-linked).
 #pragma once
 
+#include <array>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -12,12 +14,24 @@ namespace tune::codegen {
 /// in Workload::Inputs() order, then the output. Buffers are fp32, row-major, 64-byte aligned.
 using KernelFn = void (*)(float* const* args);
 
-/// The product of a build: an ELF relocatable object defining `symbol`. Plain bytes, so it
-/// can be sent to another process or host and loaded there.
+/// How a CUDA kernel is launched, and what ptxas reported about it.
+struct CudaLaunch {
+  std::array<int64_t, 3> grid = {1, 1, 1};
+  std::array<int64_t, 3> block = {1, 1, 1};
+  int64_t shared_bytes = 0;  // dynamic shared memory per block
+  int registers = -1;        // per thread (-1: not reported)
+  int64_t spill_bytes = -1;  // register spill stores + loads per thread (-1: not reported)
+};
+
+/// The product of a build. Host kernels: an ELF relocatable object defining `symbol`. CUDA
+/// kernels (`cuda`): a cubin defining `symbol`, with its launch shape. Plain bytes, so it can
+/// be sent to another process or host and loaded there.
 struct CompiledKernel {
   std::string symbol;
   std::string object_code;
-  std::string ir;  // optimized LLVM IR, kept only when asked for (debugging); may be empty
+  std::string ir;  // optimized LLVM IR or CUDA C source, kept when asked for; may be empty
+  bool cuda = false;
+  CudaLaunch launch;
 };
 
 /// A CompiledKernel linked into this process by an ORC LLJIT instance. The function pointer

@@ -67,6 +67,24 @@ bool CanVectorize(const Stmt& s, const VarNode* var) {
   }
 }
 
+/// True iff `s` has GPU thread bindings, shared memory or barriers.
+bool UsesGpuConstructs(const Stmt& s) {
+  struct Finder : IRVisitor {
+    bool found = false;
+    void VisitStmt(const Stmt& t) override {
+      if (t->kind == StmtKind::kSync) found = true;
+      if (t->kind == StmtKind::kFor && IsGpuBinding(static_cast<const ForNode*>(t.get())->for_kind)) found = true;
+      if (t->kind == StmtKind::kAllocate &&
+          static_cast<const AllocateNode*>(t.get())->buffer->scope == BufferScope::kShared) {
+        found = true;
+      }
+      IRVisitor::VisitStmt(t);
+    }
+  } finder;
+  finder.VisitStmt(s);
+  return finder.found;
+}
+
 class Lowering {
  public:
   Lowering(llvm::LLVMContext& ctx, llvm::Module& mod, const std::string& cpu,
@@ -263,6 +281,8 @@ class Lowering {
       case StmtKind::kFor:
         LowerFor(static_cast<const ForNode*>(s.get()));
         return;
+      case StmtKind::kSync:  // rejected by CompileForHost before lowering
+        return;
     }
   }
 
@@ -321,6 +341,8 @@ class Lowering {
         }
         break;
       case ForKind::kSerial:
+        break;
+      default:  // GPU bindings: rejected by CompileForHost before lowering
         break;
     }
     LowerSerial(n);
@@ -410,6 +432,10 @@ class Lowering {
 std::string HostCpuName() { return llvm::sys::getHostCPUName().str(); }
 
 absl::StatusOr<CompiledKernel> CompileForHost(const LoweredFunc& func, const CodegenOptions& options) {
+  if (UsesGpuConstructs(func.body)) {
+    return absl::InvalidArgumentError("kernel " + func.name +
+                                      " binds GPU threads or uses shared memory; it needs the CUDA backend");
+  }
   InitLLVMOnce();
   std::string triple = llvm::sys::getProcessTriple();
   std::string error;

@@ -201,6 +201,7 @@ Stmt Stage::LowerNest() const {
 
 LoweredFunc Schedule::Lower() const {
   std::vector<Stmt> body;
+  if (this->body) body.push_back(this->body);
   for (auto& s : stages) body.push_back(s.Lower());
   Stmt stmt = Seq(std::move(body));
   for (auto it = scratch.rbegin(); it != scratch.rend(); ++it) stmt = Allocate(*it, stmt);

@@ -89,12 +89,15 @@ class Stage {
   bool cache_write_ = false;
 };
 
-/// A kernel: its argument buffers, scratch buffers and stages run in order.
+/// A kernel: its argument buffers, scratch buffers and stages run in order. GPU templates
+/// build their loop nest with the primitives of codegen/gpu_schedule.h instead of stages:
+/// then `body` is that nest and `stages` is empty.
 struct Schedule {
   std::string name;
   std::vector<Buffer> args;     // kArg buffers in argument order
   std::vector<Buffer> scratch;  // kHeap buffers written by earlier stages
   std::vector<Stage> stages;
+  Stmt body;                    // a nest built directly (GPU templates); null otherwise
 
   LoweredFunc Lower() const;
 };

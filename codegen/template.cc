@@ -2,6 +2,7 @@
 #include "codegen/template.h"
 
 #include "codegen/conv2d_template.h"
+#include "codegen/cuda_gemm_template.h"
 #include "codegen/gemm_template.h"
 #include "search/check.h"
 
@@ -9,10 +10,22 @@
 
 namespace tune::codegen {
 
-absl::StatusOr<std::unique_ptr<Template>> Template::Create(const Workload& workload) {
+absl::StatusOr<std::unique_ptr<Template>> Template::Create(const Workload& workload, Backend backend,
+                                                          const GpuLimits& limits) {
   if (auto st = workload.Validate(); !st.ok()) return st;
   if (workload.dtype != "float32") {
     return absl::InvalidArgumentError("unsupported dtype '" + workload.dtype + "' (only float32)");
+  }
+  if (backend == Backend::kCuda) {
+    switch (workload.op) {
+      case OpKind::kDense:
+      case OpKind::kMatmul:
+      case OpKind::kBatchMatmul:
+        return std::unique_ptr<Template>(new CudaGemmTemplate(workload, limits));
+      case OpKind::kConv2d:
+        break;
+    }
+    return absl::InvalidArgumentError("no CUDA template for operator " + OpName(workload.op) + " yet");
   }
   switch (workload.op) {
     case OpKind::kDense:

@@ -5,12 +5,17 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "codegen/gpu_schedule.h"
 #include "codegen/ir.h"
 #include "codegen/schedule.h"
 #include "codegen/workload.h"
 #include "search/space.h"
 
 namespace tune::codegen {
+
+/// Which code generator a template's kernels are for: the host CPU through LLVM, or an
+/// NVIDIA GPU through CUDA C and NVRTC.
+enum class Backend { kLlvm, kCuda };
 
 /// A kernel template bound to one workload. It owns the configuration space of that workload
 /// (knob extents depend on the shapes) and instantiates any valid config into a schedule.
@@ -19,11 +24,14 @@ class Template {
  public:
   virtual ~Template() = default;
 
-  /// The template for `workload`'s operator; InvalidArgument when the workload is invalid
-  /// or no template handles it.
-  static absl::StatusOr<std::unique_ptr<Template>> Create(const Workload& workload);
+  /// The template for `workload`'s operator on `backend`; InvalidArgument when the workload
+  /// is invalid or no template handles it. CUDA templates exclude configs beyond `limits`.
+  static absl::StatusOr<std::unique_ptr<Template>> Create(const Workload& workload,
+                                                          Backend backend = Backend::kLlvm,
+                                                          const GpuLimits& limits = {});
 
-  /// "gemm" or "conv2d"; with version() it forms the template part of a task key.
+  /// "gemm" or "conv2d" ("cuda_gemm", ... on the GPU); with version() it forms the template
+  /// part of a task key.
   virtual std::string name() const = 0;
   /// Bumped whenever the meaning of a config or the generated code changes, so records of
   /// older versions are never mixed with new ones.

@@ -134,6 +134,8 @@ class Walker {
       case StmtKind::kSeq:
         for (auto& t : static_cast<const SeqNode*>(s.get())->stmts) Walk(t);
         return;
+      case StmtKind::kSync:
+        return;
       case StmtKind::kAllocate: {
         auto* n = static_cast<const AllocateNode*>(s.get());
         double elems = static_cast<double>(n->buffer->NumElements());

@@ -17,9 +17,11 @@ namespace tune::measure {
 struct TaskData {
   codegen::Workload workload;
   std::vector<std::vector<float>> inputs;  // Workload::Inputs() order
-  std::vector<float> reference;            // Workload::Output()
+  std::vector<float> reference;            // Workload::Output(); empty without_reference
 
-  static TaskData Create(const codegen::Workload& workload, uint64_t seed);
+  /// `with_reference` false leaves `reference` empty: for runners that compute their own
+  /// (CudaRunner, on the GPU) where the naive CPU loop would take minutes.
+  static TaskData Create(const codegen::Workload& workload, uint64_t seed, bool with_reference = true);
 };
 
 /// The result of building one candidate. When status is not kOk, `kernel` is empty and the

@@ -79,6 +79,13 @@ std::string Target::ToJson() const {
       {"features", features}, {"toolkit", toolkit},           {"threads", threads},
       {"key", Key()},
   };
+  if (kind == "cuda") {
+    j["device"] = device;
+    j["max_threads_per_block"] = max_threads_per_block;
+    j["max_shared_per_block"] = max_shared_per_block;
+    j["registers_per_block"] = registers_per_block;
+    j["l2_bytes"] = l2_bytes;
+  }
   return j.dump();
 }
 
@@ -92,17 +99,6 @@ Target Target::HostCpu(int threads) {
   target.toolkit = absl::StrCat("llvm-", LLVM_VERSION_STRING);
   target.threads = std::max(1, threads);
   return target;
-}
-
-absl::StatusOr<Target> Target::Parse(const std::string& text, int threads) {
-  if (threads < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("target threads must be >= 1, got ", threads));
-  }
-  const std::string name(absl::StripAsciiWhitespace(text));
-  if (name == "llvm") return HostCpu(threads);
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown target '", text, "': this build measures 'llvm' (host CPU)"));
 }
 
 }  // namespace tune::measure

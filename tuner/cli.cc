@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "codegen/cuda_codegen.h"
 #include "codegen/template.h"
 #include "costmodel/cost_model_adapters.h"
 #include "search/strategy.h"
@@ -143,7 +144,7 @@ struct CommonFlags {
 };
 
 void AddTuneFlags(CLI::App& app, CommonFlags& f) {
-  app.add_option("--target", f.target, "where kernels run: llvm (this CPU)");
+  app.add_option("--target", f.target, "where kernels run: llvm (this CPU) or cuda[:N] (NVIDIA GPU N)");
   app.add_option("--db", f.db_path, "record database file (SQLite)");
   app.add_option("--trials", f.trials, "measurements per task")->check(CLI::Range(1, 100000000));
   app.add_option("--total-trials", f.total_trials, "cap on measurements over all tasks (0 = none)")
@@ -221,8 +222,9 @@ int TuneTasks(const std::string& title, const std::vector<TuneTask>& tasks, cons
   }
   if (auto sched = TaskScheduler::Create(f.task_scheduler, 0); !sched.ok()) return Fail(sched.status());
   // Validate every task before anything is written.
+  const bool cuda = target->kind == "cuda";
   for (const auto& t : tasks) {
-    auto tmpl = codegen::Template::Create(t.workload);
+    auto tmpl = codegen::Template::Create(t.workload, cuda ? codegen::Backend::kCuda : codegen::Backend::kLlvm);
     if (!tmpl.ok()) return Fail(tmpl.status());
   }
   auto db = dataset::RecordDatabase::Open(f.db_path, /*create=*/true);
@@ -248,11 +250,13 @@ int TuneTasks(const std::string& title, const std::vector<TuneTask>& tasks, cons
   o.protocol.min_repeat_ms = f.min_repeat_ms;
   o.protocol.flush_cache = f.flush_cache;
   o.command = command;
+  // NVRTC compiles on every host core; LLVM builds keep to two so timing runs stay quiet.
+  if (cuda) o.build_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 
   std::fprintf(stderr, "tune: %s on %s (%s), %zu tasks, %d trials per task, database %s\n", title.c_str(),
                target->device_model.c_str(), target->Key().c_str(), tasks.size(), f.trials, f.db_path.c_str());
   ProgressLine progress;
-  Tuner tuner(db->get(), *target, LocalRunnerFactory(f.threads), o,
+  Tuner tuner(db->get(), *target, cuda ? CudaRunnerFactory(target->device) : LocalRunnerFactory(f.threads), o,
               [&progress](const ProgressEvent& e) { progress(e); });
   auto outcomes = tuner.Run(tasks);
   progress.Finish();
@@ -280,13 +284,19 @@ int TuneTasks(const std::string& title, const std::vector<TuneTask>& tasks, cons
   if (f.show_kernel) {
     for (const auto& o : *outcomes) {
       if (o.best_config.empty()) continue;
-      auto tmpl = codegen::Template::Create(o.task.workload);
+      auto tmpl = codegen::Template::Create(o.task.workload, cuda ? codegen::Backend::kCuda : codegen::Backend::kLlvm);
+      if (!tmpl.ok()) continue;
       auto cfg = (*tmpl)->space().FromJson(o.best_config);
       if (!cfg.ok()) continue;
       auto func = (*tmpl)->Lower(*cfg, "best");
       if (!func.ok()) continue;
+      std::string text = codegen::Print(*func);
+      if (cuda) {
+        auto kernel = codegen::GenerateCuda(*func);
+        if (kernel.ok()) text = kernel->source;
+      }
       std::printf("\n// %s  %s\n// config %s\n%s", o.task.name.c_str(), o.task.workload.Label().c_str(),
-                  o.best_config.c_str(), codegen::Print(*func).c_str());
+                  o.best_config.c_str(), text.c_str());
     }
   }
   return 0;

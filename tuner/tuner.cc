@@ -10,6 +10,7 @@
 #include "codegen/template.h"
 #include "costmodel/cost_model_adapters.h"
 #include "measure/builder.h"
+#include "measure/cuda_runner.h"
 #include "measure/local_runner.h"
 #include "nlohmann/json.hpp"
 #include "search/strategy.h"
@@ -66,6 +67,15 @@ std::string WorkloadJson(const codegen::Workload& w) {
   j["relu"] = w.relu;
   j["dtype"] = w.dtype;
   return j.dump();
+}
+
+RunnerFactory CudaRunnerFactory(int device) {
+  return [device](const measure::MeasureProtocol& protocol) -> std::unique_ptr<measure::Runner> {
+    measure::CudaRunnerOptions o;
+    o.protocol = protocol;
+    o.device = device;
+    return std::make_unique<measure::CudaRunner>(o);
+  };
 }
 
 RunnerFactory LocalRunnerFactory(int threads) {
@@ -161,8 +171,22 @@ void Tuner::Report(const TaskRun& t, bool done) {
   progress_(e);
 }
 
+absl::StatusOr<std::unique_ptr<codegen::Template>> Tuner::MakeTemplate(const codegen::Workload& w) const {
+  if (target_.kind != "cuda") return codegen::Template::Create(w);
+  codegen::GpuLimits limits;
+  if (target_.max_threads_per_block > 0) limits.max_threads_per_block = target_.max_threads_per_block;
+  if (target_.max_shared_per_block > 0) limits.max_shared_bytes_per_block = target_.max_shared_per_block;
+  if (target_.registers_per_block > 0) limits.max_registers_per_block = target_.registers_per_block;
+  return codegen::Template::Create(w, codegen::Backend::kCuda, limits);
+}
+
+measure::Builder Tuner::MakeBuilder() const {
+  if (target_.kind == "cuda") return measure::Builder::ForCuda(target_.cpu, options_.build_threads);
+  return measure::Builder({}, options_.build_threads);
+}
+
 absl::Status Tuner::Prepare(TaskRun& t, int64_t target_id, int64_t run_id) {
-  auto tmpl = codegen::Template::Create(t.task.workload);
+  auto tmpl = MakeTemplate(t.task.workload);
   if (!tmpl.ok()) return tmpl.status();
   t.tmpl = std::move(*tmpl);
   const search::ConfigSpace& space = t.tmpl->space();
@@ -232,11 +256,12 @@ absl::Status Tuner::Prepare(TaskRun& t, int64_t target_id, int64_t run_id) {
   t.progress.trials = outcome.trials;
 
   t.data = std::make_unique<measure::TaskData>(
-      measure::TaskData::Create(t.task.workload, options_.seed ^ 0x9e3779b97f4a7c15ULL));
+      measure::TaskData::Create(t.task.workload, options_.seed ^ 0x9e3779b97f4a7c15ULL,
+                                /*with_reference=*/target_.kind != "cuda"));
   if (!have_default) {
     search::Config def = t.tmpl->DefaultConfig();
     measure::MeasureProtocol protocol = DefaultScheduleProtocol(options_.protocol);
-    measure::Builder builder({}, options_.build_threads);
+    measure::Builder builder = MakeBuilder();
     auto builds = builder.BuildAll(*t.tmpl, {def});
     auto results = runners_(protocol)->Run(*t.data, builds);
     if (auto st = Commit(t, {def}, results, kDefaultStrategy, protocol); !st.ok()) return st;
@@ -277,7 +302,7 @@ absl::Status Tuner::CreateModel(TaskRun& t, int64_t target_id) {
     if (info.id == t.outcome.task_id || ast->num_prior_rows() >= static_cast<size_t>(options_.max_prior_rows)) continue;
     auto w = codegen::Workload::FromKey(info.workload_key);
     if (!w.ok()) continue;
-    auto tmpl = codegen::Template::Create(*w);
+    auto tmpl = MakeTemplate(*w);
     if (!tmpl.ok() || (*tmpl)->version() != info.template_version) continue;
     auto recs = db_->Records(info.id, target_id);
     if (!recs.ok()) return recs.status();
@@ -322,7 +347,7 @@ absl::Status Tuner::Finalize(TaskRun& t) {
   if (order.size() < 2) return absl::OkStatus();  // nothing to choose between
   std::vector<search::Config> configs;
   for (size_t i : order) configs.push_back(t.history[i]);
-  measure::Builder builder({}, options_.build_threads);
+  measure::Builder builder = MakeBuilder();
   auto builds = builder.BuildAll(*t.tmpl, configs);
   auto results = runners_(options_.protocol)->Run(*t.data, builds);
   if (auto st = Commit(t, configs, results, kFinalistStrategy, options_.protocol); !st.ok()) return st;
@@ -374,7 +399,7 @@ absl::Status Tuner::RunBatch(TaskRun& t, int want) {
     return absl::OkStatus();
   }
   const search::ConfigSpace& space = t.tmpl->space();
-  measure::Builder builder({}, options_.build_threads);
+  measure::Builder builder = MakeBuilder();
   auto builds = builder.BuildAll(*t.tmpl, configs);
   measure::MeasureProtocol protocol = options_.protocol;
   if (options_.cutoff_factor > 0 && std::isfinite(outcome.best_s)) {

@@ -10,6 +10,8 @@
 #include "absl/status/statusor.h"
 #include "codegen/workload.h"
 #include "dataset/record_database.h"
+#include "codegen/template.h"
+#include "measure/builder.h"
 #include "measure/measure_result.h"
 #include "measure/runner.h"
 #include "measure/target.h"
@@ -87,6 +89,8 @@ using ProgressFn = std::function<void(const ProgressEvent&)>;
 using RunnerFactory = std::function<std::unique_ptr<measure::Runner>(const measure::MeasureProtocol&)>;
 /// LocalRunner on this CPU with `threads` kernel threads.
 RunnerFactory LocalRunnerFactory(int threads);
+/// Runners measuring CUDA kernels on GPU `device` (measure::CudaRunner).
+RunnerFactory CudaRunnerFactory(int device);
 
 /// Runs the tuning loop. Every batch of results is committed to the database before the
 /// strategy sees it, so killing the process loses at most the batch in flight.
@@ -103,6 +107,10 @@ class Tuner {
  private:
   struct TaskRun;
   absl::Status Prepare(TaskRun& t, int64_t target_id, int64_t run_id);
+  /// The template of `w` for this tuner's target (CPU or CUDA, with the device's limits).
+  absl::StatusOr<std::unique_ptr<codegen::Template>> MakeTemplate(const codegen::Workload& w) const;
+  /// A builder for this tuner's target.
+  measure::Builder MakeBuilder() const;
   absl::Status RunBatch(TaskRun& t, int want);
   absl::Status CreateModel(TaskRun& t, int64_t target_id);
   absl::Status FitModel(TaskRun& t);

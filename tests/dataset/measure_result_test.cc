@@ -127,16 +127,5 @@ TEST(TargetTest, KeyAndJson) {
   EXPECT_EQ(j["threads"], 2);
 }
 
-TEST(TargetTest, Parse) {
-  absl::StatusOr<Target> llvm = Target::Parse("llvm", 4);
-  ASSERT_TRUE(llvm.ok()) << llvm.status();
-  EXPECT_EQ(llvm->Key(), Target::HostCpu(4).Key());
-  absl::StatusOr<Target> other = Target::Parse("x", 1);
-  EXPECT_EQ(other.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(other.status().message(), "unknown target 'x': this build measures 'llvm' (host CPU)");
-  EXPECT_FALSE(Target::Parse("cuda", 1).ok());
-  EXPECT_FALSE(Target::Parse("llvm", 0).ok());
-}
-
 }  // namespace
 }  // namespace tune::measure

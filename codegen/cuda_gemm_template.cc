@@ -1,0 +1,223 @@
+// The CUDA GEMM template: knobs, constraints and the kernel built from GPU primitives.
+#include "codegen/cuda_gemm_template.h"
+
+#include <algorithm>
+
+#include "search/check.h"
+
+namespace tune::codegen {
+namespace {
+
+constexpr int64_t kWarp = 32;
+constexpr int64_t kMaxThreadTile = 8;     // TM, TN
+constexpr int64_t kMaxBk = 32;
+constexpr int64_t kRegisterOverhead = 28;  // addresses, loop counters, indices (estimate)
+constexpr int64_t kMaxUnrolledFma = 8192;  // code size bound for a fully unrolled K step
+
+/// The sizes a config stands for.
+struct Tiles {
+  int64_t grid_m, ty, tm, grid_n, tx, tn, k_tiles, bk, vector;
+  bool double_buffer, unroll_k;
+  int64_t pad;
+  int64_t bm() const { return ty * tm; }
+  int64_t bn() const { return tx * tn; }
+  int64_t threads() const { return tx * ty; }
+};
+
+Tiles TilesOf(const search::ConfigSpace& s, const search::Config& c) {
+  const auto& fm = s.Get(c, "tile_m");
+  const auto& fn = s.Get(c, "tile_n");
+  const auto& fk = s.Get(c, "tile_k");
+  return Tiles{fm[0], fm[1], fm[2], fn[0], fn[1], fn[2], fk[0], fk[1], s.GetInt(c, "vector"),
+               s.GetInt(c, "double_buffer") != 0, s.GetInt(c, "unroll_k") != 0, s.GetInt(c, "pad")};
+}
+
+}  // namespace
+
+CudaGemmTemplate::CudaGemmTemplate(Workload w, const GpuLimits& limits) : Template(std::move(w)), limits_(limits) {
+  const Workload& wl = workload_;
+  auto& s = space_;
+  s.AddSplit("tile_m", wl.m, 3, kMaxThreadTile);
+  s.AddSplit("tile_n", wl.n, 3, kMaxThreadTile);
+  s.AddSplit("tile_k", wl.k, 2, kMaxBk);
+  s.AddChoice("vector", {4, 2, 1});
+  s.AddChoice("double_buffer", {1, 0});
+  s.AddChoice("pad", {0, 4});
+  s.AddChoice("unroll_k", {1, 0});
+  const search::ConfigSpace* sp = &space_;
+  const bool dense = wl.op == OpKind::kDense;
+  s.AddConstraint("threads", [sp, limits](const search::Config& c) {
+    Tiles t = TilesOf(*sp, c);
+    const bool whole = t.grid_m == 1 && t.grid_n == 1;  // a problem smaller than a warp's work
+    return t.threads() <= limits.max_threads_per_block && (t.threads() % kWarp == 0 || whole);
+  });
+  s.AddConstraint("tile_copy", [sp, dense](const search::Config& c) {
+    Tiles t = TilesOf(*sp, c);
+    ThreadBlock block{Expr(), Expr(), t.tx, t.ty};
+    TileCopy a{t.bm(), t.bk, t.vector, block};
+    TileCopy b = dense ? TileCopy{t.bn(), t.bk, t.vector, block} : TileCopy{t.bk, t.bn(), t.vector, block};
+    return a.Fits() && b.Fits();
+  });
+  s.AddConstraint("registers", [sp, limits](const search::Config& c) {
+    Tiles t = TilesOf(*sp, c);
+    int64_t regs = t.tm * t.tn + t.tm + t.tn + kRegisterOverhead;
+    if (t.double_buffer) regs += (t.bm() + t.bn()) * t.bk / t.threads();
+    return regs <= std::min(limits.max_registers_per_thread, limits.max_registers_per_block / t.threads());
+  });
+  s.AddConstraint("shared_memory", [sp, limits](const search::Config& c) {
+    Tiles t = TilesOf(*sp, c);
+    int64_t floats = t.bk * (t.bm() + t.pad) + t.bk * (t.bn() + t.pad);
+    return (t.double_buffer ? 2 : 1) * floats * 4 <= limits.max_shared_bytes_per_block;
+  });
+  s.AddConstraint("unroll_size", [sp](const search::Config& c) {
+    Tiles t = TilesOf(*sp, c);
+    return !t.unroll_k || t.bk * t.tm * t.tn <= kMaxUnrolledFma;
+  });
+}
+
+search::Config CudaGemmTemplate::DefaultConfig() const {
+  // The plain shared-memory kernel of CUDA's programming guide where the shape allows it: 16x16
+  // threads, one output each, K steps of 16, scalar loads, one stage. Otherwise the valid config
+  // closest to it (fewest elements per thread, then the most threads up to 256).
+  const search::ConfigSpace& s = space_;
+  search::Config best;
+  int64_t best_score = 0;
+  for (uint64_t i = 0; i < s.Size(); ++i) {
+    search::Config c = s.FromIndex(i);
+    Tiles t = TilesOf(s, c);
+    if (t.vector != 1 || t.double_buffer || t.pad != 0 || t.unroll_k || !s.IsValid(c)) continue;
+    int64_t score = -(t.tm * t.tn) * 1000000 - std::abs(t.threads() - 256) * 1000 - std::abs(t.bk - 16) * 10 -
+                    std::abs(t.tx - t.ty);
+    if (best.empty() || score > best_score) {
+      best = c;
+      best_score = score;
+    }
+  }
+  TUNE_CHECK(!best.empty()) << "no valid default for " << workload_.Key();
+  return best;
+}
+
+Schedule CudaGemmTemplate::Build(const search::Config& c) const {
+  const Workload& wl = workload_;
+  const Tiles t = TilesOf(space_, c);
+  const bool batched = wl.op == OpKind::kBatchMatmul, dense = wl.op == OpKind::kDense;
+  const int64_t bm = t.bm(), bn = t.bn(), bk = t.bk, stages = t.double_buffer ? 2 : 1;
+
+  Schedule sched;
+  auto inputs = wl.Inputs();
+  int arg = 0;
+  Buffer a = MakeBuffer(inputs[0].name, inputs[0].shape, BufferScope::kArg, arg++);
+  Buffer b = MakeBuffer(inputs[1].name, inputs[1].shape, BufferScope::kArg, arg++);
+  Buffer bias;
+  if (wl.bias) bias = MakeBuffer(inputs[2].name, inputs[2].shape, BufferScope::kArg, arg++);
+  Buffer out = MakeBuffer(wl.Output().name, wl.Output().shape, BufferScope::kArg, arg++);
+  sched.args = {a, b};
+  if (bias) sched.args.push_back(bias);
+  sched.args.push_back(out);
+
+  Expr bz = MakeVar("bz"), by = MakeVar("by"), bx = MakeVar("bx");
+  ThreadBlock threads{MakeVar("tx"), MakeVar("ty"), t.tx, t.ty};
+  auto at_batch = [&](std::vector<Expr> rest) {
+    if (batched) rest.insert(rest.begin(), bz);
+    return rest;
+  };
+  const Expr row0 = by * Expr(bm), col0 = bx * Expr(bn);
+
+  // Shared stages: As[stage][k][m] (A transposed), Bs[stage][k][n]; rows padded.
+  Buffer as = MakeBuffer("As", {stages, bk, bm + t.pad}, BufferScope::kShared);
+  Buffer bs = MakeBuffer("Bs", {stages, bk, bn + t.pad}, BufferScope::kShared);
+  Buffer acc = MakeBuffer("acc", {t.tm, t.tn}, BufferScope::kLocal);
+  Buffer af = MakeBuffer("a_frag", {t.tm}, BufferScope::kLocal);
+  Buffer bf = MakeBuffer("b_frag", {t.tn}, BufferScope::kLocal);
+
+  // Copies of one K tile: A rows m, cols k; B rows k, cols n (matmul) or rows n, cols k (dense).
+  TileCopy copy_a{bm, bk, t.vector, threads};
+  TileCopy copy_b = dense ? TileCopy{bn, bk, t.vector, threads} : TileCopy{bk, bn, t.vector, threads};
+  auto a_src = [&](const Expr& tile, const Expr& r, const Expr& col) {
+    return Load(a, at_batch({row0 + r, tile * Expr(bk) + col}));
+  };
+  auto b_src = [&](const Expr& tile, const Expr& r, const Expr& col) {
+    if (dense) return Load(b, {col0 + r, tile * Expr(bk) + col});
+    return Load(b, at_batch({tile * Expr(bk) + r, col0 + col}));
+  };
+  auto a_dst = [&](const Expr& stage, const Expr& r, const Expr& col, Expr v) {
+    return Store(as, {stage, col, r}, std::move(v));
+  };
+  auto b_dst = [&](const Expr& stage, const Expr& r, const Expr& col, Expr v) {
+    if (dense) return Store(bs, {stage, col, r}, std::move(v));
+    return Store(bs, {stage, r, col}, std::move(v));
+  };
+  Buffer stage_a, stage_b;
+  if (t.double_buffer) {
+    stage_a = MakeBuffer("a_stage", {copy_a.ElementsPerThread()}, BufferScope::kLocal);
+    stage_b = MakeBuffer("b_stage", {copy_b.ElementsPerThread()}, BufferScope::kLocal);
+  }
+
+  PipelinedLoop loop;
+  loop.load = [&](const Expr& tile, const Expr& stage) {
+    return Seq({copy_a.Emit("la", [&](const Expr& r, const Expr& col, const Expr&) {
+                  return a_dst(stage, r, col, a_src(tile, r, col));
+                }),
+                copy_b.Emit("lb", [&](const Expr& r, const Expr& col, const Expr&) {
+                  return b_dst(stage, r, col, b_src(tile, r, col));
+                })});
+  };
+  loop.fetch = [&](const Expr& tile) {
+    return Seq({copy_a.Emit("fa", [&](const Expr& r, const Expr& col, const Expr& slot) {
+                  return Store(stage_a, {slot}, a_src(tile, r, col));
+                }),
+                copy_b.Emit("fb", [&](const Expr& r, const Expr& col, const Expr& slot) {
+                  return Store(stage_b, {slot}, b_src(tile, r, col));
+                })});
+  };
+  loop.store = [&](const Expr& stage) {
+    return Seq({copy_a.Emit("sa", [&](const Expr& r, const Expr& col, const Expr& slot) {
+                  return a_dst(stage, r, col, Load(stage_a, {slot}));
+                }),
+                copy_b.Emit("sb", [&](const Expr& r, const Expr& col, const Expr& slot) {
+                  return b_dst(stage, r, col, Load(stage_b, {slot}));
+                })});
+  };
+  loop.compute = [&](const Expr& stage) {
+    Expr kk = MakeVar("kk");
+    Stmt step = Seq({
+        VectorizedLoop("i", t.tm, [&](const Expr& i) {
+          return Store(af, {i}, Load(as, {stage, kk, threads.ty * Expr(t.tm) + i}));
+        }),
+        VectorizedLoop("j", t.tn, [&](const Expr& j) {
+          return Store(bf, {j}, Load(bs, {stage, kk, threads.tx * Expr(t.tn) + j}));
+        }),
+        UnrolledLoop("i", t.tm, [&](const Expr& i) {
+          return UnrolledLoop("j", t.tn, [&](const Expr& j) {
+            return Store(acc, {i, j}, Load(acc, {i, j}) + Load(af, {i}) * Load(bf, {j}));
+          });
+        }),
+    });
+    return For(kk, bk, t.unroll_k ? ForKind::kUnrolled : ForKind::kSerial, step);
+  };
+
+  Stmt init = UnrolledLoop("i", t.tm, [&](const Expr& i) {
+    return UnrolledLoop("j", t.tn, [&](const Expr& j) { return Store(acc, {i, j}, FloatImm(0.0)); });
+  });
+  Stmt write = UnrolledLoop("i", t.tm, [&](const Expr& i) {
+    return VectorizedLoop("j", t.tn, [&](const Expr& j) {
+      Expr n = col0 + threads.tx * Expr(t.tn) + j;
+      Expr v = Load(acc, {i, j});
+      if (bias) v = v + Load(bias, {n});
+      if (wl.relu) v = Max(v, FloatImm(0.0));
+      return Store(out, at_batch({row0 + threads.ty * Expr(t.tm) + i, n}), v);
+    });
+  });
+  Stmt body = Seq({init, loop.Emit("kt", t.k_tiles, t.double_buffer), write});
+  if (t.double_buffer) body = Allocate(stage_a, Allocate(stage_b, body));
+  body = Allocate(as, Allocate(bs, Allocate(acc, Allocate(af, Allocate(bf, body)))));
+  body = Bind(threads.tx, t.tx, ForKind::kThreadX, body);
+  body = Bind(threads.ty, t.ty, ForKind::kThreadY, body);
+  body = Bind(bx, t.grid_n, ForKind::kBlockX, body);
+  body = Bind(by, t.grid_m, ForKind::kBlockY, body);
+  if (batched) body = Bind(bz, wl.batch, ForKind::kBlockZ, body);
+  sched.body = body;
+  return sched;
+}
+
+}  // namespace tune::codegen

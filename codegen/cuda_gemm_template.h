@@ -1,0 +1,37 @@
+// The CUDA GEMM template: shared-memory tiled dense / matmul / batch_matmul for NVIDIA GPUs.
+#pragma once
+
+#include "codegen/gpu_schedule.h"
+#include "codegen/template.h"
+
+namespace tune::codegen {
+
+/// C = A * B (+ bias, relu) with one thread block per BM x BN output tile (blockIdx.z runs
+/// over the batch). Each thread owns a TM x TN register accumulator tile; per K step of BK
+/// the block copies an A tile (transposed, so both operands are read along M and N) and a B
+/// tile to shared memory cooperatively with `vector`-wide coalesced loads, then every thread
+/// reads TM + TN values per k into registers (128-bit shared loads where TM / TN allow) and
+/// does TM * TN FMAs.
+///
+/// Knobs: tile_m = [M / BM, threads along M (threadIdx.y), TM], tile_n = [N / BN, threads
+/// along N (threadIdx.x), TN], tile_k = [K / BK, BK], vector (global load width 1, 2 or 4),
+/// double_buffer (two register-staged shared stages, see PipelinedLoop), pad (floats added
+/// to each shared row against bank conflicts; 4 keeps rows 16-byte aligned), unroll_k.
+/// Constraints (before compiling): threads per block a multiple of 32 (or the whole problem
+/// in one block) and within the limits, tiles that split evenly over the threads, an
+/// estimate of registers per thread and the shared memory within the limits.
+class CudaGemmTemplate : public Template {
+ public:
+  CudaGemmTemplate(Workload workload, const GpuLimits& limits);
+  std::string name() const override { return "cuda_gemm"; }
+  int version() const override { return 1; }
+  search::Config DefaultConfig() const override;
+
+ protected:
+  Schedule Build(const search::Config& config) const override;
+
+ private:
+  GpuLimits limits_;
+};
+
+}  // namespace tune::codegen

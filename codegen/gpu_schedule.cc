@@ -1,0 +1,60 @@
+// GPU schedule primitives: bindings, cooperative copies, register-tile loops, pipelining.
+#include "codegen/gpu_schedule.h"
+
+#include "search/check.h"
+
+namespace tune::codegen {
+
+Stmt Bind(Expr var, int64_t extent, ForKind axis, Stmt body) {
+  TUNE_CHECK(IsGpuBinding(axis)) << ForKindName(axis) << " is not a GPU binding";
+  return For(std::move(var), extent, axis, std::move(body));
+}
+
+Expr ThreadBlock::Linear() const { return ty * Expr(nx) + tx; }
+
+bool TileCopy::Fits() const {
+  return vector >= 1 && cols % vector == 0 && (rows * cols) % (threads.count() * vector) == 0;
+}
+
+Stmt TileCopy::Emit(const std::string& prefix,
+                    const std::function<Stmt(const Expr& row, const Expr& col, const Expr& slot)>& body) const {
+  TUNE_CHECK(Fits()) << "tile " << rows << "x" << cols << " does not split into " << threads.count()
+                     << " threads x " << vector << " lanes";
+  Expr e = MakeVar(prefix + "_e"), v = MakeVar(prefix + "_v");
+  Expr first = (e * Expr(threads.count()) + threads.Linear()) * Expr(vector);
+  Expr row = first / Expr(cols), col = first % Expr(cols) + v;
+  Stmt lanes = For(v, vector, vector > 1 ? ForKind::kVectorized : ForKind::kSerial,
+                   body(row, col, e * Expr(vector) + v));
+  return For(e, VectorsPerThread(), ForKind::kUnrolled, lanes);
+}
+
+Stmt VectorizedLoop(const std::string& name, int64_t extent, const std::function<Stmt(const Expr&)>& body) {
+  if (extent % 4 != 0 || extent == 0) return UnrolledLoop(name, extent, body);
+  Expr outer = MakeVar(name + "_o"), lane = MakeVar(name + "_v");
+  return For(outer, extent / 4, ForKind::kUnrolled,
+             For(lane, 4, ForKind::kVectorized, body(outer * Expr(4) + lane)));
+}
+
+Stmt UnrolledLoop(const std::string& name, int64_t extent, const std::function<Stmt(const Expr&)>& body) {
+  Expr var = MakeVar(name);
+  return For(var, extent, ForKind::kUnrolled, body(var));
+}
+
+Stmt PipelinedLoop::Emit(const std::string& prefix, int64_t tiles, bool double_buffer) const {
+  TUNE_CHECK(tiles >= 1) << "no tiles";
+  Expr t = MakeVar(prefix);
+  if (!double_buffer) {
+    Expr zero(int64_t{0});
+    return For(t, tiles, ForKind::kSerial, Seq({load(t, zero), Sync(), compute(zero), Sync()}));
+  }
+  std::vector<Stmt> out = {load(Expr(int64_t{0}), Expr(int64_t{0})), Sync()};
+  if (tiles > 1) {
+    Expr next_stage = (t + Expr(1)) % Expr(2);
+    out.push_back(For(t, tiles - 1, ForKind::kSerial,
+                      Seq({fetch(t + Expr(1)), compute(t % Expr(2)), store(next_stage), Sync()})));
+  }
+  out.push_back(compute(Expr((tiles - 1) % 2)));
+  return Seq(std::move(out));
+}
+
+}  // namespace tune::codegen

@@ -1,0 +1,84 @@
+// GPU schedule primitives: loop-AST building blocks for CUDA kernels (bindings, cooperative
+// tile copies, register tiles, double-buffered shared-memory stages).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "codegen/ir.h"
+
+namespace tune::codegen {
+
+/// Wraps `body` in a loop over `var` bound to a grid or block axis (ForKind::kBlockX ...
+/// kThreadZ): the loop is not run, `var` is the block or thread index and `extent` that
+/// launch dimension.
+Stmt Bind(Expr var, int64_t extent, ForKind axis, Stmt body);
+
+/// The threads of a 2-D thread block (threadIdx.x = tx over nx, threadIdx.y = ty over ny).
+struct ThreadBlock {
+  Expr tx, ty;
+  int64_t nx = 1, ny = 1;
+  int64_t count() const { return nx * ny; }
+  /// The linear thread id ty * nx + tx.
+  Expr Linear() const;
+};
+
+/// A cooperative copy of a rows x cols tile by all threads of a block: every thread moves
+/// `VectorsPerThread()` runs of `vector` elements that are contiguous along cols, so the
+/// source reads of a warp are consecutive (coalesced) and each run can become one 64/128-bit
+/// access. Requires rows * cols to be a multiple of threads * vector, and cols of vector.
+struct TileCopy {
+  int64_t rows = 1, cols = 1, vector = 1;
+  ThreadBlock threads;
+
+  int64_t VectorsPerThread() const { return rows * cols / (threads.count() * vector); }
+  /// Elements each thread moves (VectorsPerThread() * vector): the size of a staging buffer.
+  int64_t ElementsPerThread() const { return rows * cols / threads.count(); }
+  bool Fits() const;
+  /// for e in VectorsPerThread() (unrolled) { i = (e * threads + tid) * vector;
+  ///   for v in vector (vectorized) body(row = i / cols, col = i % cols + v, slot = e * vector + v) }
+  /// `slot` numbers this thread's elements 0 .. ElementsPerThread()-1 (a staging index).
+  Stmt Emit(const std::string& prefix,
+            const std::function<Stmt(const Expr& row, const Expr& col, const Expr& slot)>& body) const;
+};
+
+/// for var in extent: body(var), with the loop split into (extent / 4 unrolled) x (4
+/// vectorized) when 4 divides extent, else unrolled whole: register-tile loops whose
+/// contiguous shared or global accesses can become 128-bit ones.
+Stmt VectorizedLoop(const std::string& name, int64_t extent, const std::function<Stmt(const Expr&)>& body);
+/// for var in extent (unrolled): body(var).
+Stmt UnrolledLoop(const std::string& name, int64_t extent, const std::function<Stmt(const Expr&)>& body);
+
+/// The main loop of a tiled reduction over `tiles` tiles with shared-memory stages.
+///  - Single-buffered: for t { load(t, stage 0); sync; compute(stage 0); sync }.
+///  - Double-buffered (register-staged, two shared stages): load(0, stage 0); sync;
+///    for t < tiles - 1 { fetch(t + 1) into registers; compute(t % 2); store the registers
+///    to stage (t + 1) % 2; sync }; compute((tiles - 1) % 2). One barrier per tile, and the
+///    global reads of the next tile are in flight while this one computes.
+/// `load(t, stage)` copies tile t straight to shared memory; `fetch(t)` copies it to the
+/// staging registers and `store(stage)` the registers to shared memory; `compute(stage)`
+/// reads a stage. Stage and tile arguments are expressions (loop variable or constant).
+struct PipelinedLoop {
+  std::function<Stmt(const Expr& tile, const Expr& stage)> load;
+  std::function<Stmt(const Expr& tile)> fetch;
+  std::function<Stmt(const Expr& stage)> store;
+  std::function<Stmt(const Expr& stage)> compute;
+  Stmt Emit(const std::string& prefix, int64_t tiles, bool double_buffer) const;
+};
+
+}  // namespace tune::codegen
+
+namespace tune::codegen {
+
+/// What one thread block may use on the target GPU; GPU templates exclude configs beyond it
+/// before compiling. Defaults: compute capability 9.0 (H100 / H200).
+struct GpuLimits {
+  int64_t max_threads_per_block = 1024;
+  int64_t max_shared_bytes_per_block = 227 * 1024;  // with the opt-in above 48 KiB
+  int64_t max_registers_per_thread = 255;
+  int64_t max_registers_per_block = 64 * 1024;  // a block's threads share one SM's file
+};
+
+}  // namespace tune::codegen

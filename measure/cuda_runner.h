@@ -1,0 +1,54 @@
+// CudaRunner: measures CUDA kernels on a GPU from a child process that a bad kernel can kill.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "codegen/cuda_driver.h"
+#include "measure/measure_result.h"
+#include "measure/runner.h"
+
+namespace tune::measure {
+
+struct CudaRunnerOptions {
+  MeasureProtocol protocol;
+  int device = 0;  // CUDA device ordinal
+};
+
+/// Measures the CUDA builds of one task (BuildResult::kernel.cuda) on a GPU.
+///
+/// Isolation: the parent never touches the CUDA driver. Each Run forks a worker child that
+/// opens the device, uploads the task's inputs and measures the builds one after another,
+/// streaming a result per build back over a pipe. A sticky CUDA error (illegal address,
+/// launch failure, ...) leaves the context unusable: the worker reports runtime_error for
+/// that build and exits; a kernel that does not finish within protocol.timeout_s gets its
+/// worker SIGKILLed and a timeout record; a worker that dies without a word gives
+/// runtime_error. Either way a fresh worker goes on with the next build.
+///
+/// Correctness: the reference output comes from a naive double-accumulating kernel on the
+/// same GPU (cuda_reference.h), computed once per task (the first worker sends it back; the
+/// parent keeps it for later workers). Each build's output is filled with NaN before its
+/// first call, compared with the reference (protocol.rtol / atol) after it, and again after
+/// timing.
+///
+/// Timing: after `warmup` calls, `number` launches per sample (grown from 1 until a sample
+/// lasts min_repeat_ms), `repeats` samples timed with CUDA events; with flush_cache a buffer
+/// of twice the L2 size is written before each sample, outside the timed region. costs_s
+/// holds per-launch seconds per sample. cutoff_s as in LocalRunner.
+class CudaRunner : public Runner {
+ public:
+  explicit CudaRunner(CudaRunnerOptions options) : options_(std::move(options)) {}
+
+  std::vector<MeasureResult> Run(const TaskData& task, const std::vector<BuildResult>& builds) override;
+
+  /// The device's description, read by a short-lived child (the parent stays driver-free);
+  /// Unavailable without a driver or device.
+  static absl::StatusOr<codegen::CudaDeviceInfo> Probe(int device);
+
+ private:
+  CudaRunnerOptions options_;
+  std::map<std::string, std::vector<float>> references_;  // by workload key
+};
+
+}  // namespace tune::measure

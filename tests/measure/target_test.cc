@@ -1,0 +1,44 @@
+// Tests of target parsing: the host CPU, CUDA device names, and errors.
+#include "measure/target.h"
+
+#include "gtest/gtest.h"
+
+namespace tune::measure {
+namespace {
+
+TEST(TargetParseTest, HostCpu) {
+  absl::StatusOr<Target> llvm = Target::Parse("llvm", 4);
+  ASSERT_TRUE(llvm.ok()) << llvm.status();
+  EXPECT_EQ(llvm->Key(), Target::HostCpu(4).Key());
+  EXPECT_FALSE(Target::Parse("llvm", 0).ok());
+}
+
+TEST(TargetParseTest, UnknownAndMalformedTargets) {
+  absl::StatusOr<Target> other = Target::Parse("x", 1);
+  EXPECT_EQ(other.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(other.status().message(),
+            "unknown target 'x': known targets are 'llvm' (host CPU) and 'cuda[:N]' (NVIDIA GPU)");
+  for (const char* bad : {"cuda:", "cuda:-1", "cuda:one"}) {
+    EXPECT_EQ(Target::Parse(bad, 1).status().code(), absl::StatusCode::kInvalidArgument) << bad;
+  }
+}
+
+// "cuda" describes the GPU when there is one; without a driver or device it is Unavailable
+// with the reason (and this process never loads the driver either way).
+TEST(TargetParseTest, CudaDescribesTheGpuOrSaysWhyNot) {
+  absl::StatusOr<Target> gpu = Target::Parse("cuda", 1);
+  if (!gpu.ok()) {
+    EXPECT_EQ(gpu.status().code(), absl::StatusCode::kUnavailable) << gpu.status();
+    EXPECT_FALSE(gpu.status().message().empty());
+    GTEST_SKIP() << "no CUDA device: " << gpu.status();
+  }
+  EXPECT_EQ(gpu->kind, "cuda");
+  EXPECT_EQ(gpu->cpu.rfind("sm_", 0), 0u) << gpu->cpu;
+  EXPECT_GT(gpu->max_threads_per_block, 0);
+  EXPECT_GT(gpu->max_shared_per_block, 0);
+  EXPECT_EQ(gpu->Key().rfind("cuda|sm_", 0), 0u) << gpu->Key();
+  EXPECT_NE(gpu->Key().find("sm|nvrtc-"), std::string::npos) << gpu->Key();
+}
+
+}  // namespace
+}  // namespace tune::measure
