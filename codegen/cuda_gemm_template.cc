@@ -19,6 +19,7 @@ struct Tiles {
   int64_t grid_m, ty, tm, grid_n, tx, tn, k_tiles, bk, vector;
   bool double_buffer, unroll_k;
   int64_t pad;
+  bool interleave;
   int64_t bm() const { return ty * tm; }
   int64_t bn() const { return tx * tn; }
   int64_t threads() const { return tx * ty; }
@@ -29,7 +30,8 @@ Tiles TilesOf(const search::ConfigSpace& s, const search::Config& c) {
   const auto& fn = s.Get(c, "tile_n");
   const auto& fk = s.Get(c, "tile_k");
   return Tiles{fm[0], fm[1], fm[2], fn[0], fn[1], fn[2], fk[0], fk[1], s.GetInt(c, "vector"),
-               s.GetInt(c, "double_buffer") != 0, s.GetInt(c, "unroll_k") != 0, s.GetInt(c, "pad")};
+               s.GetInt(c, "double_buffer") != 0, s.GetInt(c, "unroll_k") != 0, s.GetInt(c, "pad"),
+               s.GetInt(c, "interleave") != 0};
 }
 
 }  // namespace
@@ -44,6 +46,7 @@ CudaGemmTemplate::CudaGemmTemplate(Workload w, const GpuLimits& limits) : Templa
   s.AddChoice("double_buffer", {1, 0});
   s.AddChoice("pad", {0, 4});
   s.AddChoice("unroll_k", {1, 0});
+  s.AddChoice("interleave", {1, 0});
   const search::ConfigSpace* sp = &space_;
   const bool dense = wl.op == OpKind::kDense;
   s.AddConstraint("threads", [sp, limits](const search::Config& c) {
@@ -69,6 +72,10 @@ CudaGemmTemplate::CudaGemmTemplate(Workload w, const GpuLimits& limits) : Templa
     int64_t floats = t.bk * (t.bm() + t.pad) + t.bk * (t.bn() + t.pad);
     return (t.double_buffer ? 2 : 1) * floats * 4 <= limits.max_shared_bytes_per_block;
   });
+  s.AddConstraint("interleave_needs_8", [sp](const search::Config& c) {
+    Tiles t = TilesOf(*sp, c);
+    return !t.interleave || t.tm == 8 || t.tn == 8;
+  });
   s.AddConstraint("unroll_size", [sp](const search::Config& c) {
     Tiles t = TilesOf(*sp, c);
     return !t.unroll_k || t.bk * t.tm * t.tn <= kMaxUnrolledFma;
@@ -85,7 +92,7 @@ search::Config CudaGemmTemplate::DefaultConfig() const {
   for (uint64_t i = 0; i < s.Size(); ++i) {
     search::Config c = s.FromIndex(i);
     Tiles t = TilesOf(s, c);
-    if (t.vector != 1 || t.double_buffer || t.pad != 0 || t.unroll_k || !s.IsValid(c)) continue;
+    if (t.vector != 1 || t.double_buffer || t.pad != 0 || t.unroll_k || t.interleave || !s.IsValid(c)) continue;
     int64_t score = -(t.tm * t.tn) * 1000000 - std::abs(t.threads() - 256) * 1000 - std::abs(t.bk - 16) * 10 -
                     std::abs(t.tx - t.ty);
     if (best.empty() || score > best_score) {
@@ -122,6 +129,22 @@ Schedule CudaGemmTemplate::Build(const search::Config& c) const {
     return rest;
   };
   const Expr row0 = by * Expr(bm), col0 = bx * Expr(bn);
+  // Offset in the block tile of a thread's i-th row / j-th column. Interleaved, an 8-wide
+  // thread tile is two 4-wide halves half a block tile apart, so a warp's 128-bit shared
+  // loads cover consecutive addresses (no bank conflicts) and its stores are contiguous.
+  // (i = quad * 4 + lane; quad undefined when the loop was not split in fours.)
+  auto tile_offset = [&](const Expr& thread, int64_t per_thread, int64_t block, const Expr& i, const Expr& quad,
+                         const Expr& lane) -> Expr {
+    if (!t.interleave || per_thread != 8) return thread * Expr(per_thread) + i;
+    TUNE_CHECK(quad.defined()) << "an interleaved tile is walked in fours";
+    return quad * Expr(block / 2) + thread * Expr(4) + lane;
+  };
+  auto row_of = [&](const Expr& i, const Expr& quad, const Expr& lane) {
+    return tile_offset(threads.ty, t.tm, bm, i, quad, lane);
+  };
+  auto col_of = [&](const Expr& j, const Expr& quad, const Expr& lane) {
+    return tile_offset(threads.tx, t.tn, bn, j, quad, lane);
+  };
 
   // Shared stages: As[stage][k][m] (A transposed), Bs[stage][k][n]; rows padded.
   Buffer as = MakeBuffer("As", {stages, bk, bm + t.pad}, BufferScope::kShared);
@@ -181,11 +204,11 @@ Schedule CudaGemmTemplate::Build(const search::Config& c) const {
   loop.compute = [&](const Expr& stage) {
     Expr kk = MakeVar("kk");
     Stmt step = Seq({
-        VectorizedLoop("i", t.tm, [&](const Expr& i) {
-          return Store(af, {i}, Load(as, {stage, kk, threads.ty * Expr(t.tm) + i}));
+        VectorizedLoop("i", t.tm, [&](const Expr& i, const Expr& quad, const Expr& lane) {
+          return Store(af, {i}, Load(as, {stage, kk, row_of(i, quad, lane)}));
         }),
-        VectorizedLoop("j", t.tn, [&](const Expr& j) {
-          return Store(bf, {j}, Load(bs, {stage, kk, threads.tx * Expr(t.tn) + j}));
+        VectorizedLoop("j", t.tn, [&](const Expr& j, const Expr& quad, const Expr& lane) {
+          return Store(bf, {j}, Load(bs, {stage, kk, col_of(j, quad, lane)}));
         }),
         UnrolledLoop("i", t.tm, [&](const Expr& i) {
           return UnrolledLoop("j", t.tn, [&](const Expr& j) {
@@ -199,15 +222,22 @@ Schedule CudaGemmTemplate::Build(const search::Config& c) const {
   Stmt init = UnrolledLoop("i", t.tm, [&](const Expr& i) {
     return UnrolledLoop("j", t.tn, [&](const Expr& j) { return Store(acc, {i, j}, FloatImm(0.0)); });
   });
-  Stmt write = UnrolledLoop("i", t.tm, [&](const Expr& i) {
-    return VectorizedLoop("j", t.tn, [&](const Expr& j) {
-      Expr n = col0 + threads.tx * Expr(t.tn) + j;
-      Expr v = Load(acc, {i, j});
+  // Rows of the output tile: interleaved, row i sits at (i / 4) * BM/2 + ty * 4 + i % 4.
+  auto out_row = [&](int64_t i) -> Expr {
+    if (!t.interleave || t.tm != 8) return threads.ty * Expr(t.tm) + Expr(i);
+    return Expr((i / 4) * (bm / 2) + i % 4) + threads.ty * Expr(4);
+  };
+  std::vector<Stmt> rows;
+  for (int64_t i = 0; i < t.tm; ++i) {
+    rows.push_back(VectorizedLoop("j", t.tn, [&](const Expr& j, const Expr& quad, const Expr& lane) {
+      Expr n = col0 + col_of(j, quad, lane);
+      Expr v = Load(acc, {Expr(i), j});
       if (bias) v = v + Load(bias, {n});
       if (wl.relu) v = Max(v, FloatImm(0.0));
-      return Store(out, at_batch({row0 + threads.ty * Expr(t.tm) + i, n}), v);
-    });
-  });
+      return Store(out, at_batch({row0 + out_row(i), n}), v);
+    }));
+  }
+  Stmt write = Seq(std::move(rows));
   Stmt body = Seq({init, loop.Emit("kt", t.k_tiles, t.double_buffer), write});
   if (t.double_buffer) body = Allocate(stage_a, Allocate(stage_b, body));
   body = Allocate(as, Allocate(bs, Allocate(acc, Allocate(af, Allocate(bf, body)))));

@@ -16,7 +16,9 @@ namespace tune::codegen {
 /// Knobs: tile_m = [M / BM, threads along M (threadIdx.y), TM], tile_n = [N / BN, threads
 /// along N (threadIdx.x), TN], tile_k = [K / BK, BK], vector (global load width 1, 2 or 4),
 /// double_buffer (two register-staged shared stages, see PipelinedLoop), pad (floats added
-/// to each shared row against bank conflicts; 4 keeps rows 16-byte aligned), unroll_k.
+/// to each shared row against bank conflicts; 4 keeps rows 16-byte aligned), unroll_k,
+/// interleave (an 8-wide thread tile as two 4-wide halves BM/2 or BN/2 apart: conflict-free
+/// 128-bit fragment loads and contiguous stores across a warp).
 /// Constraints (before compiling): threads per block a multiple of 32 (or the whole problem
 /// in one block) and within the limits, tiles that split evenly over the threads, an
 /// estimate of registers per thread and the shared memory within the limits.

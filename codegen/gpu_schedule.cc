@@ -29,10 +29,17 @@ Stmt TileCopy::Emit(const std::string& prefix,
 }
 
 Stmt VectorizedLoop(const std::string& name, int64_t extent, const std::function<Stmt(const Expr&)>& body) {
-  if (extent % 4 != 0 || extent == 0) return UnrolledLoop(name, extent, body);
+  return VectorizedLoop(name, extent, [&](const Expr& i, const Expr&, const Expr&) { return body(i); });
+}
+
+Stmt VectorizedLoop(const std::string& name, int64_t extent,
+                    const std::function<Stmt(const Expr& var, const Expr& quad, const Expr& lane)>& body) {
+  if (extent % 4 != 0 || extent == 0) {
+    return UnrolledLoop(name, extent, [&](const Expr& i) { return body(i, Expr(), Expr()); });
+  }
   Expr outer = MakeVar(name + "_o"), lane = MakeVar(name + "_v");
   return For(outer, extent / 4, ForKind::kUnrolled,
-             For(lane, 4, ForKind::kVectorized, body(outer * Expr(4) + lane)));
+             For(lane, 4, ForKind::kVectorized, body(outer * Expr(4) + lane, outer, lane)));
 }
 
 Stmt UnrolledLoop(const std::string& name, int64_t extent, const std::function<Stmt(const Expr&)>& body) {

@@ -48,6 +48,10 @@ struct TileCopy {
 /// vectorized) when 4 divides extent, else unrolled whole: register-tile loops whose
 /// contiguous shared or global accesses can become 128-bit ones.
 Stmt VectorizedLoop(const std::string& name, int64_t extent, const std::function<Stmt(const Expr&)>& body);
+/// The same, the body also getting the split: var = quad * 4 + lane (quad and lane are
+/// undefined Exprs when 4 does not divide extent), for addresses built from the parts.
+Stmt VectorizedLoop(const std::string& name, int64_t extent,
+                    const std::function<Stmt(const Expr& var, const Expr& quad, const Expr& lane)>& body);
 /// for var in extent (unrolled): body(var).
 Stmt UnrolledLoop(const std::string& name, int64_t extent, const std::function<Stmt(const Expr&)>& body);
 

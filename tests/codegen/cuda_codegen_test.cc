@@ -174,7 +174,7 @@ TEST(CudaGemmTemplateTest, SpaceHonoursTheLimits) {
   auto wide = Template::Create(Gemm(OpKind::kMatmul, "512,512,512"), Backend::kCuda);
   ASSERT_TRUE(wide.ok());
   absl::StatusOr<search::Config> big = (*wide)->space().FromJson(
-      R"({"tile_m":[16,32,1],"tile_n":[16,32,1],"tile_k":[16,32],"vector":[1],"double_buffer":[0],"pad":[0],"unroll_k":[0]})");
+      R"({"tile_m":[16,32,1],"tile_n":[16,32,1],"tile_k":[16,32],"vector":[1],"double_buffer":[0],"pad":[0],"unroll_k":[0],"interleave":[0]})");
   ASSERT_TRUE(big.ok()) << big.status();
   EXPECT_TRUE((*wide)->space().IsValid(*big));
   EXPECT_FALSE((*t)->space().IsValid(*big));
@@ -185,11 +185,31 @@ TEST(CudaGemmTemplateTest, DefaultIsThePlainSharedMemoryKernel) {
   auto t = Template::Create(Gemm(OpKind::kMatmul, "1024,1024,1024"), Backend::kCuda);
   ASSERT_TRUE(t.ok());
   EXPECT_EQ((*t)->space().ToJson((*t)->DefaultConfig()),
-            R"({"tile_m":[64,16,1],"tile_n":[64,16,1],"tile_k":[64,16],"vector":[1],"double_buffer":[0],"pad":[0],"unroll_k":[0]})");
+            R"({"tile_m":[64,16,1],"tile_n":[64,16,1],"tile_k":[64,16],"vector":[1],"double_buffer":[0],"pad":[0],"unroll_k":[0],"interleave":[0]})");
   // Tiny shapes still have a valid default (one block, fewer than 32 threads).
   auto tiny = Template::Create(Gemm(OpKind::kDense, "1,3,5"), Backend::kCuda);
   ASSERT_TRUE(tiny.ok());
   EXPECT_TRUE((*tiny)->space().IsValid((*tiny)->DefaultConfig()));
+}
+
+// Interleaved 8x8 thread tiles keep every fragment load and output store 128 bits wide: the
+// two halves of a thread's columns sit BN/2 apart (here 64), rows BM/2 apart.
+TEST(CudaGemmTemplateTest, InterleavedTilesUseWideAccesses) {
+  auto t = Template::Create(Gemm(OpKind::kMatmul, "1024,1024,1024"), Backend::kCuda);
+  ASSERT_TRUE(t.ok());
+  absl::StatusOr<search::Config> c = (*t)->space().FromJson(
+      R"({"tile_m":[8,16,8],"tile_n":[8,16,8],"tile_k":[64,16],"vector":[4],"double_buffer":[1],"pad":[4],"unroll_k":[1],"interleave":[1]})");
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_TRUE((*t)->space().IsValid(*c)) << (*t)->space().WhyInvalid(*c);
+  absl::StatusOr<LoweredFunc> f = (*t)->Lower(*c, "k");
+  ASSERT_TRUE(f.ok());
+  absl::StatusOr<CudaKernel> k = GenerateCuda(*f);
+  ASSERT_TRUE(k.ok()) << k.status();
+  EXPECT_THAT(k->source, HasSubstr("*reinterpret_cast<const float4*>(Bs + "));
+  EXPECT_THAT(k->source, HasSubstr("*reinterpret_cast<const float4*>(As + "));
+  EXPECT_THAT(k->source, HasSubstr("((j_o * 64) + (tx * 4))"));
+  EXPECT_THAT(k->source, HasSubstr("*reinterpret_cast<float4*>(out + "));
+  EXPECT_EQ(k->shared_bytes, 2 * (16 * 132 + 16 * 132) * 4);
 }
 
 TEST(CudaGemmTemplateTest, NoCudaTemplateForConvYet) {

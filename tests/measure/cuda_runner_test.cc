@@ -1,0 +1,147 @@
+// Tests of the CUDA runner. Without a GPU: every build gets a clear runtime_error and failed
+// builds pass through. On a GPU (suites named Gpu*): random template configs match the
+// on-device reference, and planted bad kernels (out-of-bounds, wrong, hanging) become records
+// while the next kernel still measures.
+#include "measure/cuda_runner.h"
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "codegen/cuda_codegen.h"
+#include "codegen/nvrtc.h"
+#include "codegen/template.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "measure/builder.h"
+#include "measure/target.h"
+
+namespace tune::measure {
+namespace {
+
+using ::testing::HasSubstr;
+
+codegen::Workload Matmul(const std::string& shape, codegen::OpKind op = codegen::OpKind::kMatmul, bool bias = false,
+                         bool relu = false) {
+  absl::StatusOr<codegen::Workload> w = codegen::Workload::Parse(op, shape);
+  EXPECT_TRUE(w.ok()) << w.status();
+  w->bias = bias;
+  w->relu = relu;
+  return *w;
+}
+
+MeasureProtocol Quick() {
+  MeasureProtocol p;
+  p.warmup = 1;
+  p.repeats = 3;
+  p.min_repeat_ms = 0.2;
+  p.timeout_s = 20;
+  return p;
+}
+
+// A hand-written CUDA build for `workload` (inputs then output, as the templates' kernels).
+BuildResult HandBuild(const std::string& body, const codegen::Workload& w, std::array<int64_t, 3> grid,
+                      std::array<int64_t, 3> block) {
+  std::string params;
+  for (const auto& in : w.Inputs()) params += "const float* __restrict__ " + in.name + ", ";
+  std::string source = "extern \"C\" __global__ void planted(" + params + "float* __restrict__ out) {\n" + body + "\n}\n";
+  BuildResult b;
+  absl::StatusOr<codegen::CompiledCuda> c = codegen::CompileCuda(source, "sm_90");
+  EXPECT_TRUE(c.ok()) << c.status();
+  if (!c.ok()) return b;
+  b.kernel.symbol = "planted";
+  b.kernel.object_code = c->cubin;
+  b.kernel.cuda = true;
+  b.kernel.launch.grid = grid;
+  b.kernel.launch.block = block;
+  return b;
+}
+
+TEST(CudaRunnerTest, WithoutADeviceEveryBuildSaysWhy) {
+  if (Target::Parse("cuda", 1).ok()) GTEST_SKIP() << "a CUDA device is present";
+  if (!codegen::NvrtcAvailable()) GTEST_SKIP() << "this build has no NVRTC";
+  codegen::Workload w = Matmul("64,64,64");
+  auto tmpl = codegen::Template::Create(w, codegen::Backend::kCuda);
+  ASSERT_TRUE(tmpl.ok());
+  Builder builder = Builder::ForCuda("sm_90", 1);
+  std::vector<BuildResult> builds = {builder.Build(**tmpl, (*tmpl)->DefaultConfig()), BuildResult{}};
+  ASSERT_EQ(builds[0].status, MeasureStatus::kOk) << builds[0].message;
+  EXPECT_TRUE(builds[0].kernel.cuda);
+  EXPECT_THAT(builds[0].kernel.ir, HasSubstr("__global__"));
+  EXPECT_GT(builds[0].kernel.launch.registers, 0);
+  builds[1].status = MeasureStatus::kCompileError;
+  builds[1].message = "planted compile error";
+  CudaRunner runner({Quick(), 0});
+  std::vector<MeasureResult> r = runner.Run(TaskData::Create(w, 1, false), builds);
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0].status, MeasureStatus::kRuntimeError);
+  EXPECT_THAT(r[0].message, HasSubstr("cannot open CUDA device 0"));
+  EXPECT_EQ(r[1].status, MeasureStatus::kCompileError);
+  EXPECT_EQ(r[1].message, "planted compile error");
+}
+
+class GpuRunnerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<Target> t = Target::Parse("cuda", 1);
+    if (!t.ok()) GTEST_SKIP() << "no CUDA device: " << t.status();
+    target_ = *t;
+  }
+  Target target_;
+};
+
+// >= 30 random valid configs of the CUDA GEMM template (dense with bias + relu, matmul,
+// batch_matmul) all match the on-device reference on random inputs, and time positive.
+TEST_F(GpuRunnerTest, RandomGemmConfigsMatchTheReference) {
+  std::vector<codegen::Workload> workloads = {Matmul("128,768,768", codegen::OpKind::kDense, true, true),
+                                              Matmul("256,512,384"),
+                                              Matmul("6,128,128,64", codegen::OpKind::kBatchMatmul)};
+  std::mt19937_64 rng(7);
+  int measured = 0;
+  for (const codegen::Workload& w : workloads) {
+    auto tmpl = codegen::Template::Create(w, codegen::Backend::kCuda);
+    ASSERT_TRUE(tmpl.ok());
+    std::vector<search::Config> configs = {(*tmpl)->DefaultConfig()};
+    while (configs.size() < 11) configs.push_back(*(*tmpl)->space().Sample(rng));
+    Builder builder = Builder::ForCuda(target_.cpu, 8);
+    std::vector<BuildResult> builds = builder.BuildAll(**tmpl, configs);
+    CudaRunner runner({Quick(), target_.device});
+    std::vector<MeasureResult> results = runner.Run(TaskData::Create(w, 3, false), builds);
+    for (size_t i = 0; i < results.size(); ++i) {
+      EXPECT_EQ(results[i].status, MeasureStatus::kOk)
+          << w.Key() << " " << (*tmpl)->space().ToJson(configs[i]) << ": " << results[i].message;
+      EXPECT_GT(results[i].Median(), 0);
+      measured += results[i].ok();
+    }
+  }
+  EXPECT_GE(measured, 30);
+}
+
+// Failures are data: an out-of-bounds kernel is runtime_error, a kernel that writes nothing
+// is wrong_result, a kernel that never ends is timeout; after each, the next kernel measures.
+TEST_F(GpuRunnerTest, PlantedBadKernelsBecomeRecords) {
+  codegen::Workload w = Matmul("64,64,64");
+  auto tmpl = codegen::Template::Create(w, codegen::Backend::kCuda);
+  ASSERT_TRUE(tmpl.ok());
+  Builder builder = Builder::ForCuda(target_.cpu, 2);
+  BuildResult good = builder.Build(**tmpl, (*tmpl)->DefaultConfig());
+  ASSERT_EQ(good.status, MeasureStatus::kOk);
+  BuildResult oob = HandBuild("out[(1LL << 34) + threadIdx.x] = 1.0f;", w, {64, 1, 1}, {256, 1, 1});
+  BuildResult idle = HandBuild("if (threadIdx.x == 1000) out[0] = a[0];", w, {1, 1, 1}, {32, 1, 1});
+  BuildResult hang = HandBuild("const long long start = clock64(); while (clock64() - start >= 0) {}", w, {1, 1, 1}, {32, 1, 1});
+  MeasureProtocol p = Quick();
+  p.timeout_s = 5;
+  CudaRunner runner({p, target_.device});
+  std::vector<MeasureResult> r = runner.Run(TaskData::Create(w, 5, false), {oob, good, idle, good, hang, good});
+  ASSERT_EQ(r.size(), 6u);
+  EXPECT_EQ(r[0].status, MeasureStatus::kRuntimeError) << r[0].message;
+  EXPECT_EQ(r[1].status, MeasureStatus::kOk) << r[1].message;
+  EXPECT_EQ(r[2].status, MeasureStatus::kWrongResult) << r[2].message;
+  EXPECT_THAT(r[2].message, HasSubstr("differs from reference"));
+  EXPECT_EQ(r[3].status, MeasureStatus::kOk) << r[3].message;
+  EXPECT_EQ(r[4].status, MeasureStatus::kTimeout) << r[4].message;
+  EXPECT_EQ(r[5].status, MeasureStatus::kOk) << r[5].message;
+}
+
+}  // namespace
+}  // namespace tune::measure
