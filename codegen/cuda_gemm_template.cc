@@ -20,9 +20,10 @@ struct Tiles {
   bool double_buffer, unroll_k;
   int64_t pad;
   bool interleave;
+  int64_t slices;  // threadIdx.z: groups of threads that split each K step
   int64_t bm() const { return ty * tm; }
   int64_t bn() const { return tx * tn; }
-  int64_t threads() const { return tx * ty; }
+  int64_t threads() const { return tx * ty * slices; }
 };
 
 Tiles TilesOf(const search::ConfigSpace& s, const search::Config& c) {
@@ -31,7 +32,7 @@ Tiles TilesOf(const search::ConfigSpace& s, const search::Config& c) {
   const auto& fk = s.Get(c, "tile_k");
   return Tiles{fm[0], fm[1], fm[2], fn[0], fn[1], fn[2], fk[0], fk[1], s.GetInt(c, "vector"),
                s.GetInt(c, "double_buffer") != 0, s.GetInt(c, "unroll_k") != 0, s.GetInt(c, "pad"),
-               s.GetInt(c, "interleave") != 0};
+               s.GetInt(c, "interleave") != 0, s.GetInt(c, "k_slices")};
 }
 
 }  // namespace
@@ -47,6 +48,7 @@ CudaGemmTemplate::CudaGemmTemplate(Workload w, const GpuLimits& limits) : Templa
   s.AddChoice("pad", {0, 4});
   s.AddChoice("unroll_k", {1, 0});
   s.AddChoice("interleave", {1, 0});
+  s.AddChoice("k_slices", {1, 2, 4});
   const search::ConfigSpace* sp = &space_;
   const bool dense = wl.op == OpKind::kDense;
   s.AddConstraint("threads", [sp, limits](const search::Config& c) {
@@ -56,7 +58,7 @@ CudaGemmTemplate::CudaGemmTemplate(Workload w, const GpuLimits& limits) : Templa
   });
   s.AddConstraint("tile_copy", [sp, dense](const search::Config& c) {
     Tiles t = TilesOf(*sp, c);
-    ThreadBlock block{Expr(), Expr(), t.tx, t.ty};
+    ThreadBlock block{Expr(), Expr(), t.tx, t.ty, Expr(), t.slices};
     TileCopy a{t.bm(), t.bk, t.vector, block};
     TileCopy b = dense ? TileCopy{t.bn(), t.bk, t.vector, block} : TileCopy{t.bk, t.bn(), t.vector, block};
     return a.Fits() && b.Fits();
@@ -69,8 +71,20 @@ CudaGemmTemplate::CudaGemmTemplate(Workload w, const GpuLimits& limits) : Templa
   });
   s.AddConstraint("shared_memory", [sp, limits](const search::Config& c) {
     Tiles t = TilesOf(*sp, c);
-    int64_t floats = t.bk * (t.bm() + t.pad) + t.bk * (t.bn() + t.pad);
-    return (t.double_buffer ? 2 : 1) * floats * 4 <= limits.max_shared_bytes_per_block;
+    int64_t floats = (t.double_buffer ? 2 : 1) * (t.bk * (t.bm() + t.pad) + t.bk * (t.bn() + t.pad));
+    if (t.slices > 1) floats += t.slices * t.bm() * t.bn();  // the partial sums of every slice
+    return floats * 4 <= limits.max_shared_bytes_per_block;
+  });
+  s.AddConstraint("k_slices_divide", [sp](const search::Config& c) {
+    Tiles t = TilesOf(*sp, c);
+    return t.bk % t.slices == 0 && t.tm % t.slices == 0;
+  });
+  // Slicing K pays only when there are too few output tiles to give every multiprocessor two
+  // blocks; elsewhere it only adds a reduction, so those configs are not searched.
+  const int64_t batch = wl.op == OpKind::kBatchMatmul ? wl.batch : 1;
+  s.AddConstraint("k_slices_few_blocks", [sp, limits, batch](const search::Config& c) {
+    Tiles t = TilesOf(*sp, c);
+    return t.slices == 1 || t.grid_m * t.grid_n * batch < 2 * limits.multiprocessors;
   });
   s.AddConstraint("interleave_needs_8", [sp](const search::Config& c) {
     Tiles t = TilesOf(*sp, c);
@@ -92,7 +106,10 @@ search::Config CudaGemmTemplate::DefaultConfig() const {
   for (uint64_t i = 0; i < s.Size(); ++i) {
     search::Config c = s.FromIndex(i);
     Tiles t = TilesOf(s, c);
-    if (t.vector != 1 || t.double_buffer || t.pad != 0 || t.unroll_k || t.interleave || !s.IsValid(c)) continue;
+    if (t.vector != 1 || t.double_buffer || t.pad != 0 || t.unroll_k || t.interleave || t.slices != 1 ||
+        !s.IsValid(c)) {
+      continue;
+    }
     int64_t score = -(t.tm * t.tn) * 1000000 - std::abs(t.threads() - 256) * 1000 - std::abs(t.bk - 16) * 10 -
                     std::abs(t.tx - t.ty);
     if (best.empty() || score > best_score) {
@@ -123,7 +140,8 @@ Schedule CudaGemmTemplate::Build(const search::Config& c) const {
   sched.args.push_back(out);
 
   Expr bz = MakeVar("bz"), by = MakeVar("by"), bx = MakeVar("bx");
-  ThreadBlock threads{MakeVar("tx"), MakeVar("ty"), t.tx, t.ty};
+  ThreadBlock threads{MakeVar("tx"), MakeVar("ty"), t.tx, t.ty, MakeVar("tz"), t.slices};
+  const int64_t slice_k = bk / t.slices;  // k values of a BK step each slice accumulates
   auto at_batch = [&](std::vector<Expr> rest) {
     if (batched) rest.insert(rest.begin(), bz);
     return rest;
@@ -202,7 +220,8 @@ Schedule CudaGemmTemplate::Build(const search::Config& c) const {
                 })});
   };
   loop.compute = [&](const Expr& stage) {
-    Expr kk = MakeVar("kk");
+    Expr kslice = MakeVar("kk");
+    Expr kk = t.slices > 1 ? threads.tz * Expr(slice_k) + kslice : kslice;
     Stmt step = Seq({
         VectorizedLoop("i", t.tm, [&](const Expr& i, const Expr& quad, const Expr& lane) {
           return Store(af, {i}, Load(as, {stage, kk, row_of(i, quad, lane)}));
@@ -216,7 +235,7 @@ Schedule CudaGemmTemplate::Build(const search::Config& c) const {
           });
         }),
     });
-    return For(kk, bk, t.unroll_k ? ForKind::kUnrolled : ForKind::kSerial, step);
+    return For(kslice, slice_k, t.unroll_k ? ForKind::kUnrolled : ForKind::kSerial, step);
   };
 
   Stmt init = UnrolledLoop("i", t.tm, [&](const Expr& i) {
@@ -227,22 +246,51 @@ Schedule CudaGemmTemplate::Build(const search::Config& c) const {
     if (!t.interleave || t.tm != 8) return threads.ty * Expr(t.tm) + Expr(i);
     return Expr((i / 4) * (bm / 2) + i % 4) + threads.ty * Expr(4);
   };
+  auto epilogue = [&](Expr v, const Expr& n) {
+    if (bias) v = v + Load(bias, {n});
+    if (wl.relu) v = Max(v, FloatImm(0.0));
+    return v;
+  };
   std::vector<Stmt> rows;
-  for (int64_t i = 0; i < t.tm; ++i) {
-    rows.push_back(VectorizedLoop("j", t.tn, [&](const Expr& j, const Expr& quad, const Expr& lane) {
-      Expr n = col0 + col_of(j, quad, lane);
-      Expr v = Load(acc, {Expr(i), j});
-      if (bias) v = v + Load(bias, {n});
-      if (wl.relu) v = Max(v, FloatImm(0.0));
-      return Store(out, at_batch({row0 + out_row(i), n}), v);
+  Buffer partial;
+  if (t.slices == 1) {
+    for (int64_t i = 0; i < t.tm; ++i) {
+      rows.push_back(VectorizedLoop("j", t.tn, [&](const Expr& j, const Expr& quad, const Expr& lane) {
+        Expr n = col0 + col_of(j, quad, lane);
+        return Store(out, at_batch({row0 + out_row(i), n}), epilogue(Load(acc, {Expr(i), j}), n));
+      }));
+    }
+  } else {
+    // Each slice leaves its partial tile in shared memory (consecutive threads, consecutive
+    // words); after a barrier, slice s sums rows s, s + slices, ... of every thread's tile over
+    // the slices and writes them.
+    partial = MakeBuffer("partial", {t.slices, t.tm, t.tn, t.ty, t.tx}, BufferScope::kShared);
+    rows.push_back(UnrolledLoop("i", t.tm, [&](const Expr& i) {
+      return UnrolledLoop("j", t.tn, [&](const Expr& j) {
+        return Store(partial, {threads.tz, i, j, threads.ty, threads.tx}, Load(acc, {i, j}));
+      });
+    }));
+    rows.push_back(Sync());
+    rows.push_back(UnrolledLoop("r", t.tm / t.slices, [&](const Expr& r) {
+      Expr i = r * Expr(t.slices) + threads.tz;
+      Expr row = t.interleave && t.tm == 8 ? (i / Expr(4)) * Expr(bm / 2) + threads.ty * Expr(4) + i % Expr(4)
+                                           : threads.ty * Expr(t.tm) + i;
+      return VectorizedLoop("j", t.tn, [&](const Expr& j, const Expr& quad, const Expr& lane) {
+        Expr n = col0 + col_of(j, quad, lane);
+        Expr sum = Load(partial, {Expr(int64_t{0}), i, j, threads.ty, threads.tx});
+        for (int64_t s = 1; s < t.slices; ++s) sum = sum + Load(partial, {Expr(s), i, j, threads.ty, threads.tx});
+        return Store(out, at_batch({row0 + row, n}), epilogue(sum, n));
+      });
     }));
   }
   Stmt write = Seq(std::move(rows));
   Stmt body = Seq({init, loop.Emit("kt", t.k_tiles, t.double_buffer), write});
   if (t.double_buffer) body = Allocate(stage_a, Allocate(stage_b, body));
+  if (partial) body = Allocate(partial, body);
   body = Allocate(as, Allocate(bs, Allocate(acc, Allocate(af, Allocate(bf, body)))));
   body = Bind(threads.tx, t.tx, ForKind::kThreadX, body);
   body = Bind(threads.ty, t.ty, ForKind::kThreadY, body);
+  if (t.slices > 1) body = Bind(threads.tz, t.slices, ForKind::kThreadZ, body);
   body = Bind(bx, t.grid_n, ForKind::kBlockX, body);
   body = Bind(by, t.grid_m, ForKind::kBlockY, body);
   if (batched) body = Bind(bz, wl.batch, ForKind::kBlockZ, body);

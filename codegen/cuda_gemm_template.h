@@ -18,7 +18,10 @@ namespace tune::codegen {
 /// double_buffer (two register-staged shared stages, see PipelinedLoop), pad (floats added
 /// to each shared row against bank conflicts; 4 keeps rows 16-byte aligned), unroll_k,
 /// interleave (an 8-wide thread tile as two 4-wide halves BM/2 or BN/2 apart: conflict-free
-/// 128-bit fragment loads and contiguous stores across a warp).
+/// 128-bit fragment loads and contiguous stores across a warp), k_slices (threadIdx.z: 1, 2
+/// or 4 groups of threads each accumulate their share of every K step; the partial tiles are
+/// summed through shared memory at the end. More warps per block for shapes with few output
+/// tiles, such as 128 x 768 with a long K).
 /// Constraints (before compiling): threads per block a multiple of 32 (or the whole problem
 /// in one block) and within the limits, tiles that split evenly over the threads, an
 /// estimate of registers per thread and the shared memory within the limits.

@@ -10,7 +10,10 @@ Stmt Bind(Expr var, int64_t extent, ForKind axis, Stmt body) {
   return For(std::move(var), extent, axis, std::move(body));
 }
 
-Expr ThreadBlock::Linear() const { return ty * Expr(nx) + tx; }
+Expr ThreadBlock::Linear() const {
+  Expr yz = nz > 1 ? tz * Expr(ny) + ty : ty;
+  return yz * Expr(nx) + tx;
+}
 
 bool TileCopy::Fits() const {
   return vector >= 1 && cols % vector == 0 && (rows * cols) % (threads.count() * vector) == 0;

@@ -16,12 +16,15 @@ namespace tune::codegen {
 /// launch dimension.
 Stmt Bind(Expr var, int64_t extent, ForKind axis, Stmt body);
 
-/// The threads of a 2-D thread block (threadIdx.x = tx over nx, threadIdx.y = ty over ny).
+/// The threads of a thread block (threadIdx.x = tx over nx, threadIdx.y = ty over ny,
+/// threadIdx.z = tz over nz; tz may be undefined when nz is 1).
 struct ThreadBlock {
   Expr tx, ty;
   int64_t nx = 1, ny = 1;
-  int64_t count() const { return nx * ny; }
-  /// The linear thread id ty * nx + tx.
+  Expr tz;
+  int64_t nz = 1;
+  int64_t count() const { return nx * ny * nz; }
+  /// The linear thread id (tz * ny + ty) * nx + tx.
   Expr Linear() const;
 };
 
@@ -83,6 +86,7 @@ struct GpuLimits {
   int64_t max_shared_bytes_per_block = 227 * 1024;  // with the opt-in above 48 KiB
   int64_t max_registers_per_thread = 255;
   int64_t max_registers_per_block = 64 * 1024;  // a block's threads share one SM's file
+  int64_t multiprocessors = 132;
 };
 
 }  // namespace tune::codegen

@@ -427,7 +427,8 @@ std::vector<MeasureResult> CudaRunner::Run(const TaskData& task, const std::vect
       }
       break;
     }
-    if (!killed && !pending.empty()) {  // died without reporting the build it was on
+    const bool reported_sticky = WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == kStickyExit;
+    if (!killed && !reported_sticky && !pending.empty()) {  // died without reporting the build it was on
       MeasureResult& r = results[pending.front()];
       r.status = MeasureStatus::kRuntimeError;
       r.message = "kernel process died: " + ExitText(wstatus);

@@ -84,6 +84,7 @@ std::string Target::ToJson() const {
     j["max_threads_per_block"] = max_threads_per_block;
     j["max_shared_per_block"] = max_shared_per_block;
     j["registers_per_block"] = registers_per_block;
+    j["multiprocessors"] = multiprocessors;
     j["l2_bytes"] = l2_bytes;
   }
   return j.dump();

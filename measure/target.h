@@ -24,6 +24,7 @@ struct Target {
   int64_t max_threads_per_block = 0;   // the device's limits, for the GPU templates' spaces
   int64_t max_shared_per_block = 0;    // bytes, with the opt-in above 48 KiB
   int64_t registers_per_block = 0;
+  int64_t multiprocessors = 0;
   int64_t l2_bytes = 0;
 
   /// Stable key, e.g. "llvm|znver3|AMD EPYC 7B13|avx2,fma|llvm-15.0.6|t2" or

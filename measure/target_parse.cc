@@ -43,6 +43,7 @@ absl::StatusOr<Target> Target::CudaGpu(int ordinal) {
   target.max_threads_per_block = info->max_threads_per_block;
   target.max_shared_per_block = info->max_shared_per_block_optin;
   target.registers_per_block = info->regs_per_block;
+  target.multiprocessors = info->sm_count;
   target.l2_bytes = info->l2_bytes;
   return target;
 }

@@ -177,6 +177,7 @@ absl::StatusOr<std::unique_ptr<codegen::Template>> Tuner::MakeTemplate(const cod
   if (target_.max_threads_per_block > 0) limits.max_threads_per_block = target_.max_threads_per_block;
   if (target_.max_shared_per_block > 0) limits.max_shared_bytes_per_block = target_.max_shared_per_block;
   if (target_.registers_per_block > 0) limits.max_registers_per_block = target_.registers_per_block;
+  if (target_.multiprocessors > 0) limits.multiprocessors = target_.multiprocessors;
   return codegen::Template::Create(w, codegen::Backend::kCuda, limits);
 }
 

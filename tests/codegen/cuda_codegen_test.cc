@@ -174,7 +174,7 @@ TEST(CudaGemmTemplateTest, SpaceHonoursTheLimits) {
   auto wide = Template::Create(Gemm(OpKind::kMatmul, "512,512,512"), Backend::kCuda);
   ASSERT_TRUE(wide.ok());
   absl::StatusOr<search::Config> big = (*wide)->space().FromJson(
-      R"({"tile_m":[16,32,1],"tile_n":[16,32,1],"tile_k":[16,32],"vector":[1],"double_buffer":[0],"pad":[0],"unroll_k":[0],"interleave":[0]})");
+      R"({"tile_m":[16,32,1],"tile_n":[16,32,1],"tile_k":[16,32],"vector":[1],"double_buffer":[0],"pad":[0],"unroll_k":[0],"interleave":[0],"k_slices":[1]})");
   ASSERT_TRUE(big.ok()) << big.status();
   EXPECT_TRUE((*wide)->space().IsValid(*big));
   EXPECT_FALSE((*t)->space().IsValid(*big));
@@ -185,7 +185,7 @@ TEST(CudaGemmTemplateTest, DefaultIsThePlainSharedMemoryKernel) {
   auto t = Template::Create(Gemm(OpKind::kMatmul, "1024,1024,1024"), Backend::kCuda);
   ASSERT_TRUE(t.ok());
   EXPECT_EQ((*t)->space().ToJson((*t)->DefaultConfig()),
-            R"({"tile_m":[64,16,1],"tile_n":[64,16,1],"tile_k":[64,16],"vector":[1],"double_buffer":[0],"pad":[0],"unroll_k":[0],"interleave":[0]})");
+            R"({"tile_m":[64,16,1],"tile_n":[64,16,1],"tile_k":[64,16],"vector":[1],"double_buffer":[0],"pad":[0],"unroll_k":[0],"interleave":[0],"k_slices":[1]})");
   // Tiny shapes still have a valid default (one block, fewer than 32 threads).
   auto tiny = Template::Create(Gemm(OpKind::kDense, "1,3,5"), Backend::kCuda);
   ASSERT_TRUE(tiny.ok());
@@ -198,7 +198,7 @@ TEST(CudaGemmTemplateTest, InterleavedTilesUseWideAccesses) {
   auto t = Template::Create(Gemm(OpKind::kMatmul, "1024,1024,1024"), Backend::kCuda);
   ASSERT_TRUE(t.ok());
   absl::StatusOr<search::Config> c = (*t)->space().FromJson(
-      R"({"tile_m":[8,16,8],"tile_n":[8,16,8],"tile_k":[64,16],"vector":[4],"double_buffer":[1],"pad":[4],"unroll_k":[1],"interleave":[1]})");
+      R"({"tile_m":[8,16,8],"tile_n":[8,16,8],"tile_k":[64,16],"vector":[4],"double_buffer":[1],"pad":[4],"unroll_k":[1],"interleave":[1],"k_slices":[1]})");
   ASSERT_TRUE(c.ok()) << c.status();
   ASSERT_TRUE((*t)->space().IsValid(*c)) << (*t)->space().WhyInvalid(*c);
   absl::StatusOr<LoweredFunc> f = (*t)->Lower(*c, "k");
@@ -210,6 +210,29 @@ TEST(CudaGemmTemplateTest, InterleavedTilesUseWideAccesses) {
   EXPECT_THAT(k->source, HasSubstr("((j_o * 64) + (tx * 4))"));
   EXPECT_THAT(k->source, HasSubstr("*reinterpret_cast<float4*>(out + "));
   EXPECT_EQ(k->shared_bytes, 2 * (16 * 132 + 16 * 132) * 4);
+}
+
+// K slices: threadIdx.z groups split each K step; their partial tiles meet in shared memory
+// behind a barrier, and the launch has slices x the threads.
+TEST(CudaGemmTemplateTest, KSlicesSumPartialTilesInSharedMemory) {
+  auto t = Template::Create(Gemm(OpKind::kDense, "128,768,3072", true, true), Backend::kCuda);
+  ASSERT_TRUE(t.ok());
+  absl::StatusOr<search::Config> c = (*t)->space().FromJson(
+      R"({"tile_m":[4,8,4],"tile_n":[24,8,4],"tile_k":[96,32],"vector":[4],"double_buffer":[1],"pad":[4],"unroll_k":[1],"interleave":[0],"k_slices":[4]})");
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_TRUE((*t)->space().IsValid(*c)) << (*t)->space().WhyInvalid(*c);
+  absl::StatusOr<CudaKernel> k = GenerateCuda(*(*t)->Lower(*c, "k"));
+  ASSERT_TRUE(k.ok()) << k.status();
+  EXPECT_EQ(k->block, (std::array<int64_t, 3>{8, 8, 4}));
+  EXPECT_THAT(k->source, HasSubstr("const int tz = threadIdx.z;"));
+  EXPECT_THAT(k->source, HasSubstr("float* __restrict__ partial = tune_smem + "));
+  // Stages 2 x (32 x 36 + 32 x 36) floats, then 4 partial 32 x 32 tiles.
+  EXPECT_EQ(k->shared_bytes, (2 * (32 * 36 + 32 * 36) + 4 * 32 * 32) * 4);
+  // A slice count that does not divide the thread tile's rows is excluded.
+  absl::StatusOr<search::Config> odd = (*t)->space().FromJson(
+      R"({"tile_m":[4,16,2],"tile_n":[24,8,4],"tile_k":[96,32],"vector":[1],"double_buffer":[1],"pad":[4],"unroll_k":[1],"interleave":[0],"k_slices":[4]})");
+  ASSERT_TRUE(odd.ok());
+  EXPECT_EQ((*t)->space().WhyInvalid(*odd), "k_slices_divide");
 }
 
 TEST(CudaGemmTemplateTest, NoCudaTemplateForConvYet) {
