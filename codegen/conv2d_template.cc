@@ -73,16 +73,9 @@ Schedule Conv2dTemplate::Build(const search::Config& c) const {
   int64_t ob = foc[2];
 
   Schedule sched;
-  auto inputs = wl.Inputs();
-  int arg = 0;
-  Buffer data = MakeBuffer(inputs[0].name, inputs[0].shape, BufferScope::kArg, arg++);
-  Buffer weight = MakeBuffer(inputs[1].name, inputs[1].shape, BufferScope::kArg, arg++);
-  Buffer bias;
-  if (wl.bias) bias = MakeBuffer(inputs[2].name, inputs[2].shape, BufferScope::kArg, arg++);
-  Buffer out = MakeBuffer(wl.Output().name, wl.Output().shape, BufferScope::kArg, arg++);
-  sched.args = {data, weight};
-  if (bias) sched.args.push_back(bias);
-  sched.args.push_back(out);
+  const ArgBuffers buffers = MakeArgBuffers();
+  const Buffer data = buffers.input0, weight = buffers.input1, bias = buffers.bias, out = buffers.out;
+  sched.args = buffers.args();
 
   // Padding stage: a zero-bordered copy of the input (indices clamped so no load is out of
   // bounds; the select picks zero outside).

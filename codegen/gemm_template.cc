@@ -73,16 +73,9 @@ Schedule GemmTemplate::Build(const search::Config& c) const {
   int64_t nb = fn[2];
 
   Schedule sched;
-  auto inputs = wl.Inputs();
-  int arg = 0;
-  Buffer a = MakeBuffer(inputs[0].name, inputs[0].shape, BufferScope::kArg, arg++);
-  Buffer b = MakeBuffer(inputs[1].name, inputs[1].shape, BufferScope::kArg, arg++);
-  Buffer bias;
-  if (wl.bias) bias = MakeBuffer(inputs[2].name, inputs[2].shape, BufferScope::kArg, arg++);
-  Buffer out = MakeBuffer(wl.Output().name, wl.Output().shape, BufferScope::kArg, arg++);
-  sched.args = {a, b};
-  if (bias) sched.args.push_back(bias);
-  sched.args.push_back(out);
+  const ArgBuffers buffers = MakeArgBuffers();
+  const Buffer a = buffers.input0, b = buffers.input1, bias = buffers.bias, out = buffers.out;
+  sched.args = buffers.args();
 
   IterVar vb = MakeIterVar("b", wl.batch), vm = MakeIterVar("m", wl.m), vn = MakeIterVar("n", wl.n);
   IterVar vk = MakeIterVar("k", wl.k);

@@ -51,6 +51,24 @@ search::Config Template::ConfigOf(
   return c;
 }
 
+std::vector<Buffer> Template::ArgBuffers::args() const {
+  std::vector<Buffer> list = {input0, input1};
+  if (bias) list.push_back(bias);
+  list.push_back(out);
+  return list;
+}
+
+Template::ArgBuffers Template::MakeArgBuffers() const {
+  const std::vector<TensorSpec> inputs = workload_.Inputs();
+  ArgBuffers b;
+  int arg = 0;
+  b.input0 = MakeBuffer(inputs[0].name, inputs[0].shape, BufferScope::kArg, arg++);
+  b.input1 = MakeBuffer(inputs[1].name, inputs[1].shape, BufferScope::kArg, arg++);
+  if (workload_.bias) b.bias = MakeBuffer(inputs[2].name, inputs[2].shape, BufferScope::kArg, arg++);
+  b.out = MakeBuffer(workload_.Output().name, workload_.Output().shape, BufferScope::kArg, arg++);
+  return b;
+}
+
 absl::StatusOr<Schedule> Template::Instantiate(const search::Config& config) const {
   std::string why = space_.WhyInvalid(config);
   if (!why.empty()) return absl::InvalidArgumentError("config violates constraint '" + why + "'");

@@ -56,6 +56,14 @@ class Template {
   /// not named keep option 0. Aborts when a value is not an option (a template bug).
   search::Config ConfigOf(const std::vector<std::pair<std::string, std::vector<int64_t>>>& values) const;
 
+  /// The kernel's argument buffers, in argument order: the two operands, the bias (null
+  /// without one) and the output; `args()` lists the non-null ones for Schedule::args.
+  struct ArgBuffers {
+    Buffer input0, input1, bias, out;
+    std::vector<Buffer> args() const;
+  };
+  ArgBuffers MakeArgBuffers() const;
+
   Workload workload_;
   search::ConfigSpace space_;
 };
