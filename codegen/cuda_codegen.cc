@@ -152,15 +152,20 @@ class LoadReplacer : public IRMutator {
   std::function<std::string(const LoadNode*)> key_;
 };
 
-void CollectLoads(const Expr& e, std::vector<const LoadNode*>& out) {
+/// The loads in `e`; with `unguarded_only`, not those under a select (a guarded load may be
+/// out of bounds in the lanes whose guard is false, so it must not become a wide load).
+void CollectLoads(const Expr& e, std::vector<const LoadNode*>& out, bool unguarded_only = false) {
   struct V : IRVisitor {
     std::vector<const LoadNode*>* out;
+    bool unguarded_only;
     void VisitExpr(const Expr& x) override {
+      if (unguarded_only && x->kind == ExprKind::kSelect) return;
       if (x->kind == ExprKind::kLoad) out->push_back(static_cast<const LoadNode*>(x.get()));
       IRVisitor::VisitExpr(x);
     }
   } v;
   v.out = &out;
+  v.unguarded_only = unguarded_only;
   v.VisitExpr(e);
 }
 
@@ -329,7 +334,9 @@ class CudaPrinter {
     os_ << pad << "{  // " << lanes << " lanes of " << VarName(var) << "\n";
     // One wide load per distinct contiguous, aligned load; its lanes stand in for the loads.
     std::vector<std::map<std::string, Expr>> lane_loads(lanes);
-    for (auto* ld : loads) {
+    std::vector<const LoadNode*> unguarded;
+    for (auto* st : stores) CollectLoads(st->value, unguarded, /*unguarded_only=*/true);
+    for (auto* ld : unguarded) {
       const std::string k = key(ld);
       if (lane_loads[0].count(k)) continue;
       Expr base;

@@ -36,8 +36,8 @@ struct CudaKernel {
 ///
 /// A vectorized loop of 2 or 4 lanes whose body is stores only, where no buffer is both read
 /// and written, becomes one float2/float4 access per contiguous (stride 1), provably aligned
-/// global or shared access (its lane-0 flat index a multiple of the lane count) and scalar
-/// accesses for the rest; otherwise it is unrolled lane by lane. Either way it computes what
+/// global or shared access (its lane-0 flat index a multiple of the lane count; loads under
+/// a select are guarded and stay scalar) and scalar accesses for the rest; otherwise it is unrolled lane by lane. Either way it computes what
 /// the serial loop computes.
 ///
 /// InvalidArgument for what a GPU kernel cannot hold: kHeap buffers, a buffer of 2^31 or more

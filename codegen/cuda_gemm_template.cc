@@ -35,14 +35,28 @@ Tiles TilesOf(const search::ConfigSpace& s, const search::Config& c) {
                s.GetInt(c, "interleave") != 0, s.GetInt(c, "k_slices")};
 }
 
+/// The GEMM a workload is: for conv2d (implicit GEMM), M = output channels, N = batch x
+/// output pixels, K = input channels x kernel window.
+struct GemmDims {
+  int64_t m, n, k;
+};
+GemmDims DimsOf(const Workload& w) {
+  if (w.op == OpKind::kConv2d) return {w.out_c, w.batch * w.out_h() * w.out_w(), w.in_c * w.kernel_h * w.kernel_w};
+  return {w.m, w.n, w.k};
+}
+
 }  // namespace
+
+bool CudaGemmTemplate::Handles(const Workload& w) { return w.op != OpKind::kConv2d || w.groups == 1; }
 
 CudaGemmTemplate::CudaGemmTemplate(Workload w, const GpuLimits& limits) : Template(std::move(w)), limits_(limits) {
   const Workload& wl = workload_;
+  TUNE_CHECK(Handles(wl)) << "no CUDA template for grouped convolution " << wl.Key();
+  const GemmDims dims = DimsOf(wl);
   auto& s = space_;
-  s.AddSplit("tile_m", wl.m, 3, kMaxThreadTile);
-  s.AddSplit("tile_n", wl.n, 3, kMaxThreadTile);
-  s.AddSplit("tile_k", wl.k, 2, kMaxBk);
+  s.AddSplit("tile_m", dims.m, 3, kMaxThreadTile);
+  s.AddSplit("tile_n", dims.n, 3, kMaxThreadTile);
+  s.AddSplit("tile_k", dims.k, 2, kMaxBk);
   s.AddChoice("vector", {4, 2, 1});
   s.AddChoice("double_buffer", {1, 0});
   s.AddChoice("pad", {0, 4});
@@ -56,7 +70,7 @@ CudaGemmTemplate::CudaGemmTemplate(Workload w, const GpuLimits& limits) : Templa
     const bool whole = t.grid_m == 1 && t.grid_n == 1;  // a problem smaller than a warp's work
     return t.threads() <= limits.max_threads_per_block && (t.threads() % kWarp == 0 || whole);
   });
-  s.AddConstraint("tile_copy", [sp, dense](const search::Config& c) {
+  s.AddConstraint("tile_copy", [sp, dense](const search::Config& c) {  // conv's B is copied like matmul's
     Tiles t = TilesOf(*sp, c);
     ThreadBlock block{Expr(), Expr(), t.tx, t.ty, Expr(), t.slices};
     TileCopy a{t.bm(), t.bk, t.vector, block};
@@ -125,11 +139,21 @@ Schedule CudaGemmTemplate::Build(const search::Config& c) const {
   const Workload& wl = workload_;
   const Tiles t = TilesOf(space_, c);
   const bool batched = wl.op == OpKind::kBatchMatmul, dense = wl.op == OpKind::kDense;
+  const bool conv = wl.op == OpKind::kConv2d;
   const int64_t bm = t.bm(), bn = t.bn(), bk = t.bk, stages = t.double_buffer ? 2 : 1;
 
   Schedule sched;
-  const ArgBuffers buffers = MakeArgBuffers();
-  const Buffer a = buffers.input0, b = buffers.input1, bias = buffers.bias, out = buffers.out;
+  ArgBuffers buffers = MakeArgBuffers();
+  if (conv) {
+    // The kernel's pointers seen as the GEMM's matrices: weight[OC][C*KH*KW] (the same bytes
+    // as [OC][C][KH][KW]) and the output flat; the input stays 4-D for the window gather.
+    const GemmDims d = DimsOf(wl);
+    buffers.input1 = MakeBuffer(buffers.input1->name, {d.m, d.k}, BufferScope::kArg, buffers.input1->arg_index);
+    buffers.out = MakeBuffer(buffers.out->name, {buffers.out->NumElements()}, BufferScope::kArg,
+                             buffers.out->arg_index);
+  }
+  const Buffer a = conv ? buffers.input1 : buffers.input0, b = conv ? buffers.input0 : buffers.input1;
+  const Buffer bias = buffers.bias, out = buffers.out;
   sched.args = buffers.args();
 
   Expr bz = MakeVar("bz"), by = MakeVar("by"), bx = MakeVar("bx");
@@ -170,8 +194,20 @@ Schedule CudaGemmTemplate::Build(const search::Config& c) const {
   auto a_src = [&](const Expr& tile, const Expr& r, const Expr& col) {
     return Load(a, at_batch({row0 + r, tile * Expr(bk) + col}));
   };
-  auto b_src = [&](const Expr& tile, const Expr& r, const Expr& col) {
+  auto b_src = [&](const Expr& tile, const Expr& r, const Expr& col) -> Expr {
     if (dense) return Load(b, {col0 + r, tile * Expr(bk) + col});
+    if (conv) {
+      // im2col on the fly: k -> (c, kh, kw), n -> (image, oh, ow); zero outside the input.
+      const Expr k = tile * Expr(bk) + r, p = col0 + col;
+      const int64_t window = wl.kernel_h * wl.kernel_w, pixels = wl.out_h() * wl.out_w();
+      const Expr c = k / Expr(window), kh = (k % Expr(window)) / Expr(wl.kernel_w), kw = k % Expr(wl.kernel_w);
+      const Expr img = p / Expr(pixels), oh = (p % Expr(pixels)) / Expr(wl.out_w()), ow = p % Expr(wl.out_w());
+      const Expr ih = oh * Expr(wl.stride_h) + kh * Expr(wl.dilation_h) - Expr(wl.pad_h);
+      const Expr iw = ow * Expr(wl.stride_w) + kw * Expr(wl.dilation_w) - Expr(wl.pad_w);
+      const Expr inside = (Expr(int64_t{0}) <= ih) && (ih < Expr(wl.in_h)) && (Expr(int64_t{0}) <= iw) &&
+                          (iw < Expr(wl.in_w));
+      return Select(inside, Load(b, {img, c, ih, iw}), FloatImm(0.0));
+    }
     return Load(b, at_batch({tile * Expr(bk) + r, col0 + col}));
   };
   auto a_dst = [&](const Expr& stage, const Expr& r, const Expr& col, Expr v) {
@@ -239,8 +275,15 @@ Schedule CudaGemmTemplate::Build(const search::Config& c) const {
     if (!t.interleave || t.tm != 8) return threads.ty * Expr(t.tm) + Expr(i);
     return Expr((i / 4) * (bm / 2) + i % 4) + threads.ty * Expr(4);
   };
-  auto epilogue = [&](Expr v, const Expr& n) {
-    if (bias) v = v + Load(bias, {n});
+  // C[m][n] -> the output: out[n][m] for the GEMMs, out[image][oc = m][pixel] for conv2d.
+  const int64_t pixels = conv ? wl.out_h() * wl.out_w() : 0;
+  auto out_at = [&](const Expr& m, const Expr& n) -> std::vector<Expr> {
+    if (!conv) return at_batch({m, n});
+    if (wl.batch == 1) return {m * Expr(pixels) + n};
+    return {((n / Expr(pixels)) * Expr(wl.out_c) + m) * Expr(pixels) + n % Expr(pixels)};
+  };
+  auto epilogue = [&](Expr v, const Expr& m, const Expr& n) {
+    if (bias) v = v + Load(bias, {conv ? m : n});
     if (wl.relu) v = Max(v, FloatImm(0.0));
     return v;
   };
@@ -249,8 +292,8 @@ Schedule CudaGemmTemplate::Build(const search::Config& c) const {
   if (t.slices == 1) {
     for (int64_t i = 0; i < t.tm; ++i) {
       rows.push_back(VectorizedLoop("j", t.tn, [&](const Expr& j, const Expr& quad, const Expr& lane) {
-        Expr n = col0 + col_of(j, quad, lane);
-        return Store(out, at_batch({row0 + out_row(i), n}), epilogue(Load(acc, {Expr(i), j}), n));
+        Expr n = col0 + col_of(j, quad, lane), m = row0 + out_row(i);
+        return Store(out, out_at(m, n), epilogue(Load(acc, {Expr(i), j}), m, n));
       }));
     }
   } else {
@@ -272,7 +315,7 @@ Schedule CudaGemmTemplate::Build(const search::Config& c) const {
         Expr n = col0 + col_of(j, quad, lane);
         Expr sum = Load(partial, {Expr(int64_t{0}), i, j, threads.ty, threads.tx});
         for (int64_t s = 1; s < t.slices; ++s) sum = sum + Load(partial, {Expr(s), i, j, threads.ty, threads.tx});
-        return Store(out, at_batch({row0 + row, n}), epilogue(sum, n));
+        return Store(out, out_at(row0 + row, n), epilogue(sum, row0 + row, n));
       });
     }));
   }

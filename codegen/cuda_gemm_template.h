@@ -7,7 +7,9 @@
 namespace tune::codegen {
 
 /// C = A * B (+ bias, relu) with one thread block per BM x BN output tile (blockIdx.z runs
-/// over the batch). Each thread owns a TM x TN register accumulator tile; per K step of BK
+/// over the batch). conv2d (groups 1, NCHW, any batch, stride, padding, dilation) is the
+/// implicit GEMM C[OC][N*OH*OW] = weight[OC][C*KH*KW] x im2col(data): the B tile is gathered
+/// from the input window by window (zero outside it) while it is copied to shared memory. Each thread owns a TM x TN register accumulator tile; per K step of BK
 /// the block copies an A tile (transposed, so both operands are read along M and N) and a B
 /// tile to shared memory cooperatively with `vector`-wide coalesced loads, then every thread
 /// reads TM + TN values per k into registers (128-bit shared loads where TM / TN allow) and
@@ -28,7 +30,9 @@ namespace tune::codegen {
 class CudaGemmTemplate : public Template {
  public:
   CudaGemmTemplate(Workload workload, const GpuLimits& limits);
-  std::string name() const override { return "cuda_gemm"; }
+  /// False for what it cannot express yet (grouped or depthwise convolution).
+  static bool Handles(const Workload& workload);
+  std::string name() const override { return workload_.op == OpKind::kConv2d ? "cuda_conv2d" : "cuda_gemm"; }
   int version() const override { return 1; }
   search::Config DefaultConfig() const override;
 

@@ -23,9 +23,10 @@ absl::StatusOr<std::unique_ptr<Template>> Template::Create(const Workload& workl
       case OpKind::kBatchMatmul:
         return std::unique_ptr<Template>(new CudaGemmTemplate(workload, limits));
       case OpKind::kConv2d:
+        if (CudaGemmTemplate::Handles(workload)) return std::unique_ptr<Template>(new CudaGemmTemplate(workload, limits));
         break;
     }
-    return absl::InvalidArgumentError("no CUDA template for operator " + OpName(workload.op) + " yet");
+    return absl::InvalidArgumentError("no CUDA template for " + workload.Label() + " yet (grouped convolution)");
   }
   switch (workload.op) {
     case OpKind::kDense:

@@ -235,20 +235,45 @@ TEST(CudaGemmTemplateTest, KSlicesSumPartialTilesInSharedMemory) {
   EXPECT_EQ((*t)->space().WhyInvalid(*odd), "k_slices_divide");
 }
 
-TEST(CudaGemmTemplateTest, NoCudaTemplateForConvYet) {
-  absl::StatusOr<Workload> w = Workload::Parse(OpKind::kConv2d, "1,64,56,56,64,3,3,1,1");
+// conv2d is the implicit GEMM: M = OC, N = batch x pixels, K = C x window; the input is
+// gathered under a bounds guard (never widened), the output written as [image][oc][pixel].
+// Grouped convolution has no CUDA template yet.
+TEST(CudaGemmTemplateTest, Conv2dIsAnImplicitGemm) {
+  absl::StatusOr<Workload> w = Workload::Parse(OpKind::kConv2d, "1,64,56,56,128,3,3,2,1");
   ASSERT_TRUE(w.ok());
+  w->bias = w->relu = true;
   auto t = Template::Create(*w, Backend::kCuda);
-  EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ((*t)->name(), "cuda_conv2d");
+  const auto& knobs = (*t)->space().knobs();
+  int64_t m = 1, n = 1, k = 1;
+  for (int64_t f : knobs[0].options[0]) m *= f;
+  for (int64_t f : knobs[1].options[0]) n *= f;
+  for (int64_t f : knobs[2].options[0]) k *= f;
+  EXPECT_EQ(m, 128);
+  EXPECT_EQ(n, 28 * 28);
+  EXPECT_EQ(k, 64 * 9);
+  absl::StatusOr<CudaKernel> kernel = GenerateCuda(*(*t)->Lower((*t)->DefaultConfig(), "conv"));
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  EXPECT_THAT(kernel->source, HasSubstr("? data["));
+  EXPECT_THAT(kernel->source, HasSubstr("bias["));
+  EXPECT_THAT(kernel->source, Not(HasSubstr("reinterpret_cast<const float4*>(data")));
+  absl::StatusOr<Workload> grouped = Workload::Parse(OpKind::kConv2d, "1,32,28,28,32,3,3,1,1,1,32");
+  ASSERT_TRUE(grouped.ok());
+  EXPECT_EQ(Template::Create(*grouped, Backend::kCuda).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
-// Random valid configs of dense (bias + relu), matmul and batch_matmul, 10 each, compile
-// with NVRTC for sm_90 (no GPU needed), on two threads at once.
+// Random valid configs of dense (bias + relu), matmul and batch_matmul (the GEMM template),
+// and of three conv2d shapes (the implicit-GEMM conv template), 10 each, compile with NVRTC
+// for sm_90 (no GPU needed), on two threads at once.
 TEST(CudaGemmTemplateTest, RandomValidConfigsCompileForSm90) {
   if (!NvrtcAvailable()) GTEST_SKIP() << "this build has no NVRTC";
   std::vector<Workload> workloads = {Gemm(OpKind::kDense, "128,768,3072", true, true),
                                      Gemm(OpKind::kMatmul, "1024,1024,1024"),
-                                     Gemm(OpKind::kBatchMatmul, "12,128,128,64")};
+                                     Gemm(OpKind::kBatchMatmul, "12,128,128,64"),
+                                     Gemm(OpKind::kConv2d, "1,64,56,56,64,3,3,1,1", true, true),
+                                     Gemm(OpKind::kConv2d, "1,512,7,7,512,3,3,1,1"),
+                                     Gemm(OpKind::kConv2d, "2,64,28,28,128,1,1,2,0")};
   struct Job {
     std::string what, source;
   };

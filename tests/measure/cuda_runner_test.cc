@@ -90,12 +90,16 @@ class GpuRunnerTest : public ::testing::Test {
   Target target_;
 };
 
-// >= 30 random valid configs of the CUDA GEMM template (dense with bias + relu, matmul,
-// batch_matmul) all match the on-device reference on random inputs, and time positive.
+// >= 30 random valid configs of each CUDA template -- GEMM (dense with bias + relu, matmul,
+// batch_matmul) and implicit-GEMM conv2d (padding, stride 2, batch 2) -- all match the
+// on-device reference on random inputs, and time positive.
 TEST_F(GpuRunnerTest, RandomGemmConfigsMatchTheReference) {
   std::vector<codegen::Workload> workloads = {Matmul("128,768,768", codegen::OpKind::kDense, true, true),
                                               Matmul("256,512,384"),
-                                              Matmul("6,128,128,64", codegen::OpKind::kBatchMatmul)};
+                                              Matmul("6,128,128,64", codegen::OpKind::kBatchMatmul),
+                                              Matmul("1,64,28,28,64,3,3,1,1", codegen::OpKind::kConv2d, true, true),
+                                              Matmul("1,128,14,14,256,3,3,2,1", codegen::OpKind::kConv2d),
+                                              Matmul("2,64,14,14,32,1,1,1,0", codegen::OpKind::kConv2d)};
   std::mt19937_64 rng(7);
   int measured = 0;
   for (const codegen::Workload& w : workloads) {
@@ -114,7 +118,7 @@ TEST_F(GpuRunnerTest, RandomGemmConfigsMatchTheReference) {
       measured += results[i].ok();
     }
   }
-  EXPECT_GE(measured, 30);
+  EXPECT_GE(measured, 60);
 }
 
 // Failures are data: an out-of-bounds kernel is runtime_error, a kernel that writes nothing
