@@ -85,7 +85,7 @@ CudaGemmTemplate::CudaGemmTemplate(Workload w, const GpuLimits& limits) : Templa
   });
   s.AddConstraint("shared_memory", [sp, limits](const search::Config& c) {
     Tiles t = TilesOf(*sp, c);
-    int64_t floats = (t.double_buffer ? 2 : 1) * (t.bk * (t.bm() + t.pad) + t.bk * (t.bn() + t.pad));
+    int64_t floats = (t.double_buffer ? 2 : 1) * ((t.bk + 1) * (t.bm() + t.pad) + (t.bk + 1) * (t.bn() + t.pad));
     if (t.slices > 1) floats += t.slices * t.bm() * t.bn();  // the partial sums of every slice
     return floats * 4 <= limits.max_shared_bytes_per_block;
   });
@@ -182,15 +182,18 @@ Schedule CudaGemmTemplate::Build(const search::Config& c) const {
   };
 
   // Shared stages: As[stage][k][m] (A transposed), Bs[stage][k][n]; rows padded.
-  Buffer as = MakeBuffer("As", {stages, bk, bm + t.pad}, BufferScope::kShared);
-  Buffer bs = MakeBuffer("Bs", {stages, bk, bn + t.pad}, BufferScope::kShared);
+  // Copies of one K tile: A rows m, cols k; B rows k, cols n (matmul, conv) or rows n, cols k
+  // (dense). A copy that does not split evenly over the threads sends its idle lanes to a
+  // spare k row (index bk) of its shared buffer.
+  TileCopy copy_a{bm, bk, t.vector, threads};
+  TileCopy copy_b = dense ? TileCopy{bn, bk, t.vector, threads} : TileCopy{bk, bn, t.vector, threads};
+  const int64_t a_rows = copy_a.Exact() ? bk : bk + 1, b_rows = copy_b.Exact() ? bk : bk + 1;
+  Buffer as = MakeBuffer("As", {stages, a_rows, bm + t.pad}, BufferScope::kShared);
+  Buffer bs = MakeBuffer("Bs", {stages, b_rows, bn + t.pad}, BufferScope::kShared);
   Buffer acc = MakeBuffer("acc", {t.tm, t.tn}, BufferScope::kLocal);
   Buffer af = MakeBuffer("a_frag", {t.tm}, BufferScope::kLocal);
   Buffer bf = MakeBuffer("b_frag", {t.tn}, BufferScope::kLocal);
 
-  // Copies of one K tile: A rows m, cols k; B rows k, cols n (matmul) or rows n, cols k (dense).
-  TileCopy copy_a{bm, bk, t.vector, threads};
-  TileCopy copy_b = dense ? TileCopy{bn, bk, t.vector, threads} : TileCopy{bk, bn, t.vector, threads};
   auto a_src = [&](const Expr& tile, const Expr& r, const Expr& col) {
     return Load(a, at_batch({row0 + r, tile * Expr(bk) + col}));
   };
@@ -210,12 +213,13 @@ Schedule CudaGemmTemplate::Build(const search::Config& c) const {
     }
     return Load(b, at_batch({tile * Expr(bk) + r, col0 + col}));
   };
-  auto a_dst = [&](const Expr& stage, const Expr& r, const Expr& col, Expr v) {
-    return Store(as, {stage, col, r}, std::move(v));
+  auto spare = [&](const Expr& valid, const Expr& k) { return valid.defined() ? Select(valid, k, Expr(bk)) : k; };
+  auto a_dst = [&](const Expr& stage, const Expr& r, const Expr& col, const Expr& valid, Expr v) {
+    return Store(as, {stage, spare(valid, col), r}, std::move(v));
   };
-  auto b_dst = [&](const Expr& stage, const Expr& r, const Expr& col, Expr v) {
-    if (dense) return Store(bs, {stage, col, r}, std::move(v));
-    return Store(bs, {stage, r, col}, std::move(v));
+  auto b_dst = [&](const Expr& stage, const Expr& r, const Expr& col, const Expr& valid, Expr v) {
+    if (dense) return Store(bs, {stage, spare(valid, col), r}, std::move(v));
+    return Store(bs, {stage, spare(valid, r), col}, std::move(v));
   };
   Buffer stage_a, stage_b;
   if (t.double_buffer) {
@@ -225,27 +229,27 @@ Schedule CudaGemmTemplate::Build(const search::Config& c) const {
 
   PipelinedLoop loop;
   loop.load = [&](const Expr& tile, const Expr& stage) {
-    return Seq({copy_a.Emit("la", [&](const Expr& r, const Expr& col, const Expr&) {
-                  return a_dst(stage, r, col, a_src(tile, r, col));
+    return Seq({copy_a.Emit("la", [&](const Expr& r, const Expr& col, const Expr&, const Expr& valid) {
+                  return a_dst(stage, r, col, valid, a_src(tile, r, col));
                 }),
-                copy_b.Emit("lb", [&](const Expr& r, const Expr& col, const Expr&) {
-                  return b_dst(stage, r, col, b_src(tile, r, col));
+                copy_b.Emit("lb", [&](const Expr& r, const Expr& col, const Expr&, const Expr& valid) {
+                  return b_dst(stage, r, col, valid, b_src(tile, r, col));
                 })});
   };
   loop.fetch = [&](const Expr& tile) {
-    return Seq({copy_a.Emit("fa", [&](const Expr& r, const Expr& col, const Expr& slot) {
+    return Seq({copy_a.Emit("fa", [&](const Expr& r, const Expr& col, const Expr& slot, const Expr&) {
                   return Store(stage_a, {slot}, a_src(tile, r, col));
                 }),
-                copy_b.Emit("fb", [&](const Expr& r, const Expr& col, const Expr& slot) {
+                copy_b.Emit("fb", [&](const Expr& r, const Expr& col, const Expr& slot, const Expr&) {
                   return Store(stage_b, {slot}, b_src(tile, r, col));
                 })});
   };
   loop.store = [&](const Expr& stage) {
-    return Seq({copy_a.Emit("sa", [&](const Expr& r, const Expr& col, const Expr& slot) {
-                  return a_dst(stage, r, col, Load(stage_a, {slot}));
+    return Seq({copy_a.Emit("sa", [&](const Expr& r, const Expr& col, const Expr& slot, const Expr& valid) {
+                  return a_dst(stage, r, col, valid, Load(stage_a, {slot}));
                 }),
-                copy_b.Emit("sb", [&](const Expr& r, const Expr& col, const Expr& slot) {
-                  return b_dst(stage, r, col, Load(stage_b, {slot}));
+                copy_b.Emit("sb", [&](const Expr& r, const Expr& col, const Expr& slot, const Expr& valid) {
+                  return b_dst(stage, r, col, valid, Load(stage_b, {slot}));
                 })});
   };
   loop.compute = [&](const Expr& stage) {

@@ -15,19 +15,22 @@ Expr ThreadBlock::Linear() const {
   return yz * Expr(nx) + tx;
 }
 
-bool TileCopy::Fits() const {
-  return vector >= 1 && cols % vector == 0 && (rows * cols) % (threads.count() * vector) == 0;
-}
+bool TileCopy::Fits() const { return vector >= 1 && cols % vector == 0; }
 
-Stmt TileCopy::Emit(const std::string& prefix,
-                    const std::function<Stmt(const Expr& row, const Expr& col, const Expr& slot)>& body) const {
-  TUNE_CHECK(Fits()) << "tile " << rows << "x" << cols << " does not split into " << threads.count()
-                     << " threads x " << vector << " lanes";
+Stmt TileCopy::Emit(
+    const std::string& prefix,
+    const std::function<Stmt(const Expr& row, const Expr& col, const Expr& slot, const Expr& valid)>& body) const {
+  TUNE_CHECK(Fits()) << "tile " << rows << "x" << cols << " rows are not whole runs of " << vector << " lanes";
   Expr e = MakeVar(prefix + "_e"), v = MakeVar(prefix + "_v");
   Expr first = (e * Expr(threads.count()) + threads.Linear()) * Expr(vector);
+  Expr valid;
+  if (!Exact()) {
+    valid = first < Expr(rows * cols);
+    first = Min(first, Expr(rows * cols - vector));  // the last run: a valid address
+  }
   Expr row = first / Expr(cols), col = first % Expr(cols) + v;
   Stmt lanes = For(v, vector, vector > 1 ? ForKind::kVectorized : ForKind::kSerial,
-                   body(row, col, e * Expr(vector) + v));
+                   body(row, col, e * Expr(vector) + v, valid));
   return For(e, VectorsPerThread(), ForKind::kUnrolled, lanes);
 }
 

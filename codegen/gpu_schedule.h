@@ -31,20 +31,31 @@ struct ThreadBlock {
 /// A cooperative copy of a rows x cols tile by all threads of a block: every thread moves
 /// `VectorsPerThread()` runs of `vector` elements that are contiguous along cols, so the
 /// source reads of a warp are consecutive (coalesced) and each run can become one 64/128-bit
-/// access. Requires rows * cols to be a multiple of threads * vector, and cols of vector.
+/// access. Requires cols to be a multiple of vector. When rows * cols is not a multiple of
+/// threads * vector (a tile smaller than the block, say), the last round has threads with
+/// nothing to copy: they read a valid element (the index is clamped) and `valid` tells the
+/// body to send their store somewhere harmless (a spare row of the destination).
 struct TileCopy {
   int64_t rows = 1, cols = 1, vector = 1;
   ThreadBlock threads;
 
-  int64_t VectorsPerThread() const { return rows * cols / (threads.count() * vector); }
+  int64_t VectorsPerThread() const {
+    const int64_t per_round = threads.count() * vector;
+    return (rows * cols + per_round - 1) / per_round;
+  }
   /// Elements each thread moves (VectorsPerThread() * vector): the size of a staging buffer.
-  int64_t ElementsPerThread() const { return rows * cols / threads.count(); }
+  int64_t ElementsPerThread() const { return VectorsPerThread() * vector; }
   bool Fits() const;
-  /// for e in VectorsPerThread() (unrolled) { i = (e * threads + tid) * vector;
-  ///   for v in vector (vectorized) body(row = i / cols, col = i % cols + v, slot = e * vector + v) }
-  /// `slot` numbers this thread's elements 0 .. ElementsPerThread()-1 (a staging index).
+  /// True when every thread copies in every round (no `valid` guard).
+  bool Exact() const { return (rows * cols) % (threads.count() * vector) == 0; }
+  /// for e in VectorsPerThread() (unrolled) { i = (e * threads + tid) * vector, clamped to the
+  ///   tile; for v in vector (vectorized) body(row = i / cols, col = i % cols + v,
+  ///   slot = e * vector + v, valid) } with `slot` numbering this thread's elements
+  /// 0 .. ElementsPerThread()-1 (a staging index) and `valid` the unclamped i < rows * cols
+  /// (undefined when Exact()).
   Stmt Emit(const std::string& prefix,
-            const std::function<Stmt(const Expr& row, const Expr& col, const Expr& slot)>& body) const;
+            const std::function<Stmt(const Expr& row, const Expr& col, const Expr& slot, const Expr& valid)>& body)
+      const;
 };
 
 /// for var in extent: body(var), with the loop split into (extent / 4 unrolled) x (4

@@ -190,6 +190,16 @@ TEST(CudaGemmTemplateTest, DefaultIsThePlainSharedMemoryKernel) {
   auto tiny = Template::Create(Gemm(OpKind::kDense, "1,3,5"), Backend::kCuda);
   ASSERT_TRUE(tiny.ok());
   EXPECT_TRUE((*tiny)->space().IsValid((*tiny)->DefaultConfig()));
+  // A classifier (one row): the A tile has fewer elements than the block has threads, so its
+  // copy is guarded and idle lanes write a spare shared row.
+  auto fc = Template::Create(Gemm(OpKind::kDense, "1,1000,512", true), Backend::kCuda);
+  ASSERT_TRUE(fc.ok());
+  search::Config def = (*fc)->DefaultConfig();
+  ASSERT_TRUE((*fc)->space().IsValid(def));
+  absl::StatusOr<CudaKernel> k = GenerateCuda(*(*fc)->Lower(def, "fc"));
+  ASSERT_TRUE(k.ok()) << k.status();
+  EXPECT_THAT(k->source, HasSubstr("min("));
+  EXPECT_THAT(k->source, HasSubstr(" ? "));
 }
 
 // Interleaved 8x8 thread tiles keep every fragment load and output store 128 bits wide: the
