@@ -22,7 +22,7 @@ def main():
         s = json.loads(shape_json)
         if op == "conv2d":
             shape = (s["n"], s["c"], s["h"], s["w"], s["oc"], s["kernel"][0], s["kernel"][1], s["stride"][0], s["pad"][0])
-            convs[shape] = (best * 1e3, key)
+            convs[(shape, key.split("/")[2])] = (best * 1e3, key)
         else:
             ours[(op, (s["m"], s["n"], s["k"]))] = best * 1e3
     vendor = {}
@@ -56,7 +56,7 @@ def main():
         print("\n| conv2d N,C,H,W,OC,KH,KW,stride,pad | epilogue | tune ms | TFLOP/s | cuDNN ms | vs cuDNN |")
         print("|---|---|---|---|---|---|")
         ratios = []
-        for shape, (ms, key) in sorted(convs.items(), key=lambda x: x[0][1:]):
+        for (shape, _), (ms, key) in sorted(convs.items(), key=lambda x: (x[0][0][1:], x[0][1])):
             n, ci, h, w, oc, kh, kw, st, pd = shape
             oh, ow = (h + 2 * pd - kh) // st + 1, (w + 2 * pd - kw) // st + 1
             flops = 2.0 * n * oc * oh * ow * ci * kh * kw
