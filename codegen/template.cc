@@ -2,6 +2,7 @@
 #include "codegen/template.h"
 
 #include "codegen/conv2d_template.h"
+#include "codegen/cuda_depthwise_template.h"
 #include "codegen/cuda_gemm_template.h"
 #include "codegen/gemm_template.h"
 #include "search/check.h"
@@ -24,9 +25,11 @@ absl::StatusOr<std::unique_ptr<Template>> Template::Create(const Workload& workl
         return std::unique_ptr<Template>(new CudaGemmTemplate(workload, limits));
       case OpKind::kConv2d:
         if (CudaGemmTemplate::Handles(workload)) return std::unique_ptr<Template>(new CudaGemmTemplate(workload, limits));
+        if (workload.depthwise()) return std::unique_ptr<Template>(new CudaDepthwiseTemplate(workload, limits));
         break;
     }
-    return absl::InvalidArgumentError("no CUDA template for " + workload.Label() + " yet (grouped convolution)");
+    return absl::InvalidArgumentError("no CUDA template for " + workload.Label() +
+                                      " yet (grouped convolution that is not depthwise)");
   }
   switch (workload.op) {
     case OpKind::kDense:

@@ -268,14 +268,37 @@ TEST(CudaGemmTemplateTest, Conv2dIsAnImplicitGemm) {
   EXPECT_THAT(kernel->source, HasSubstr("? data["));
   EXPECT_THAT(kernel->source, HasSubstr("bias["));
   EXPECT_THAT(kernel->source, Not(HasSubstr("reinterpret_cast<const float4*>(data")));
-  absl::StatusOr<Workload> grouped = Workload::Parse(OpKind::kConv2d, "1,32,28,28,32,3,3,1,1,1,32");
+  absl::StatusOr<Workload> grouped = Workload::Parse(OpKind::kConv2d, "1,32,28,28,32,3,3,1,1,1,4");
   ASSERT_TRUE(grouped.ok());
   EXPECT_EQ(Template::Create(*grouped, Backend::kCuda).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+// Depthwise conv2d has its own direct template: channels on threadIdx.z, a register tile of
+// outputs per thread, the window gathered under a bounds guard.
+TEST(CudaDepthwiseTemplateTest, DirectKernelPerChannel) {
+  absl::StatusOr<Workload> w = Workload::Parse(OpKind::kConv2d, "1,144,56,56,144,3,3,2,1,1,144");
+  ASSERT_TRUE(w.ok()) << w.status();
+  w->bias = w->relu = true;
+  auto t = Template::Create(*w, Backend::kCuda);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ((*t)->name(), "cuda_depthwise_conv2d");
+  absl::StatusOr<search::Config> c = (*t)->space().FromJson(
+      R"({"tile_c":[36,4],"tile_h":[7,4,1],"tile_w":[1,14,2],"unroll_window":[1]})");
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_TRUE((*t)->space().IsValid(*c)) << (*t)->space().WhyInvalid(*c);
+  absl::StatusOr<CudaKernel> k = GenerateCuda(*(*t)->Lower(*c, "dw"));
+  ASSERT_TRUE(k.ok()) << k.status();
+  EXPECT_EQ(k->block, (std::array<int64_t, 3>{14, 4, 4}));
+  EXPECT_EQ(k->grid, (std::array<int64_t, 3>{1, 7, 36}));
+  EXPECT_EQ(k->shared_bytes, 0);
+  EXPECT_THAT(k->source, HasSubstr("float acc[2];"));
+  EXPECT_THAT(k->source, HasSubstr("? data["));
+  EXPECT_TRUE((*t)->space().IsValid((*t)->DefaultConfig()));
+}
+
 // Random valid configs of dense (bias + relu), matmul and batch_matmul (the GEMM template),
-// and of three conv2d shapes (the implicit-GEMM conv template), 10 each, compile with NVRTC
-// for sm_90 (no GPU needed), on two threads at once.
+// of three conv2d shapes (the implicit-GEMM conv template) and of three depthwise shapes (the
+// depthwise template), 10 each, compile with NVRTC for sm_90 (no GPU needed), on two threads.
 TEST(CudaGemmTemplateTest, RandomValidConfigsCompileForSm90) {
   if (!NvrtcAvailable()) GTEST_SKIP() << "this build has no NVRTC";
   std::vector<Workload> workloads = {Gemm(OpKind::kDense, "128,768,3072", true, true),
@@ -283,7 +306,10 @@ TEST(CudaGemmTemplateTest, RandomValidConfigsCompileForSm90) {
                                      Gemm(OpKind::kBatchMatmul, "12,128,128,64"),
                                      Gemm(OpKind::kConv2d, "1,64,56,56,64,3,3,1,1", true, true),
                                      Gemm(OpKind::kConv2d, "1,512,7,7,512,3,3,1,1"),
-                                     Gemm(OpKind::kConv2d, "2,64,28,28,128,1,1,2,0")};
+                                     Gemm(OpKind::kConv2d, "2,64,28,28,128,1,1,2,0"),
+                                     Gemm(OpKind::kConv2d, "1,32,112,112,32,3,3,1,1,1,32", true, true),
+                                     Gemm(OpKind::kConv2d, "1,144,56,56,144,3,3,2,1,1,144", true, true),
+                                     Gemm(OpKind::kConv2d, "2,960,7,7,960,3,3,1,1,1,960")};
   struct Job {
     std::string what, source;
   };
