@@ -102,6 +102,16 @@ class Walker {
         if (n->for_kind == ForKind::kVectorized) ++num_vectorized;
         if (n->for_kind == ForKind::kUnrolled) ++num_unrolled;
         if (n->for_kind == ForKind::kParallel) ++num_parallel;
+        if (codegen::IsGpuBinding(n->for_kind)) {
+          gpu = true;
+          const bool block = n->for_kind == ForKind::kBlockX || n->for_kind == ForKind::kBlockY ||
+                             n->for_kind == ForKind::kBlockZ;
+          const int axis = n->for_kind == ForKind::kBlockX || n->for_kind == ForKind::kThreadX   ? 0
+                           : n->for_kind == ForKind::kBlockY || n->for_kind == ForKind::kThreadY ? 1
+                                                                                                 : 2;
+          double& dim = (block ? block_dims : thread_dims)[axis];
+          dim = static_cast<double>(n->extent);  // a binding repeated in peeled code has one extent
+        }
         stack_.push_back(Loop{codegen::AsVar(n->var), n->extent, n->for_kind});
         max_depth = std::max(max_depth, static_cast<int>(stack_.size()));
         double saved = execs_;
@@ -135,6 +145,7 @@ class Walker {
         for (auto& t : static_cast<const SeqNode*>(s.get())->stmts) Walk(t);
         return;
       case StmtKind::kSync:
+        ++num_syncs;
         return;
       case StmtKind::kAllocate: {
         auto* n = static_cast<const AllocateNode*>(s.get());
@@ -142,6 +153,8 @@ class Walker {
         if (n->buffer->scope == BufferScope::kHeap) {
           heap_bytes += elems * kBytesPerElement;
           ++num_heap_buffers;
+        } else if (n->buffer->scope == BufferScope::kShared) {
+          shared_bytes += elems * kBytesPerElement;
         } else {
           max_local = std::max(max_local, elems);
         }
@@ -154,6 +167,10 @@ class Walker {
   }
 
   double total_flops = 0, store_execs = 0, parallel_execs = 0, heap_bytes = 0, max_local = 0;
+  double shared_bytes = 0;
+  double block_dims[3] = {1, 1, 1}, thread_dims[3] = {1, 1, 1};
+  int num_syncs = 0;
+  bool gpu = false;  // the kernel has GPU bindings
   int num_loops = 0, num_vectorized = 0, num_unrolled = 0, num_parallel = 0, max_depth = 0;
   int num_heap_buffers = 0;
   const StoreNode* main = nullptr;
@@ -373,6 +390,7 @@ void DescribeMain(const Walker& w, AstFeatures* f) {
       lf.vectorized = loop.kind == ForKind::kVectorized ? 1.0f : 0.0f;
       lf.unrolled = loop.kind == ForKind::kUnrolled ? 1.0f : 0.0f;
       lf.parallel = loop.kind == ForKind::kParallel ? 1.0f : 0.0f;
+      lf.thread_bound = codegen::IsGpuBinding(loop.kind) ? 1.0f : 0.0f;
       lf.reduction = is_reduce ? 1.0f : 0.0f;
     }
   }
@@ -429,6 +447,7 @@ void DescribeMain(const Walker& w, AstFeatures* f) {
     af->writes = static_cast<float>(a.writes);
     af->scope_local = local ? 1.0f : 0.0f;
     af->scope_heap = a.buffer->scope == BufferScope::kHeap ? 1.0f : 0.0f;
+    af->scope_shared = a.buffer->scope == BufferScope::kShared ? 1.0f : 0.0f;
     if (depth > 0) af->log_stride_innermost = Log2p(index.FlatStride(depth - 1));
     double run = 1;
     int reuse_depth = 0;
@@ -458,16 +477,21 @@ std::vector<std::string> BuildNames() {
   std::vector<std::string> names = {
       "log_total_flops", "log_store_execs", "parallel_fraction", "log_arg_bytes", "log_heap_bytes",
       "num_heap_buffers", "log_local_floats", "num_stages", "num_loops", "num_vectorized",
-      "num_unrolled", "num_parallel", "max_depth", "main_depth", "log_main_execs",
+      "num_unrolled", "num_parallel", "max_depth", "log_shared_bytes", "num_syncs", "log_gpu_threads",
+      "log_gpu_blocks", "main_depth", "log_main_execs",
       "main_exec_fraction", "main_flops", "vector_lanes", "vector_innermost", "log_unroll_product",
       "log_parallel_extent", "log_parallel_grain", "log_reduce_extent", "log_local_tile"};
   for (int i = 0; i < kLoopSlots; ++i) {
     std::string p = "loop" + std::to_string(i) + ".";
-    for (const char* n : {"log_extent", "vectorized", "unrolled", "parallel", "reduction"}) names.push_back(p + n);
+    for (const char* n : {"log_extent", "vectorized", "unrolled", "parallel", "thread_bound", "reduction"}) {
+      names.push_back(p + n);
+    }
   }
   for (int i = 0; i < kAccessSlots; ++i) {
     std::string p = "access" + std::to_string(i) + ".";
-    for (const char* n : {"present", "reads", "writes", "scope_local", "scope_heap"}) names.push_back(p + n);
+    for (const char* n : {"present", "reads", "writes", "scope_local", "scope_heap", "scope_shared"}) {
+      names.push_back(p + n);
+    }
     for (int l = 0; l < kLevels; ++l) names.push_back(p + "log_bytes.l" + std::to_string(l));
     for (const char* n : {"log_stride_innermost", "log_stride_used", "reuse_depth", "log_reuse_run",
                           "log_reuse", "log_accesses", "log_lines"}) {
@@ -514,6 +538,12 @@ AstFeatures ExtractAstFeatures(const codegen::LoweredFunc& func) {
   f.log_heap_bytes = Log2p(w.heap_bytes);
   f.num_heap_buffers = static_cast<float>(w.num_heap_buffers);
   f.log_local_floats = Log2p(w.max_local);
+  f.log_shared_bytes = Log2p(w.shared_bytes);
+  f.num_syncs = static_cast<float>(w.num_syncs);
+  if (w.gpu) {
+    f.log_gpu_threads = Log2p(w.thread_dims[0] * w.thread_dims[1] * w.thread_dims[2]);
+    f.log_gpu_blocks = Log2p(w.block_dims[0] * w.block_dims[1] * w.block_dims[2]);
+  }
   Stmt top = func.body;
   while (top->kind == StmtKind::kAllocate) top = static_cast<const AllocateNode*>(top.get())->body;
   f.num_stages = top->kind == StmtKind::kSeq ? static_cast<float>(static_cast<const SeqNode*>(top.get())->stmts.size()) : 1.0f;

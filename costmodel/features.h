@@ -11,7 +11,7 @@ namespace tune::costmodel {
 
 /// Bumped whenever the meaning, order or number of features changes; saved models record it
 /// and refuse to load against another version.
-inline constexpr int kFeatureVersion = 1;
+inline constexpr int kFeatureVersion = 2;  // 2: GPU bindings, shared memory, barriers
 
 /// Loops of the main statement described one by one, innermost first.
 inline constexpr int kLoopSlots = 8;
@@ -41,6 +41,7 @@ struct LoopFeatures {
   float vectorized;  // 1 if the loop is vectorized (ForKind::kVectorized) [flag]
   float unrolled;    // 1 if the loop is fully unrolled [flag]
   float parallel;    // 1 if the loop runs on the thread pool [flag]
+  float thread_bound;  // 1 if the loop is bound to a GPU block or thread index [flag]
   float reduction;   // 1 if the stored element does not depend on the loop var and the loop
                      // is inside the allocation of a local destination [flag]
 };
@@ -52,6 +53,7 @@ struct AccessFeatures {
   float writes;        // stores to this buffer per execution (0 or 1) [count]
   float scope_local;   // 1 if the buffer is a kLocal (register) tile [flag]
   float scope_heap;    // 1 if the buffer is kernel-allocated heap scratch (packed/padded) [flag]
+  float scope_shared;  // 1 if the buffer is GPU shared memory [flag]
   float log_bytes[kLevels];  // log2(1 + unique bytes touched at each level, see kLevels) [bytes]
   float log_stride_innermost;  // log2(1 + |address step| per iteration of the innermost loop)
                                // [elements]; 0 when the access is invariant in that loop
@@ -83,6 +85,11 @@ struct AstFeatures {
   float num_unrolled;       // unrolled loops in the kernel [count]
   float num_parallel;       // parallel loops in the kernel [count]
   float max_depth;          // deepest loop nesting in the kernel [loops]
+  float log_shared_bytes;   // log2(1 + GPU shared memory per block) [bytes]
+  float num_syncs;          // block barriers in the kernel text [count]
+  float log_gpu_threads;    // log2(1 + threads per block: product of threadIdx extents), 0 for
+                            // CPU kernels [threads]
+  float log_gpu_blocks;     // log2(1 + blocks: product of blockIdx extents), 0 for CPU [blocks]
   // --- the main statement ---
   float main_depth;          // loops enclosing the main statement [loops]
   float log_main_execs;      // log2(1 + executions of the main statement) [executions]

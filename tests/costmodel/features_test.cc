@@ -199,6 +199,33 @@ TEST(FeaturesTest, StridedConvolutionVectorAccess) {
   EXPECT_EQ(Get(f, "access" + std::to_string(3 - pad_slot) + ".log_stride_innermost"), 0.0f);
 }
 
+// GPU kernels: thread-bound loops are flagged, shared memory, barriers and the launch shape
+// are counted (CUDA GEMM, 8x16 threads of 8x4 tiles, K steps of 16, one shared stage).
+TEST(FeaturesTest, GpuKernelBindingsAndSharedMemory) {
+  auto w = codegen::Workload::Parse(OpKind::kMatmul, "256,256,256");
+  ASSERT_TRUE(w.ok());
+  auto t = Template::Create(*w, codegen::Backend::kCuda);
+  ASSERT_TRUE(t.ok()) << t.status();
+  search::Config c = FromJson(**t,
+      R"({"tile_m":[4,8,8],"tile_n":[4,16,4],"tile_k":[16,16],"vector":[4],"double_buffer":[0],)"
+      R"("pad":[4],"unroll_k":[0],"interleave":[0],"k_slices":[1]})");
+  std::vector<float> f = Features(**t, c);
+  EXPECT_FLOAT_EQ(Get(f, "log_gpu_threads"), Log2p(128));
+  EXPECT_FLOAT_EQ(Get(f, "log_gpu_blocks"), Log2p(16));
+  EXPECT_FLOAT_EQ(Get(f, "log_shared_bytes"), Log2p((16 * 68 + 16 * 68) * 4));
+  EXPECT_FLOAT_EQ(Get(f, "num_syncs"), 2);
+  // The main statement (the FMA into the register tile) sits under j, i, kk, kt, then the four
+  // bound loops tx, ty, bx, by.
+  for (int slot = 0; slot < 4; ++slot) EXPECT_EQ(Get(f, "loop" + std::to_string(slot) + ".thread_bound"), 0) << slot;
+  for (int slot = 4; slot < 8; ++slot) EXPECT_EQ(Get(f, "loop" + std::to_string(slot) + ".thread_bound"), 1) << slot;
+  // A CPU kernel has none of it.
+  auto cpu = MakeTemplate(OpKind::kMatmul, "64,64,64");
+  std::vector<float> g = Features(*cpu, FromJson(*cpu, kVectorGemm));
+  EXPECT_EQ(Get(g, "log_shared_bytes"), 0);
+  EXPECT_EQ(Get(g, "log_gpu_threads"), 0);
+  EXPECT_EQ(Get(g, "loop0.thread_bound"), 0);
+}
+
 TEST(FeaturesTest, EmptyKernel) {
   codegen::LoweredFunc func;
   std::vector<float> f = ExtractFeatures(func);
