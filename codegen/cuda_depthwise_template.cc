@@ -52,21 +52,11 @@ CudaDepthwiseTemplate::CudaDepthwiseTemplate(Workload w, const GpuLimits& limits
 
 search::Config CudaDepthwiseTemplate::DefaultConfig() const {
   // One output per thread, as close to 256 threads as the shape allows, x fastest.
-  const search::ConfigSpace& s = space_;
-  search::Config best;
-  int64_t best_score = 0;
-  for (uint64_t i = 0; i < s.Size(); ++i) {
-    search::Config c = s.FromIndex(i);
-    DwTiles t = TilesOf(s, c);
-    if (t.rh != 1 || t.rw != 1 || t.unroll || !s.IsValid(c)) continue;
-    const int64_t score = -std::abs(t.threads() - 256) * 1000 - t.tc * 10 + t.tw;
-    if (best.empty() || score > best_score) {
-      best = c;
-      best_score = score;
-    }
-  }
-  TUNE_CHECK(!best.empty()) << "no valid default for " << workload_.Key();
-  return best;
+  return BestScoring([this](const search::Config& c) -> std::optional<int64_t> {
+    DwTiles t = TilesOf(space_, c);
+    if (t.rh != 1 || t.rw != 1 || t.unroll) return std::nullopt;
+    return -std::abs(t.threads() - 256) * 1000 - t.tc * 10 + t.tw;
+  });
 }
 
 Schedule CudaDepthwiseTemplate::Build(const search::Config& c) const {

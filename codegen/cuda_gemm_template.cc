@@ -114,25 +114,14 @@ search::Config CudaGemmTemplate::DefaultConfig() const {
   // The plain shared-memory kernel of CUDA's programming guide where the shape allows it: 16x16
   // threads, one output each, K steps of 16, scalar loads, one stage. Otherwise the valid config
   // closest to it (fewest elements per thread, then the most threads up to 256).
-  const search::ConfigSpace& s = space_;
-  search::Config best;
-  int64_t best_score = 0;
-  for (uint64_t i = 0; i < s.Size(); ++i) {
-    search::Config c = s.FromIndex(i);
-    Tiles t = TilesOf(s, c);
-    if (t.vector != 1 || t.double_buffer || t.pad != 0 || t.unroll_k || t.interleave || t.slices != 1 ||
-        !s.IsValid(c)) {
-      continue;
+  return BestScoring([this](const search::Config& c) -> std::optional<int64_t> {
+    Tiles t = TilesOf(space_, c);
+    if (t.vector != 1 || t.double_buffer || t.pad != 0 || t.unroll_k || t.interleave || t.slices != 1) {
+      return std::nullopt;
     }
-    int64_t score = -(t.tm * t.tn) * 1000000 - std::abs(t.threads() - 256) * 1000 - std::abs(t.bk - 16) * 10 -
-                    std::abs(t.tx - t.ty);
-    if (best.empty() || score > best_score) {
-      best = c;
-      best_score = score;
-    }
-  }
-  TUNE_CHECK(!best.empty()) << "no valid default for " << workload_.Key();
-  return best;
+    return -(t.tm * t.tn) * 1000000 - std::abs(t.threads() - 256) * 1000 - std::abs(t.bk - 16) * 10 -
+           std::abs(t.tx - t.ty);
+  });
 }
 
 Schedule CudaGemmTemplate::Build(const search::Config& c) const {

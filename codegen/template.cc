@@ -73,6 +73,23 @@ Template::ArgBuffers Template::MakeArgBuffers() const {
   return b;
 }
 
+search::Config Template::BestScoring(
+    const std::function<std::optional<int64_t>(const search::Config&)>& score) const {
+  search::Config best;
+  int64_t best_score = 0;
+  for (uint64_t i = 0; i < space_.Size(); ++i) {
+    search::Config c = space_.FromIndex(i);
+    std::optional<int64_t> v = score(c);
+    if (!v.has_value() || !space_.IsValid(c)) continue;
+    if (best.empty() || *v > best_score) {
+      best = std::move(c);
+      best_score = *v;
+    }
+  }
+  TUNE_CHECK(!best.empty()) << "no valid default for " << workload_.Key();
+  return best;
+}
+
 absl::StatusOr<Schedule> Template::Instantiate(const search::Config& config) const {
   std::string why = space_.WhyInvalid(config);
   if (!why.empty()) return absl::InvalidArgumentError("config violates constraint '" + why + "'");

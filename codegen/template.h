@@ -1,7 +1,9 @@
 // Templates: per-operator maps from (workload, config) to a scheduled kernel, with their spaces.
 #pragma once
 
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -63,6 +65,12 @@ class Template {
     std::vector<Buffer> args() const;
   };
   ArgBuffers MakeArgBuffers() const;
+
+  /// The valid config with the highest `score` (first in index order on ties), skipping those
+  /// it returns nullopt for: how GPU templates pick a default close to a textbook kernel.
+  /// Aborts when there is none (a template bug). Walks the whole space: for spaces of up to
+  /// a few million points.
+  search::Config BestScoring(const std::function<std::optional<int64_t>(const search::Config&)>& score) const;
 
   Workload workload_;
   search::ConfigSpace space_;
