@@ -613,12 +613,15 @@ absl::StatusOr<int64_t> RecordDatabase::StartRun(const std::string& command,
   return sqlite3_last_insert_rowid(db);
 }
 
-absl::Status RecordDatabase::FinishRun(int64_t run_id) {
+absl::Status RecordDatabase::FinishRun(int64_t run_id, const std::string& status) {
+  if (status != "finished" && status != "interrupted") {
+    return absl::InvalidArgumentError("a run ends 'finished' or 'interrupted', not '" + status + "'");
+  }
   sqlite3* db = impl_->db;
   absl::StatusOr<Statement> update = Statement::Prepare(
-      db, "UPDATE runs SET finished = ?1, status = 'finished' WHERE id = ?2");
+      db, "UPDATE runs SET finished = ?1, status = ?3 WHERE id = ?2");
   if (!update.ok()) return update.status();
-  for (absl::Status s : {update->BindDouble(1, NowSeconds()), update->BindInt64(2, run_id)}) {
+  for (absl::Status s : {update->BindDouble(1, NowSeconds()), update->BindInt64(2, run_id), update->BindText(3, status)}) {
     if (!s.ok()) return s;
   }
   if (absl::Status s = update->Run(); !s.ok()) return s;
@@ -729,6 +732,26 @@ absl::StatusOr<std::vector<TaskInfo>> RecordDatabase::Tasks() const {
     if (!row.ok()) return row.status();
     if (!*row) return tasks;
     tasks.push_back(ReadTask(*query));
+  }
+}
+
+absl::StatusOr<std::vector<RunInfo>> RecordDatabase::Runs() const {
+  absl::StatusOr<Statement> query = Statement::Prepare(
+      impl_->db, "SELECT id, command, target_key, started, finished, status FROM runs ORDER BY id");
+  if (!query.ok()) return query.status();
+  std::vector<RunInfo> runs;
+  while (true) {
+    absl::StatusOr<bool> row = query->Step();
+    if (!row.ok()) return row.status();
+    if (!*row) return runs;
+    RunInfo r;
+    r.id = query->Int64(0);
+    r.command = query->Text(1);
+    r.target_key = query->Text(2);
+    r.started = query->Double(3);
+    r.finished = query->Double(4);
+    r.status = query->Text(5);
+    runs.push_back(std::move(r));
   }
 }
 

@@ -50,7 +50,7 @@ struct RunInfo {
   std::string target_key;
   double started = 0;
   double finished = 0;       // 0 while running or interrupted
-  std::string status;        // "running", "finished"
+  std::string status;        // "running", "finished", "interrupted" (stopped early by a signal)
 };
 
 /// SQLite-backed store. Opening creates or migrates the schema (versioned with
@@ -74,7 +74,10 @@ class RecordDatabase {
   absl::StatusOr<int64_t> UpsertTarget(const TargetInfo& target);
 
   absl::StatusOr<int64_t> StartRun(const std::string& command, const std::string& target_key);
-  absl::Status FinishRun(int64_t run_id);
+  /// Ends a run with `status` ("finished" or "interrupted").
+  absl::Status FinishRun(int64_t run_id, const std::string& status = "finished");
+  /// Every run, oldest first.
+  absl::StatusOr<std::vector<RunInfo>> Runs() const;
 
   /// Commits all records in one transaction (all or nothing) and fills their ids.
   absl::Status AddRecords(std::vector<Record>& records);

@@ -246,6 +246,8 @@ struct Worker {
                              const CudaRunnerOptions& options) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != parent) ::_exit(5);
+  ::signal(SIGINT, SIG_IGN);  // the parent decides on Ctrl-C; see LocalRunner's IsolateChild
+  ::signal(SIGTERM, SIG_IGN);
   Worker w{task, options, fd};
   w.Setup(known_reference);
   for (size_t i : order) {

@@ -156,10 +156,14 @@ bool WriteAll(int fd, const std::string& bytes) {
 void IsolateChild(pid_t parent) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != parent) _exit(4);  // the parent died before prctl took effect
-  for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTRAP, SIGSYS, SIGPIPE, SIGTERM,
-                  SIGINT, SIGXCPU}) {
+  for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTRAP, SIGSYS, SIGPIPE, SIGXCPU}) {
     ::signal(sig, SIG_DFL);
   }
+  // Ctrl-C reaches the whole process group: the parent decides (it stops after this
+  // measurement), so the candidate is not recorded as crashed by the user's keystroke. The
+  // child still dies with the parent (PDEATHSIG) or at its timeout (SIGKILL).
+  ::signal(SIGINT, SIG_IGN);
+  ::signal(SIGTERM, SIG_IGN);
   sigset_t all;
   sigemptyset(&all);
   ::sigprocmask(SIG_SETMASK, &all, nullptr);

@@ -1,9 +1,11 @@
 // The `tune` command line: parsing, the live progress line, result tables, db queries.
 #include "tuner/cli.h"
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -195,6 +197,22 @@ std::optional<int> Parse(CLI::App& app, int argc, char** argv) {
   return std::nullopt;
 }
 
+// Set by SIGINT / SIGTERM: the tuning loop stops after the batch in flight.
+std::atomic<bool> g_stop_requested{false};
+
+extern "C" void RequestStop(int) { g_stop_requested.store(true); }
+
+// The first SIGINT or SIGTERM asks the run to stop cleanly (records so far committed, the run
+// marked interrupted, the table printed); a second one ends the process at once.
+void InstallStopHandlers() {
+  struct sigaction sa = {};
+  sa.sa_handler = RequestStop;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESETHAND;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+}
+
 int TuneTasks(const std::string& title, const std::vector<TuneTask>& tasks, const CommonFlags& f,
               const std::string& command) {
   auto target = measure::Target::Parse(f.target, f.threads);
@@ -255,12 +273,19 @@ int TuneTasks(const std::string& title, const std::vector<TuneTask>& tasks, cons
 
   std::fprintf(stderr, "tune: %s on %s (%s), %zu tasks, %d trials per task, database %s\n", title.c_str(),
                target->device_model.c_str(), target->Key().c_str(), tasks.size(), f.trials, f.db_path.c_str());
+  o.should_stop = [] { return g_stop_requested.load(); };
+  InstallStopHandlers();
   ProgressLine progress;
   Tuner tuner(db->get(), *target, cuda ? CudaRunnerFactory(target->device) : LocalRunnerFactory(f.threads), o,
               [&progress](const ProgressEvent& e) { progress(e); });
   auto outcomes = tuner.Run(tasks);
   progress.Finish();
   if (!outcomes.ok()) return Fail(outcomes.status());
+  const bool interrupted = g_stop_requested.load();
+  if (interrupted) {
+    std::fprintf(stderr, "tune: interrupted; the records measured so far are in %s (--resume continues)\n",
+                 f.db_path.c_str());
+  }
 
   std::vector<std::vector<std::string>> rows;
   double total_best = 0, total_default = 0;
@@ -299,7 +324,7 @@ int TuneTasks(const std::string& title, const std::vector<TuneTask>& tasks, cons
                   o.best_config.c_str(), text.c_str());
     }
   }
-  return 0;
+  return interrupted ? 128 + SIGINT : 0;  // the shell's code for a run ended by Ctrl-C
 }
 
 std::string JoinArgs(int argc, char** argv) {

@@ -137,7 +137,12 @@ absl::StatusOr<std::vector<TaskOutcome>> Tuner::Run(const std::vector<TuneTask>&
   }
 
   std::vector<TaskProgress> progress(n);
+  bool interrupted = false;
   while (done_trials_ < total_budget_) {
+    if (options_.should_stop && options_.should_stop()) {
+      interrupted = true;
+      break;
+    }
     for (int i = 0; i < n; ++i) progress[i] = runs[i].progress;
     int i = (*scheduler)->Next(progress);
     if (i < 0) break;
@@ -147,11 +152,13 @@ absl::StatusOr<std::vector<TaskOutcome>> Tuner::Run(const std::vector<TuneTask>&
   }
   std::vector<TaskOutcome> out;
   for (auto& t : runs) {
-    if (auto st = Finalize(t); !st.ok()) return st;
+    if (!interrupted) {
+      if (auto st = Finalize(t); !st.ok()) return st;
+    }
     Report(t, true);
     out.push_back(t.outcome);
   }
-  if (auto st = db_->FinishRun(*run_id); !st.ok()) return st;
+  if (auto st = db_->FinishRun(*run_id, interrupted ? "interrupted" : "finished"); !st.ok()) return st;
   return out;
 }
 

@@ -29,6 +29,9 @@ struct TuneTask {
 };
 
 struct TuneOptions {
+  /// Asked before every batch: true stops the run early (a signal, say). The records so far
+  /// stay committed, finalists are not re-measured, and the run is marked "interrupted".
+  std::function<bool()> should_stop;
   int trials_per_task = 32;  // measurements per task (the default baseline not included)
   int total_trials = 0;      // cap over all tasks; 0 = trials_per_task * tasks
   int batch = 8;             // candidates built and measured per round

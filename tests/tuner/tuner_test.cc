@@ -265,6 +265,38 @@ TEST(TunerTest, TrialsPerTaskBudgetIsRespected) {
   for (const auto& e : events) EXPECT_LE(e.trials, e.trials_budget);
 }
 
+// A stop request (Ctrl-C in the CLI) ends the run after the batch in flight: its records stay,
+// no finalists are re-measured, and the run is marked interrupted; a normal run is finished.
+TEST(TunerTest, StopRequestEndsTheRunAsInterrupted) {
+  auto db = OpenDb(":memory:");
+  ASSERT_NE(db, nullptr);
+  TuneOptions options = FastOptions(/*trials=*/8, /*batch=*/2);
+  options.finalists = 3;  // would add finalist records if the run were not interrupted
+  int asked = 0;
+  options.should_stop = [&asked] { return ++asked > 2; };  // two batches, then stop
+  Tuner tuner(db.get(), measure::Target::HostCpu(1), LocalRunnerFactory(1), options, nullptr);
+  auto outcomes = tuner.Run({SmallTask()});
+  ASSERT_TRUE(outcomes.ok()) << outcomes.status();
+  EXPECT_EQ((*outcomes)[0].trials, 4);
+  std::vector<dataset::Record> records = RecordsOf(*db, (*outcomes)[0].task_id);
+  EXPECT_EQ(CountStrategy(records, "random"), 4);
+  EXPECT_EQ(CountStrategy(records, "finalist"), 0);
+  auto runs = db->Runs();
+  ASSERT_TRUE(runs.ok()) << runs.status();
+  ASSERT_EQ(runs->size(), 1u);
+  EXPECT_EQ((*runs)[0].status, "interrupted");
+  EXPECT_GT((*runs)[0].finished, 0);
+
+  TuneOptions plain = FastOptions(/*trials=*/2, /*batch=*/2);
+  Tuner again(db.get(), measure::Target::HostCpu(1), LocalRunnerFactory(1), plain, nullptr);
+  ASSERT_TRUE(again.Run({SmallTask()}).ok());
+  runs = db->Runs();
+  ASSERT_TRUE(runs.ok());
+  ASSERT_EQ(runs->size(), 2u);
+  EXPECT_EQ((*runs)[1].status, "finished");
+  EXPECT_FALSE(db->FinishRun((*runs)[1].id, "done").ok());
+}
+
 TEST(TunerTest, TotalTrialsCapIsSpreadOverTasks) {
   auto db = OpenDb(":memory:");
   ASSERT_NE(db, nullptr);
