@@ -23,22 +23,6 @@ constexpr int64_t kMaxBlockDim[3] = {1024, 1024, 64};
 constexpr int64_t kMaxGridDim[3] = {INT32_MAX, 65535, 65535};
 constexpr int64_t kSharedAlignFloats = 4;  // 16 bytes: float4 accesses stay aligned
 
-int BindingAxis(ForKind kind) {
-  switch (kind) {
-    case ForKind::kBlockX:
-    case ForKind::kThreadX:
-      return 0;
-    case ForKind::kBlockY:
-    case ForKind::kThreadY:
-      return 1;
-    default:
-      return 2;
-  }
-}
-bool IsBlockBinding(ForKind kind) {
-  return kind == ForKind::kBlockX || kind == ForKind::kBlockY || kind == ForKind::kBlockZ;
-}
-
 std::string Sanitize(const std::string& name) {
   std::string out;
   for (char c : name) out += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
@@ -98,8 +82,8 @@ struct Survey : IRVisitor {
         auto* n = static_cast<const ForNode*>(s.get());
         if (IsGpuBinding(n->for_kind)) {
           if (open.count(n->for_kind)) Fail(ForKindName(n->for_kind) + " is bound inside itself");
-          auto& dims = IsBlockBinding(n->for_kind) ? grid : block;
-          int64_t& dim = dims[BindingAxis(n->for_kind)];
+          auto& dims = IsGpuBlockBinding(n->for_kind) ? grid : block;
+          int64_t& dim = dims[GpuBindingAxis(n->for_kind)];
           if (dim != 0 && dim != n->extent) {
             Fail(absl::StrCat(ForKindName(n->for_kind), " is bound with extents ", dim, " and ", n->extent));
           }

@@ -263,10 +263,11 @@ Schedule CudaGemmTemplate::Build(const search::Config& c) const {
   Stmt init = UnrolledLoop("i", t.tm, [&](const Expr& i) {
     return UnrolledLoop("j", t.tn, [&](const Expr& j) { return Store(acc, {i, j}, FloatImm(0.0)); });
   });
-  // Rows of the output tile: interleaved, row i sits at (i / 4) * BM/2 + ty * 4 + i % 4.
-  auto out_row = [&](int64_t i) -> Expr {
-    if (!t.interleave || t.tm != 8) return threads.ty * Expr(t.tm) + Expr(i);
-    return Expr((i / 4) * (bm / 2) + i % 4) + threads.ty * Expr(4);
+  // Row i of a thread's tile in the block tile; interleaved, (i / 4) * BM/2 + ty * 4 + i % 4
+  // (constants fold when i is one).
+  auto out_row = [&](const Expr& i) -> Expr {
+    if (!t.interleave || t.tm != 8) return threads.ty * Expr(t.tm) + i;
+    return (i / Expr(4)) * Expr(bm / 2) + threads.ty * Expr(4) + i % Expr(4);
   };
   // C[m][n] -> the output: out[n][m] for the GEMMs, out[image][oc = m][pixel] for conv2d.
   const int64_t pixels = conv ? wl.out_h() * wl.out_w() : 0;
@@ -285,7 +286,7 @@ Schedule CudaGemmTemplate::Build(const search::Config& c) const {
   if (t.slices == 1) {
     for (int64_t i = 0; i < t.tm; ++i) {
       rows.push_back(VectorizedLoop("j", t.tn, [&](const Expr& j, const Expr& quad, const Expr& lane) {
-        Expr n = col0 + col_of(j, quad, lane), m = row0 + out_row(i);
+        Expr n = col0 + col_of(j, quad, lane), m = row0 + out_row(Expr(i));
         return Store(out, out_at(m, n), epilogue(Load(acc, {Expr(i), j}), m, n));
       }));
     }
@@ -302,8 +303,7 @@ Schedule CudaGemmTemplate::Build(const search::Config& c) const {
     rows.push_back(Sync());
     rows.push_back(UnrolledLoop("r", t.tm / t.slices, [&](const Expr& r) {
       Expr i = r * Expr(t.slices) + threads.tz;
-      Expr row = t.interleave && t.tm == 8 ? (i / Expr(4)) * Expr(bm / 2) + threads.ty * Expr(4) + i % Expr(4)
-                                           : threads.ty * Expr(t.tm) + i;
+      Expr row = out_row(i);
       return VectorizedLoop("j", t.tn, [&](const Expr& j, const Expr& quad, const Expr& lane) {
         Expr n = col0 + col_of(j, quad, lane);
         Expr sum = Load(partial, {Expr(int64_t{0}), i, j, threads.ty, threads.tx});

@@ -148,6 +148,23 @@ std::string ForKindName(ForKind kind) {
   return "?";
 }
 
+bool IsGpuBlockBinding(ForKind kind) {
+  return kind == ForKind::kBlockX || kind == ForKind::kBlockY || kind == ForKind::kBlockZ;
+}
+
+int GpuBindingAxis(ForKind kind) {
+  switch (kind) {
+    case ForKind::kBlockX:
+    case ForKind::kThreadX:
+      return 0;
+    case ForKind::kBlockY:
+    case ForKind::kThreadY:
+      return 1;
+    default:
+      return 2;
+  }
+}
+
 bool IsGpuBinding(ForKind kind) {
   switch (kind) {
     case ForKind::kBlockX:

@@ -137,6 +137,10 @@ enum class ForKind {
 std::string ForKindName(ForKind kind);
 /// True for the GPU block and thread bindings.
 bool IsGpuBinding(ForKind kind);
+/// True for the block (grid) bindings kBlockX/Y/Z.
+bool IsGpuBlockBinding(ForKind kind);
+/// The launch axis of a GPU binding: 0 for x, 1 for y, 2 for z.
+int GpuBindingAxis(ForKind kind);
 
 struct StmtNode;
 using Stmt = std::shared_ptr<const StmtNode>;

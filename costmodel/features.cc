@@ -104,12 +104,8 @@ class Walker {
         if (n->for_kind == ForKind::kParallel) ++num_parallel;
         if (codegen::IsGpuBinding(n->for_kind)) {
           gpu = true;
-          const bool block = n->for_kind == ForKind::kBlockX || n->for_kind == ForKind::kBlockY ||
-                             n->for_kind == ForKind::kBlockZ;
-          const int axis = n->for_kind == ForKind::kBlockX || n->for_kind == ForKind::kThreadX   ? 0
-                           : n->for_kind == ForKind::kBlockY || n->for_kind == ForKind::kThreadY ? 1
-                                                                                                 : 2;
-          double& dim = (block ? block_dims : thread_dims)[axis];
+          double& dim = (codegen::IsGpuBlockBinding(n->for_kind) ? block_dims
+                                                                 : thread_dims)[codegen::GpuBindingAxis(n->for_kind)];
           dim = static_cast<double>(n->extent);  // a binding repeated in peeled code has one extent
         }
         stack_.push_back(Loop{codegen::AsVar(n->var), n->extent, n->for_kind});
