@@ -1,0 +1,84 @@
+// WorkerRegistry: registration, heartbeats, expiry and quarantine of worker agents.
+#include "server/worker_registry.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace tune::server {
+
+const char* WorkerStateName(WorkerState state) {
+  switch (state) {
+    case WorkerState::kIdle: return "idle";
+    case WorkerState::kBusy: return "busy";
+    case WorkerState::kQuarantined: return "quarantined";
+    case WorkerState::kExpired: return "expired";
+  }
+  return "unknown";
+}
+
+WorkerRegistry::WorkerRegistry(double expire_after_s, uint32_t quarantine_after)
+    : expire_after_s_(expire_after_s), quarantine_after_(quarantine_after) {}
+
+absl::StatusOr<uint64_t> WorkerRegistry::Register(const WorkerDesc& desc, double now) {
+  if (desc.target.empty() || desc.target_key.empty())
+    return absl::InvalidArgumentError("a worker must register with a target and its target key");
+  std::lock_guard<std::mutex> lock(mu_);
+  WorkerEntry e;
+  e.id = workers_.size() + 1;
+  e.desc = desc;
+  e.registered_at = now;
+  e.last_seen = now;
+  workers_.push_back(e);
+  return e.id;
+}
+
+absl::StatusOr<WorkerState> WorkerRegistry::Touch(uint64_t id, double now) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (id == 0 || id > workers_.size() || workers_[id - 1].state == WorkerState::kExpired)
+    return absl::NotFoundError(absl::StrCat("no live worker ", id, " (register again)"));
+  WorkerEntry& e = workers_[id - 1];
+  e.last_seen = now;
+  return e.state;
+}
+
+std::vector<uint64_t> WorkerRegistry::Expire(double now) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<uint64_t> expired;
+  for (WorkerEntry& e : workers_) {
+    if (e.state != WorkerState::kExpired && now - e.last_seen > expire_after_s_) {
+      e.state = WorkerState::kExpired;
+      expired.push_back(e.id);
+    }
+  }
+  return expired;
+}
+
+absl::Status WorkerRegistry::BatchEnded(uint64_t id, uint64_t results, bool crashed) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (id == 0 || id > workers_.size()) return absl::NotFoundError(absl::StrCat("no worker ", id));
+  WorkerEntry& e = workers_[id - 1];
+  e.results += results;
+  if (crashed) {
+    ++e.crashes;
+    if (e.crashes >= quarantine_after_ && e.state != WorkerState::kExpired) e.state = WorkerState::kQuarantined;
+  } else {
+    ++e.batches;
+    e.crashes = 0;
+    if (e.state == WorkerState::kBusy) e.state = WorkerState::kIdle;
+  }
+  return absl::OkStatus();
+}
+
+std::vector<WorkerEntry> WorkerRegistry::List() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return workers_;
+}
+
+uint32_t WorkerRegistry::LiveCount() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  uint32_t n = 0;
+  for (const WorkerEntry& e : workers_)
+    if (e.state == WorkerState::kIdle || e.state == WorkerState::kBusy) ++n;
+  return n;
+}
+
+}  // namespace tune::server

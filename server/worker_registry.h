@@ -1,0 +1,74 @@
+// WorkerRegistry: the workers a daemon knows, their liveness and standing; no gRPC types.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace tune::server {
+
+enum class WorkerState { kIdle, kBusy, kQuarantined, kExpired };
+
+/// "idle", "busy", "quarantined", "expired".
+const char* WorkerStateName(WorkerState state);
+
+/// What a worker says about itself when it registers.
+struct WorkerDesc {
+  std::string name;
+  std::string host;
+  std::string target;      // as given to `tune worker`: "llvm", "cuda:0"
+  std::string target_key;  // measure::Target::Key() of the device it measures
+  std::string device;      // free text
+};
+
+/// A registered worker as the daemon sees it. Times are seconds on the registry's clock.
+struct WorkerEntry {
+  uint64_t id = 0;
+  WorkerDesc desc;
+  WorkerState state = WorkerState::kIdle;
+  double registered_at = 0;
+  double last_seen = 0;
+  uint64_t results = 0;    // results returned
+  uint64_t batches = 0;    // batches completed
+  uint32_t crashes = 0;    // batches lost to the worker dying or disconnecting, in a row
+};
+
+/// Thread-safe. Time is passed in by the caller (a monotonic clock in seconds) so that expiry
+/// is testable without sleeping.
+class WorkerRegistry {
+ public:
+  /// `expire_after_s`: a worker silent for longer is expired (its id then answers NotFound);
+  /// `quarantine_after`: this many crashes in a row quarantine a worker.
+  WorkerRegistry(double expire_after_s, uint32_t quarantine_after);
+
+  /// Adds a worker and returns its id (ids start at 1 and are never reused).
+  /// InvalidArgument when the target or target key is empty.
+  absl::StatusOr<uint64_t> Register(const WorkerDesc& desc, double now);
+
+  /// Notes that worker `id` is alive. NotFound for an unknown or expired id.
+  absl::StatusOr<WorkerState> Touch(uint64_t id, double now);
+
+  /// Marks workers silent for longer than the expiry as expired and returns their ids.
+  std::vector<uint64_t> Expire(double now);
+
+  /// Records that a batch leased to `id` ended: `crashed` = the worker died or disconnected
+  /// holding it. Enough crashes in a row quarantine the worker. NotFound for an unknown id.
+  absl::Status BatchEnded(uint64_t id, uint64_t results, bool crashed);
+
+  /// Every worker ever registered, by id.
+  std::vector<WorkerEntry> List() const;
+
+  /// Workers that are live (idle or busy), not quarantined or expired.
+  uint32_t LiveCount() const;
+
+ private:
+  const double expire_after_s_;
+  const uint32_t quarantine_after_;
+  mutable std::mutex mu_;
+  std::vector<WorkerEntry> workers_;  // index = id - 1
+};
+
+}  // namespace tune::server

@@ -1,0 +1,243 @@
+// The daemon over real gRPC on loopback: token checks, worker registration, message limits,
+// and `tune serve` as a real process (bound port, queries, SIGTERM shutdown, bad flags).
+#include "server/daemon.h"
+
+#include <signal.h>
+
+#include <chrono>
+#include <fstream>
+#include <regex>
+#include <thread>
+
+#include "dataset/record_database.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "server/grpc_status.h"
+#include "tests/common/subprocess.h"
+#include "tests/common/temp_dir.h"
+#include "tune/v1/tune.grpc.pb.h"
+
+namespace tune::server {
+namespace {
+
+constexpr char kToken[] = "s3cret-token";
+
+std::chrono::system_clock::time_point Deadline(double s = 10) {
+  return std::chrono::system_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(s * 1000));
+}
+
+class DaemonTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    DaemonOptions o;
+    o.listen = "127.0.0.1:0";
+    o.db_path = dir_.Join("records.db");
+    o.token = kToken;
+    o.max_message_bytes = 64 << 10;
+    daemon_ = std::make_unique<Daemon>(o);
+    auto port = daemon_->Start();
+    ASSERT_TRUE(port.ok()) << port.status();
+    auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(*port), grpc::InsecureChannelCredentials());
+    tune_ = v1::Tune::NewStub(channel);
+    worker_ = v1::Worker::NewStub(channel);
+  }
+
+  grpc::Status Health(const std::string& token, v1::HealthReply* reply) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(Deadline());
+    AttachToken(ctx, token);
+    return tune_->Health(&ctx, v1::HealthRequest(), reply);
+  }
+
+  grpc::Status Register(const v1::RegisterRequest& req, v1::RegisterReply* reply) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(Deadline());
+    AttachToken(ctx, kToken);
+    return worker_->Register(&ctx, req, reply);
+  }
+
+  static v1::RegisterRequest CpuWorker(const std::string& name) {
+    v1::RegisterRequest req;
+    req.set_name(name);
+    req.set_host("localhost");
+    req.set_target("llvm");
+    req.set_target_key("llvm|x86_64|test");
+    req.set_protocol(1);
+    return req;
+  }
+
+  test::TempDir dir_;
+  std::unique_ptr<Daemon> daemon_;
+  std::unique_ptr<v1::Tune::Stub> tune_;
+  std::unique_ptr<v1::Worker::Stub> worker_;
+};
+
+TEST_F(DaemonTest, HealthAnswersWithTheRightTokenOnly) {
+  v1::HealthReply reply;
+  ASSERT_TRUE(Health(kToken, &reply).ok());
+  EXPECT_EQ(reply.protocol(), 1u);
+  EXPECT_EQ(reply.workers(), 0u);
+  EXPECT_EQ(reply.db_path(), dir_.Join("records.db"));
+  grpc::Status wrong = Health("s3cret-tokeX", &reply);
+  EXPECT_EQ(wrong.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(wrong.error_message(), "wrong token");
+  EXPECT_EQ(Health("", &reply).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(Health("s3cret-token-longer", &reply).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  ASSERT_TRUE(Health(kToken, &reply).ok());  // still serving
+}
+
+TEST_F(DaemonTest, RegisteredWorkersAreListedAndHeartbeatsCheckTheirId) {
+  v1::RegisterReply reg;
+  ASSERT_TRUE(Register(CpuWorker("w1"), &reg).ok());
+  EXPECT_EQ(reg.worker_id(), 1u);
+  EXPECT_GT(reg.expire_after_s(), reg.heartbeat_interval_s());
+  ASSERT_TRUE(Register(CpuWorker("w2"), &reg).ok());
+
+  grpc::ClientContext ctx;
+  AttachToken(ctx, kToken);
+  v1::ListWorkersReply list;
+  ASSERT_TRUE(tune_->ListWorkers(&ctx, v1::ListWorkersRequest(), &list).ok());
+  ASSERT_EQ(list.workers_size(), 2);
+  EXPECT_EQ(list.workers(0).name(), "w1");
+  EXPECT_EQ(list.workers(1).target(), "llvm");
+  EXPECT_EQ(list.workers(1).state(), v1::WORKER_IDLE);
+
+  v1::HeartbeatRequest hb;
+  v1::HeartbeatReply hb_reply;
+  hb.set_worker_id(2);
+  grpc::ClientContext c1;
+  AttachToken(c1, kToken);
+  EXPECT_TRUE(worker_->Heartbeat(&c1, hb, &hb_reply).ok());
+  hb.set_worker_id(42);
+  grpc::ClientContext c2;
+  AttachToken(c2, kToken);
+  EXPECT_EQ(worker_->Heartbeat(&c2, hb, &hb_reply).error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+TEST_F(DaemonTest, BadRegistrationsAreRejectedWithAReason) {
+  v1::RegisterReply reg;
+  v1::RegisterRequest no_key = CpuWorker("w");
+  no_key.clear_target_key();
+  grpc::Status s = Register(no_key, &reg);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("target key"), std::string::npos);
+  v1::RegisterRequest old = CpuWorker("w");
+  old.set_protocol(7);
+  EXPECT_EQ(Register(old, &reg).error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  v1::HealthReply h;
+  ASSERT_TRUE(Health(kToken, &h).ok());
+  EXPECT_EQ(h.workers(), 0u);
+}
+
+TEST_F(DaemonTest, OversizedMessagesAreRejectedAndTheDaemonKeepsServing) {
+  v1::RegisterRequest big = CpuWorker(std::string(100 << 10, 'x'));  // over the 64 KiB limit
+  v1::RegisterReply reg;
+  EXPECT_EQ(Register(big, &reg).error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  v1::HealthReply h;
+  EXPECT_TRUE(Health(kToken, &h).ok());
+}
+
+TEST_F(DaemonTest, QueryBestReadsTheDatabase) {
+  {
+    auto db = dataset::RecordDatabase::Open(dir_.Join("records.db"));
+    ASSERT_TRUE(db.ok()) << db.status();
+    auto task = (*db)->UpsertTask({0, "matmul:64,64,64:float32", "matmul", "{}", 1, 1});
+    auto target = (*db)->UpsertTarget({0, "llvm|x86_64|test", "{}"});
+    ASSERT_TRUE(task.ok() && target.ok());
+    std::vector<dataset::Record> recs(3);
+    double medians[] = {3e-3, 1e-3, 2e-3};
+    for (int i = 0; i < 3; ++i) {
+      recs[i].task_id = *task;
+      recs[i].target_id = *target;
+      recs[i].config_json = "{\"i\":" + std::to_string(i) + "}";
+      recs[i].config_index = i;
+      recs[i].strategy = "random";
+      recs[i].protocol_json = "{}";
+      recs[i].result.status = measure::MeasureStatus::kOk;
+      recs[i].result.costs_s = {medians[i]};
+      recs[i].result.number = 1;
+    }
+    ASSERT_TRUE((*db)->AddRecords(recs).ok());
+  }
+  grpc::ClientContext ctx;
+  AttachToken(ctx, kToken);
+  v1::QueryBestReply reply;
+  ASSERT_TRUE(tune_->QueryBest(&ctx, v1::QueryBestRequest(), &reply).ok());
+  ASSERT_EQ(reply.records_size(), 1);
+  EXPECT_EQ(reply.records(0).config_json(), "{\"i\":1}");
+  EXPECT_DOUBLE_EQ(reply.records(0).median_s(), 1e-3);
+  grpc::ClientContext ctx2;
+  AttachToken(ctx2, kToken);
+  v1::QueryBestRequest other;
+  other.set_target_key("cuda|sm_90");
+  v1::QueryBestReply none;
+  ASSERT_TRUE(tune_->QueryBest(&ctx2, other, &none).ok());
+  EXPECT_EQ(none.records_size(), 0);
+}
+
+TEST(Daemon, StartRejectsBadAddressesAndTlsHalves) {
+  test::TempDir dir;
+  DaemonOptions o;
+  o.db_path = dir.Join("r.db");
+  o.listen = "localhost";
+  EXPECT_TRUE(absl::IsInvalidArgument(Daemon(o).Start().status()));
+  o.listen = "127.0.0.1:99999";
+  EXPECT_TRUE(absl::IsInvalidArgument(Daemon(o).Start().status()));
+  o.listen = "127.0.0.1:0";
+  o.tls_cert_path = dir.Join("cert.pem");
+  EXPECT_TRUE(absl::IsInvalidArgument(Daemon(o).Start().status()));
+  EXPECT_TRUE(dir.List().empty());  // nothing written for a rejected start
+}
+
+// `tune serve` as a real process: prints its port, answers `tune workers`, stops on SIGTERM.
+TEST(ServeProcess, ServesUntilSigtermAndRejectsAWrongToken) {
+  test::TempDir dir;
+  test::WriteFileBytes(dir.Join("token"), std::string(kToken) + "\n");
+  test::WriteFileBytes(dir.Join("wrong"), "nope\n");
+  const std::string tune = std::string(TUNE_BIN_DIR) + "/tune";
+  test::Subprocess serve;
+  ASSERT_TRUE(serve.Start({tune, "serve", "--listen", "127.0.0.1:0", "--db", dir.Join("r.db"), "--token-file",
+                           dir.Join("token")},
+                          dir.path(), dir.Join("serve.out"), dir.Join("serve.err")));
+  std::string port;
+  std::regex listening("listening on 127\\.0\\.0\\.1:([0-9]+)");
+  for (int i = 0; i < 300 && port.empty() && !serve.Finished(); ++i) {
+    std::smatch m;
+    std::string out = test::ReadFileBytes(dir.Join("serve.out"));
+    if (std::regex_search(out, m, listening)) port = m[1];
+    else std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_FALSE(port.empty()) << test::ReadFileBytes(dir.Join("serve.err"));
+
+  auto ok = test::RunProcess({tune, "workers", "--server", "127.0.0.1:" + port, "--token-file", dir.Join("token")},
+                             dir.path(), 60);
+  EXPECT_EQ(ok.exit_code, 0) << ok;
+  EXPECT_NE(ok.out.find("(no workers)"), std::string::npos) << ok;
+  auto bad = test::RunProcess({tune, "workers", "--server", "127.0.0.1:" + port, "--token-file", dir.Join("wrong")},
+                              dir.path(), 60);
+  EXPECT_EQ(bad.exit_code, 2) << bad;
+  EXPECT_NE(bad.err.find("wrong token"), std::string::npos) << bad;
+
+  serve.Kill(SIGTERM);
+  const test::ProcessResult& r = serve.Wait();
+  EXPECT_TRUE(r.exited);
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_NE(test::ReadFileBytes(dir.Join("serve.out")).find("SIGTERM, shutting down"), std::string::npos);
+}
+
+TEST(ServeProcess, BadFlagsFailWithOneLineAndWriteNothing) {
+  test::TempDir dir;
+  const std::string tune = std::string(TUNE_BIN_DIR) + "/tune";
+  auto r = test::RunProcess({tune, "serve", "--listen", "nonsense", "--db", dir.Join("r.db")}, dir.path(), 60);
+  EXPECT_EQ(r.exit_code, 2) << r;
+  EXPECT_NE(r.err.find("bad listen address 'nonsense'"), std::string::npos) << r;
+  auto open = test::RunProcess({tune, "serve", "--listen", "0.0.0.0:0", "--db", dir.Join("r.db")}, dir.path(), 60);
+  EXPECT_EQ(open.exit_code, 2) << open;
+  EXPECT_NE(open.err.find("without a token"), std::string::npos) << open;
+  auto no_db = test::RunProcess({tune, "serve"}, dir.path(), 60);
+  EXPECT_EQ(no_db.exit_code, 2) << no_db;
+  EXPECT_TRUE(dir.List().empty());
+}
+
+}  // namespace
+}  // namespace tune::server
