@@ -1,9 +1,10 @@
-// `tune serve` (the daemon until SIGTERM) and `tune workers` (what a daemon knows).
+// `tune serve` (the daemon until SIGTERM), `tune worker` (a device agent), `tune workers`.
 #include "server/cli.h"
 
 #include <pthread.h>
 #include <signal.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -16,6 +17,7 @@
 #include "grpcpp/grpcpp.h"
 #include "server/daemon.h"
 #include "server/grpc_status.h"
+#include "server/worker_agent.h"
 #include "server/worker_registry.h"
 #include "tune/v1/tune.grpc.pb.h"
 
@@ -138,20 +140,61 @@ struct ClientFlags {
     app.add_option("--timeout", timeout_s, "seconds to wait for the daemon")->check(CLI::Range(0.1, 3600.0));
   }
 
+  /// The root certificate's PEM text; "" without --tls-ca.
+  absl::StatusOr<std::string> TlsRoots() const {
+    if (tls_ca.empty()) return std::string();
+    std::ifstream in(tls_ca, std::ios::binary);
+    if (!in) return absl::InvalidArgumentError("cannot read the TLS root certificate " + tls_ca);
+    std::ostringstream s;
+    s << in.rdbuf();
+    return s.str();
+  }
+
   absl::StatusOr<std::shared_ptr<grpc::Channel>> Connect() const {
+    auto roots = TlsRoots();
+    if (!roots.ok()) return roots.status();
     std::shared_ptr<grpc::ChannelCredentials> creds = grpc::InsecureChannelCredentials();
-    if (!tls_ca.empty()) {
-      std::ifstream in(tls_ca, std::ios::binary);
-      if (!in) return absl::InvalidArgumentError("cannot read the TLS root certificate " + tls_ca);
-      std::ostringstream s;
-      s << in.rdbuf();
+    if (!roots->empty()) {
       grpc::SslCredentialsOptions ssl;
-      ssl.pem_root_certs = s.str();
+      ssl.pem_root_certs = *roots;
       creds = grpc::SslCredentials(ssl);
     }
     return grpc::CreateChannel(server, creds);
   }
 };
+
+std::atomic<int> g_stop_signal{0};
+void OnStopSignal(int sig) { g_stop_signal.store(sig); }
+
+int WorkerCommand(int argc, char** argv) {
+  CLI::App app{"tune worker: measures batches leased by a daemon on this host's device", "worker"};
+  ClientFlags flags;
+  flags.Add(app);
+  WorkerAgentOptions o;
+  app.add_option("--target", o.target, "device to measure on: llvm or cuda[:N]")->capture_default_str();
+  app.add_option("--name", o.name, "name shown by `tune workers` (default HOST/TARGET)");
+  app.add_option("--threads", o.threads, "kernel threads on the CPU target (0 = all cores)")->check(CLI::Range(0, 4096));
+  if (auto rc = Parse(app, argc - 1, argv + 1)) return *rc;
+  auto token = LoadToken(flags.token_file);
+  if (!token.ok()) return Fail(token.status());
+  auto roots = flags.TlsRoots();
+  if (!roots.ok()) return Fail(roots.status());
+  o.server = flags.server;
+  o.token = *token;
+  o.tls_ca_pem = *roots;
+  struct sigaction sa = {};
+  sa.sa_handler = OnStopSignal;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  absl::Status st = RunWorkerAgent(
+      o, [] { return g_stop_signal.load() != 0; },
+      [](const std::string& line) {
+        std::printf("tune worker: %s\n", line.c_str());
+        std::fflush(stdout);
+      });
+  if (!st.ok()) return Fail(st);
+  return 0;
+}
 
 int WorkersCommand(int argc, char** argv) {
   CLI::App app{"tune workers: the worker agents a daemon knows", "workers"};
@@ -192,12 +235,13 @@ int WorkersCommand(int argc, char** argv) {
 bool IsServerCommand(int argc, char** argv) {
   if (argc < 2) return false;
   std::string c = argv[1];
-  return c == "serve" || c == "workers";
+  return c == "serve" || c == "workers" || c == "worker";
 }
 
 int RunServerCli(int argc, char** argv) {
   std::string c = argv[1];
   if (c == "serve") return ServeCommand(argc, argv);
+  if (c == "worker") return WorkerCommand(argc, argv);
   return WorkersCommand(argc, argv);
 }
 

@@ -1,4 +1,4 @@
-// The daemon-side `tune` subcommands: serve, workers.
+// The daemon-side `tune` subcommands: serve, worker, workers.
 #pragma once
 
 namespace tune::server {
@@ -6,7 +6,7 @@ namespace tune::server {
 /// True when argv[1] names a subcommand handled here.
 bool IsServerCommand(int argc, char** argv);
 
-/// Runs `tune serve ...` or `tune workers ...`; returns the exit code (0 ok, 1 failure,
+/// Runs `tune serve ...`, `tune worker ...` or `tune workers ...`; returns the exit code (0 ok, 1 failure,
 /// 2 bad usage or input). Errors are one line on stderr.
 int RunServerCli(int argc, char** argv);
 

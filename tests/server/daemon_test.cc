@@ -6,7 +6,6 @@
 
 #include <chrono>
 #include <fstream>
-#include <regex>
 #include <thread>
 
 #include "dataset/record_database.h"
@@ -15,6 +14,7 @@
 #include "server/grpc_status.h"
 #include "tests/common/subprocess.h"
 #include "tests/common/temp_dir.h"
+#include "tests/server/serve_helper.h"
 #include "tune/v1/tune.grpc.pb.h"
 
 namespace tune::server {
@@ -194,19 +194,10 @@ TEST(ServeProcess, ServesUntilSigtermAndRejectsAWrongToken) {
   test::TempDir dir;
   test::WriteFileBytes(dir.Join("token"), std::string(kToken) + "\n");
   test::WriteFileBytes(dir.Join("wrong"), "nope\n");
-  const std::string tune = std::string(TUNE_BIN_DIR) + "/tune";
+  const std::string tune = test::TuneBinary();
   test::Subprocess serve;
-  ASSERT_TRUE(serve.Start({tune, "serve", "--listen", "127.0.0.1:0", "--db", dir.Join("r.db"), "--token-file",
-                           dir.Join("token")},
-                          dir.path(), dir.Join("serve.out"), dir.Join("serve.err")));
-  std::string port;
-  std::regex listening("listening on 127\\.0\\.0\\.1:([0-9]+)");
-  for (int i = 0; i < 300 && port.empty() && !serve.Finished(); ++i) {
-    std::smatch m;
-    std::string out = test::ReadFileBytes(dir.Join("serve.out"));
-    if (std::regex_search(out, m, listening)) port = m[1];
-    else std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+  std::string port = test::StartServe(serve, dir, "serve", "127.0.0.1:0",
+                                      {"--db", dir.Join("r.db"), "--token-file", dir.Join("token")});
   ASSERT_FALSE(port.empty()) << test::ReadFileBytes(dir.Join("serve.err"));
 
   auto ok = test::RunProcess({tune, "workers", "--server", "127.0.0.1:" + port, "--token-file", dir.Join("token")},

@@ -1,0 +1,30 @@
+// WorkerAgent: `tune worker` — registers a device with a daemon and keeps it registered.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "absl/status/status.h"
+
+namespace tune::server {
+
+struct WorkerAgentOptions {
+  std::string server = "127.0.0.1:7117";
+  std::string token;
+  std::string tls_ca_pem;   // "" = plaintext
+  std::string target = "llvm";  // "llvm" or "cuda[:N]"
+  std::string name;         // "" = host name + target
+  int threads = 0;          // kernel threads on the CPU target; 0 = all cores
+  double max_backoff_s = 10;
+};
+
+/// Runs until `should_stop` returns true (polled at least every 100 ms). Each time the
+/// daemon cannot be reached, or forgets the worker (expiry, restart), the agent registers
+/// again, waiting 0.2 s, 0.4 s, ... up to max_backoff_s between tries. `on_event` gets one
+/// line per state change ("registered as worker 3 ...", "daemon unreachable ...").
+/// Returns OK after a requested stop; an error only for what retrying cannot fix: a bad
+/// target, a wrong token, a protocol mismatch or a rejected registration.
+absl::Status RunWorkerAgent(const WorkerAgentOptions& options, const std::function<bool()>& should_stop,
+                            const std::function<void(const std::string&)>& on_event);
+
+}  // namespace tune::server
