@@ -87,9 +87,44 @@ RunnerFactory LocalRunnerFactory(int threads) {
   };
 }
 
+namespace {
+
+class LocalMeasurer final : public Measurer {
+ public:
+  LocalMeasurer(const measure::Target& target, RunnerFactory runners, int build_threads)
+      : target_(target), runners_(std::move(runners)), build_threads_(build_threads) {}
+
+  std::vector<measure::MeasureResult> Measure(const codegen::Template& tmpl, const measure::TaskData* data,
+                                              const std::vector<search::Config>& configs,
+                                              const measure::MeasureProtocol& protocol) override {
+    measure::Builder builder = target_.kind == "cuda" ? measure::Builder::ForCuda(target_.cpu, build_threads_)
+                                                      : measure::Builder({}, build_threads_);
+    auto builds = builder.BuildAll(tmpl, configs);
+    return runners_(protocol)->Run(*data, builds);
+  }
+
+ private:
+  measure::Target target_;
+  RunnerFactory runners_;
+  int build_threads_;
+};
+
+}  // namespace
+
+std::unique_ptr<Measurer> MakeLocalMeasurer(const measure::Target& target, RunnerFactory runners, int build_threads) {
+  return std::make_unique<LocalMeasurer>(target, std::move(runners), build_threads);
+}
+
+uint64_t TaskDataSeed(uint64_t run_seed) { return run_seed ^ 0x9e3779b97f4a7c15ULL; }
+
 Tuner::Tuner(dataset::RecordDatabase* db, measure::Target target, RunnerFactory runners,
              TuneOptions options, ProgressFn progress)
-    : db_(db), target_(std::move(target)), runners_(std::move(runners)), options_(std::move(options)),
+    : Tuner(db, target, MakeLocalMeasurer(target, std::move(runners), options.build_threads), std::move(options),
+            std::move(progress)) {}
+
+Tuner::Tuner(dataset::RecordDatabase* db, measure::Target target, std::unique_ptr<Measurer> measurer,
+             TuneOptions options, ProgressFn progress)
+    : db_(db), target_(std::move(target)), measurer_(std::move(measurer)), options_(std::move(options)),
       progress_(std::move(progress)) {}
 
 /// Everything the loop keeps per task.
@@ -178,23 +213,19 @@ void Tuner::Report(const TaskRun& t, bool done) {
   progress_(e);
 }
 
-absl::StatusOr<std::unique_ptr<codegen::Template>> Tuner::MakeTemplate(const codegen::Workload& w) const {
-  if (target_.kind != "cuda") return codegen::Template::Create(w);
+absl::StatusOr<std::unique_ptr<codegen::Template>> MakeTemplate(const codegen::Workload& w,
+                                                                const measure::Target& target) {
+  if (target.kind != "cuda") return codegen::Template::Create(w);
   codegen::GpuLimits limits;
-  if (target_.max_threads_per_block > 0) limits.max_threads_per_block = target_.max_threads_per_block;
-  if (target_.max_shared_per_block > 0) limits.max_shared_bytes_per_block = target_.max_shared_per_block;
-  if (target_.registers_per_block > 0) limits.max_registers_per_block = target_.registers_per_block;
-  if (target_.multiprocessors > 0) limits.multiprocessors = target_.multiprocessors;
+  if (target.max_threads_per_block > 0) limits.max_threads_per_block = target.max_threads_per_block;
+  if (target.max_shared_per_block > 0) limits.max_shared_bytes_per_block = target.max_shared_per_block;
+  if (target.registers_per_block > 0) limits.max_registers_per_block = target.registers_per_block;
+  if (target.multiprocessors > 0) limits.multiprocessors = target.multiprocessors;
   return codegen::Template::Create(w, codegen::Backend::kCuda, limits);
 }
 
-measure::Builder Tuner::MakeBuilder() const {
-  if (target_.kind == "cuda") return measure::Builder::ForCuda(target_.cpu, options_.build_threads);
-  return measure::Builder({}, options_.build_threads);
-}
-
 absl::Status Tuner::Prepare(TaskRun& t, int64_t target_id, int64_t run_id) {
-  auto tmpl = MakeTemplate(t.task.workload);
+  auto tmpl = MakeTemplate(t.task.workload, target_);
   if (!tmpl.ok()) return tmpl.status();
   t.tmpl = std::move(*tmpl);
   const search::ConfigSpace& space = t.tmpl->space();
@@ -263,15 +294,15 @@ absl::Status Tuner::Prepare(TaskRun& t, int64_t target_id, int64_t run_id) {
   }
   t.progress.trials = outcome.trials;
 
-  t.data = std::make_unique<measure::TaskData>(
-      measure::TaskData::Create(t.task.workload, options_.seed ^ 0x9e3779b97f4a7c15ULL,
-                                /*with_reference=*/target_.kind != "cuda"));
+  if (measurer_->NeedsTaskData()) {
+    t.data = std::make_unique<measure::TaskData>(
+        measure::TaskData::Create(t.task.workload, TaskDataSeed(options_.seed),
+                                  /*with_reference=*/target_.kind != "cuda"));
+  }
   if (!have_default) {
     search::Config def = t.tmpl->DefaultConfig();
     measure::MeasureProtocol protocol = DefaultScheduleProtocol(options_.protocol);
-    measure::Builder builder = MakeBuilder();
-    auto builds = builder.BuildAll(*t.tmpl, {def});
-    auto results = runners_(protocol)->Run(*t.data, builds);
+    auto results = measurer_->Measure(*t.tmpl, t.data.get(), {def}, protocol);
     if (auto st = Commit(t, {def}, results, kDefaultStrategy, protocol); !st.ok()) return st;
     outcome.default_s = results[0].Median();
   }
@@ -310,7 +341,7 @@ absl::Status Tuner::CreateModel(TaskRun& t, int64_t target_id) {
     if (info.id == t.outcome.task_id || ast->num_prior_rows() >= static_cast<size_t>(options_.max_prior_rows)) continue;
     auto w = codegen::Workload::FromKey(info.workload_key);
     if (!w.ok()) continue;
-    auto tmpl = MakeTemplate(*w);
+    auto tmpl = MakeTemplate(*w, target_);
     if (!tmpl.ok() || (*tmpl)->version() != info.template_version) continue;
     auto recs = db_->Records(info.id, target_id);
     if (!recs.ok()) return recs.status();
@@ -355,9 +386,7 @@ absl::Status Tuner::Finalize(TaskRun& t) {
   if (order.size() < 2) return absl::OkStatus();  // nothing to choose between
   std::vector<search::Config> configs;
   for (size_t i : order) configs.push_back(t.history[i]);
-  measure::Builder builder = MakeBuilder();
-  auto builds = builder.BuildAll(*t.tmpl, configs);
-  auto results = runners_(options_.protocol)->Run(*t.data, builds);
+  auto results = measurer_->Measure(*t.tmpl, t.data.get(), configs, options_.protocol);
   if (auto st = Commit(t, configs, results, kFinalistStrategy, options_.protocol); !st.ok()) return st;
   double best = kInf;
   for (size_t i = 0; i < configs.size(); ++i) {
@@ -407,13 +436,11 @@ absl::Status Tuner::RunBatch(TaskRun& t, int want) {
     return absl::OkStatus();
   }
   const search::ConfigSpace& space = t.tmpl->space();
-  measure::Builder builder = MakeBuilder();
-  auto builds = builder.BuildAll(*t.tmpl, configs);
   measure::MeasureProtocol protocol = options_.protocol;
   if (options_.cutoff_factor > 0 && std::isfinite(outcome.best_s)) {
     protocol.cutoff_s = options_.cutoff_factor * outcome.best_s;
   }
-  auto results = runners_(protocol)->Run(*t.data, builds);
+  auto results = measurer_->Measure(*t.tmpl, t.data.get(), configs, protocol);
   if (auto st = Commit(t, configs, results, t.strategy->name(), protocol); !st.ok()) return st;
   std::vector<search::MeasuredConfig> measured;
   for (size_t i = 0; i < configs.size(); ++i) {

@@ -95,12 +95,39 @@ RunnerFactory LocalRunnerFactory(int threads);
 /// Runners measuring CUDA kernels on GPU `device` (measure::CudaRunner).
 RunnerFactory CudaRunnerFactory(int device);
 
+/// Builds and measures batches of one task's configs: the tuning loop's only way to measure.
+/// Implementations: in this process (MakeLocalMeasurer) or on worker agents (server/).
+class Measurer {
+ public:
+  virtual ~Measurer() = default;
+  /// One result per config, in order; a failing kernel is that config's status, never an
+  /// error. `data` (inputs and reference) is null when NeedsTaskData() is false.
+  virtual std::vector<measure::MeasureResult> Measure(const codegen::Template& tmpl, const measure::TaskData* data,
+                                                      const std::vector<search::Config>& configs,
+                                                      const measure::MeasureProtocol& protocol) = 0;
+  /// False for measurers that create the task's data where they measure.
+  virtual bool NeedsTaskData() const { return true; }
+};
+
+/// The template of `w` for `target` (the CPU one, or the CUDA one with the device's limits).
+absl::StatusOr<std::unique_ptr<codegen::Template>> MakeTemplate(const codegen::Workload& w,
+                                                                const measure::Target& target);
+/// Builds in this process for `target` (LLVM, or NVRTC for CUDA) with `build_threads`
+/// compilations at once, and measures with a runner from `runners`.
+std::unique_ptr<Measurer> MakeLocalMeasurer(const measure::Target& target, RunnerFactory runners, int build_threads);
+
+/// The seed of a task's random inputs: a worker measuring for a daemon draws the same ones.
+uint64_t TaskDataSeed(uint64_t run_seed);
+
 /// Runs the tuning loop. Every batch of results is committed to the database before the
 /// strategy sees it, so killing the process loses at most the batch in flight.
 class Tuner {
  public:
   /// `db` is not owned and must outlive the tuner.
   Tuner(dataset::RecordDatabase* db, measure::Target target, RunnerFactory runners,
+        TuneOptions options, ProgressFn progress = nullptr);
+  /// The same, measuring through `measurer` (e.g. on remote workers).
+  Tuner(dataset::RecordDatabase* db, measure::Target target, std::unique_ptr<Measurer> measurer,
         TuneOptions options, ProgressFn progress = nullptr);
 
   /// Tunes the tasks in order. Errors are infrastructure failures (database, bad task);
@@ -110,10 +137,6 @@ class Tuner {
  private:
   struct TaskRun;
   absl::Status Prepare(TaskRun& t, int64_t target_id, int64_t run_id);
-  /// The template of `w` for this tuner's target (CPU or CUDA, with the device's limits).
-  absl::StatusOr<std::unique_ptr<codegen::Template>> MakeTemplate(const codegen::Workload& w) const;
-  /// A builder for this tuner's target.
-  measure::Builder MakeBuilder() const;
   absl::Status RunBatch(TaskRun& t, int want);
   absl::Status CreateModel(TaskRun& t, int64_t target_id);
   absl::Status FitModel(TaskRun& t);
@@ -125,7 +148,7 @@ class Tuner {
 
   dataset::RecordDatabase* db_;
   measure::Target target_;
-  RunnerFactory runners_;
+  std::unique_ptr<Measurer> measurer_;
   TuneOptions options_;
   ProgressFn progress_;
   double start_ = 0;
