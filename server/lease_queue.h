@@ -1,0 +1,95 @@
+// LeaseQueue: measure batches waiting per target, leased to workers with deadlines; no gRPC types.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace tune::server {
+
+/// What a worker needs to build and measure a batch (the record database's JSON forms).
+struct BatchSpec {
+  uint64_t job_id = 0;
+  std::string target_key;       // only workers with this target key get it
+  std::string workload_key;     // codegen::Workload::Key()
+  uint64_t data_seed = 0;       // seed of the task's random inputs (tuner::TaskDataSeed)
+  std::vector<std::string> configs_json;
+  std::string protocol_json;    // measure::MeasureProtocol::ToJson()
+};
+
+/// One measured config as a worker reports it (mirrors measure::MeasureResult).
+struct BatchResult {
+  std::string status;           // measure::StatusName
+  std::string message;
+  std::vector<double> costs_s;
+  int number = 0;
+  double build_s = 0, wall_s = 0;
+};
+
+/// Thread-safe. Time (seconds, monotonic) is passed in so deadlines are testable.
+class LeaseQueue {
+ public:
+  explicit LeaseQueue(double lease_s) : lease_s_(lease_s) {}
+
+  /// Queues a batch and returns its id (never reused).
+  uint64_t Enqueue(BatchSpec spec);
+
+  /// The oldest queued batch for `target_key`, leased to `worker_id` until now + lease_s;
+  /// nullopt when none is queued.
+  std::optional<std::pair<uint64_t, BatchSpec>> Lease(uint64_t worker_id, const std::string& target_key, double now);
+
+  /// Like Lease, but waits up to `wait_s` (real time) for a batch.
+  std::optional<std::pair<uint64_t, BatchSpec>> LeaseWait(uint64_t worker_id, const std::string& target_key,
+                                                          double wait_s, double (*clock)());
+
+  /// A worker's results for a batch it holds: one per config, in order. FailedPrecondition
+  /// when the worker does not hold that batch (never leased to it, requeued, or already
+  /// done); InvalidArgument when the count is wrong. The batch is then done.
+  absl::Status Complete(uint64_t worker_id, uint64_t batch_id, std::vector<BatchResult> results);
+
+  /// Puts a batch `worker_id` holds back in front of its queue (the worker gave it back).
+  absl::Status Release(uint64_t worker_id, uint64_t batch_id);
+
+  /// Requeues every batch `worker_id` holds (it disconnected or crashed); returns how many.
+  int ReleaseWorker(uint64_t worker_id);
+
+  /// Requeues leases past their deadline; returns the ids of the workers that held them.
+  std::vector<uint64_t> ExpireLeases(double now);
+
+  /// Waits up to `wait_s` for batch `batch_id` to be done and takes its results; nullopt on
+  /// time-out or Cancel.
+  std::optional<std::vector<BatchResult>> AwaitResults(uint64_t batch_id, double wait_s);
+
+  /// Drops the queued and leased batches of `job_id`; their waiters get nullopt.
+  void Cancel(uint64_t job_id);
+
+  size_t Queued(const std::string& target_key) const;
+
+ private:
+  struct Entry {
+    BatchSpec spec;
+    uint64_t worker_id = 0;     // 0 = queued
+    double deadline = 0;
+    bool done = false, cancelled = false;
+    std::vector<BatchResult> results;
+  };
+  std::optional<std::pair<uint64_t, BatchSpec>> LeaseLocked(uint64_t worker_id, const std::string& target_key,
+                                                             double now);
+  void RequeueLocked(uint64_t batch_id);
+
+  const double lease_s_;
+  mutable std::mutex mu_;
+  std::condition_variable changed_;
+  uint64_t next_id_ = 1;
+  std::map<uint64_t, Entry> batches_;                     // not yet taken by AwaitResults
+  std::map<std::string, std::deque<uint64_t>> queues_;    // target key -> queued batch ids
+};
+
+}  // namespace tune::server
