@@ -90,6 +90,34 @@ std::string Target::ToJson() const {
   return j.dump();
 }
 
+absl::StatusOr<Target> Target::FromJson(const std::string& text) {
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return absl::InvalidArgumentError("target description is not a JSON object");
+  Target t;
+  try {
+    t.kind = j.at("kind").get<std::string>();
+    t.device_model = j.at("device_model").get<std::string>();
+    t.cpu = j.at("cpu").get<std::string>();
+    t.features = j.at("features").get<std::string>();
+    t.toolkit = j.at("toolkit").get<std::string>();
+    t.threads = j.at("threads").get<int>();
+    if (t.kind == "cuda") {
+      t.device = j.at("device").get<int>();
+      t.max_threads_per_block = j.at("max_threads_per_block").get<int64_t>();
+      t.max_shared_per_block = j.at("max_shared_per_block").get<int64_t>();
+      t.registers_per_block = j.at("registers_per_block").get<int64_t>();
+      t.multiprocessors = j.at("multiprocessors").get<int64_t>();
+      t.l2_bytes = j.at("l2_bytes").get<int64_t>();
+    }
+    if (t.Key() != j.at("key").get<std::string>())
+      return absl::InvalidArgumentError("target description: key does not match its fields");
+  } catch (const nlohmann::json::exception& e) {
+    return absl::InvalidArgumentError(std::string("target description: ") + e.what());
+  }
+  if (t.kind != "llvm" && t.kind != "cuda") return absl::InvalidArgumentError("target kind must be llvm or cuda");
+  return t;
+}
+
 Target Target::HostCpu(int threads) {
   Target target;
   target.kind = "llvm";

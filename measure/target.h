@@ -31,6 +31,9 @@ struct Target {
   /// "cuda|sm_90|NVIDIA H100 80GB HBM3|132sm|nvrtc-13.0,driver-13.0|t1".
   std::string Key() const;
   std::string ToJson() const;
+  /// Parses ToJson's output; InvalidArgument when a field is missing or the stored key does
+  /// not match the fields.
+  static absl::StatusOr<Target> FromJson(const std::string& text);
 
   /// The host CPU as seen through LLVM; `threads` as given (>= 1).
   static Target HostCpu(int threads);

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <sstream>
@@ -230,18 +231,163 @@ int WorkersCommand(int argc, char** argv) {
   return 0;
 }
 
+const char* JobStateName(v1::JobState s) {
+  switch (s) {
+    case v1::JOB_QUEUED: return "queued";
+    case v1::JOB_RUNNING: return "running";
+    case v1::JOB_DONE: return "done";
+    case v1::JOB_CANCELLED: return "cancelled";
+    case v1::JOB_FAILED: return "failed";
+    default: return "?";
+  }
+}
+
+std::string Ms(double s) { return s > 0 ? absl::StrCat(absl::SixDigits(s * 1e3)) : "-"; }
+
+bool Finished(v1::JobState s);
+
+int SubmitCommand(int argc, char** argv) {
+  CLI::App app{"tune submit: a tuning job run by a daemon on its workers, progress streamed back", "submit"};
+  ClientFlags flags;
+  flags.Add(app);
+  std::string model, target = "llvm", strategy, scheduler, cost_model, name;
+  int trials = 32, total = 0, batch = 8;
+  uint64_t seed = 0;
+  std::vector<std::string> strategy_options;
+  bool detach = false;
+  app.add_option("model", model, "built-in model name or a JSON model file")->required();
+  app.add_option("--target", target, "llvm or cuda[:N]: the workers that measure it")->capture_default_str();
+  app.add_option("--trials", trials, "measurements per task")->check(CLI::Range(1, 1000000))->capture_default_str();
+  app.add_option("--total-trials", total, "cap over all tasks (0 = none)")->check(CLI::Range(0, 100000000));
+  app.add_option("--batch", batch, "candidates per leased batch")->check(CLI::Range(1, 1024))->capture_default_str();
+  app.add_option("--seed", seed, "search seed");
+  app.add_option("--strategy", strategy, "search strategy (as for tune MODEL)");
+  app.add_option("--strategy-option", strategy_options, "KEY=VALUE (repeatable)");
+  app.add_option("--task-scheduler", scheduler, "round-robin, gradient, ucb");
+  app.add_option("--cost-model", cost_model, "auto, none, xgb, xgb-reg");
+  app.add_option("--name", name, "shown by tune jobs");
+  app.add_flag("--detach", detach, "print the job id and return without watching");
+  if (auto rc = Parse(app, argc - 1, argv + 1)) return *rc;
+  auto token = LoadToken(flags.token_file);
+  if (!token.ok()) return Fail(token.status());
+  auto channel = flags.Connect();
+  if (!channel.ok()) return Fail(channel.status());
+  auto stub = v1::Tune::NewStub(*channel);
+
+  v1::SubmitJobRequest req;
+  std::ifstream file(model);
+  if (std::filesystem::is_regular_file(model) && file) {  // a model file: its contents travel
+    std::ostringstream text;
+    text << file.rdbuf();
+    req.set_model_json(text.str());
+    if (name.empty()) name = model;
+  } else {
+    req.set_zoo_name(model);
+  }
+  req.set_target(target);
+  req.set_trials(trials);
+  req.set_total_trials(total);
+  req.set_batch(batch);
+  req.set_seed(seed);
+  req.set_strategy(strategy);
+  req.set_task_scheduler(scheduler);
+  req.set_cost_model(cost_model);
+  req.set_name(name);
+  for (const auto& kv : strategy_options) req.add_strategy_options(kv);
+  v1::SubmitJobReply reply;
+  {
+    grpc::ClientContext ctx;
+    AttachToken(ctx, *token);
+    ctx.set_deadline(std::chrono::system_clock::now() +
+                     std::chrono::milliseconds(static_cast<int64_t>(flags.timeout_s * 1000)));
+    grpc::Status st = stub->SubmitJob(&ctx, req, &reply);
+    if (!st.ok()) return Fail(FromGrpcStatus(st, "daemon at " + flags.server));
+  }
+  std::printf("job %llu submitted to %s\n", static_cast<unsigned long long>(reply.job_id()), flags.server.c_str());
+  std::fflush(stdout);
+  if (detach) return 0;
+
+  grpc::ClientContext ctx;
+  AttachToken(ctx, *token);
+  v1::WatchJobRequest watch;
+  watch.set_job_id(reply.job_id());
+  auto reader = stub->WatchJob(&ctx, watch);
+  v1::JobEvent e, last;
+  uint32_t shown = ~0u;
+  while (reader->Read(&e)) {
+    last = e;
+    if (e.trials_done() != shown || Finished(e.state())) {
+      shown = e.trials_done();
+      double best_total = 0;
+      for (const auto& t : e.tasks()) best_total += t.best_s() * t.count();
+      std::printf("[job %llu] %-9s trials %5u/%-5u  est. model %s ms  elapsed %.0fs  ETA %.0fs\n",
+                  static_cast<unsigned long long>(e.job_id()), JobStateName(e.state()), e.trials_done(),
+                  e.trials_total(), Ms(best_total).c_str(), e.elapsed_s(), e.eta_s());
+      std::fflush(stdout);
+    }
+  }
+  grpc::Status st = reader->Finish();
+  if (!st.ok()) return Fail(FromGrpcStatus(st, "daemon at " + flags.server));
+  std::printf("\n%-44s  %5s  %6s  %4s  %12s  %12s  %8s\n", "task", "count", "trials", "ok", "best ms", "default ms",
+              "speedup");
+  double best_sum = 0, default_sum = 0;
+  for (const auto& t : last.tasks()) {
+    std::printf("%-44s  %5u  %6u  %4u  %12s  %12s  %7.2fx\n", t.workload_key().c_str(), t.count(), t.trials(), t.ok(),
+                Ms(t.best_s()).c_str(), Ms(t.default_s()).c_str(), t.best_s() > 0 ? t.default_s() / t.best_s() : 0.0);
+    best_sum += t.best_s() * t.count();
+    default_sum += t.default_s() * t.count();
+  }
+  std::printf("\nestimated model latency (sum of best x count): %s ms; untuned default: %s ms\n",
+              Ms(best_sum).c_str(), Ms(default_sum).c_str());
+  std::printf("job %llu %s%s%s\n", static_cast<unsigned long long>(last.job_id()), JobStateName(last.state()),
+              last.message().empty() ? "" : ": ", last.message().c_str());
+  if (last.state() == v1::JOB_DONE) return 0;
+  return last.state() == v1::JOB_CANCELLED ? 130 : kExitFailure;
+}
+
+int JobsCommand(int argc, char** argv) {
+  CLI::App app{"tune jobs: the jobs a daemon knows", "jobs"};
+  ClientFlags flags;
+  flags.Add(app);
+  if (auto rc = Parse(app, argc - 1, argv + 1)) return *rc;
+  auto token = LoadToken(flags.token_file);
+  if (!token.ok()) return Fail(token.status());
+  auto channel = flags.Connect();
+  if (!channel.ok()) return Fail(channel.status());
+  auto stub = v1::Tune::NewStub(*channel);
+  grpc::ClientContext ctx;
+  AttachToken(ctx, *token);
+  ctx.set_deadline(std::chrono::system_clock::now() +
+                   std::chrono::milliseconds(static_cast<int64_t>(flags.timeout_s * 1000)));
+  v1::ListJobsReply reply;
+  grpc::Status st = stub->ListJobs(&ctx, v1::ListJobsRequest(), &reply);
+  if (!st.ok()) return Fail(FromGrpcStatus(st, "daemon at " + flags.server));
+  std::printf("%-4s  %-20s  %-16s  %-8s  %-9s  %13s\n", "id", "name", "model", "target", "state", "trials");
+  for (const auto& j : reply.jobs()) {
+    std::printf("%-4llu  %-20s  %-16s  %-8s  %-9s  %6u/%-6u\n", static_cast<unsigned long long>(j.job_id()),
+                j.name().c_str(), j.model().c_str(), j.target().c_str(), JobStateName(j.state()), j.trials_done(),
+                j.trials_total());
+  }
+  if (reply.jobs().empty()) std::printf("(no jobs)\n");
+  return 0;
+}
+
+bool Finished(v1::JobState s) { return s == v1::JOB_DONE || s == v1::JOB_CANCELLED || s == v1::JOB_FAILED; }
+
 }  // namespace
 
 bool IsServerCommand(int argc, char** argv) {
   if (argc < 2) return false;
   std::string c = argv[1];
-  return c == "serve" || c == "workers" || c == "worker";
+  return c == "serve" || c == "workers" || c == "worker" || c == "submit" || c == "jobs";
 }
 
 int RunServerCli(int argc, char** argv) {
   std::string c = argv[1];
   if (c == "serve") return ServeCommand(argc, argv);
   if (c == "worker") return WorkerCommand(argc, argv);
+  if (c == "submit") return SubmitCommand(argc, argv);
+  if (c == "jobs") return JobsCommand(argc, argv);
   return WorkersCommand(argc, argv);
 }
 

@@ -5,15 +5,25 @@
 #include <condition_variable>
 #include <fstream>
 #include <mutex>
+#include <cmath>
 #include <sstream>
+#include <atomic>
+#include <list>
+#include <map>
 #include <thread>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "dataset/record_database.h"
 #include "grpcpp/grpcpp.h"
+#include "measure/target.h"
+#include "search/strategy.h"
 #include "server/grpc_status.h"
+#include "server/lease_queue.h"
+#include "server/remote_measurer.h"
 #include "server/worker_registry.h"
+#include "tuner/model_file.h"
+#include "tuner/tuner.h"
 #include "tune/v1/tune.grpc.pb.h"
 
 namespace tune::server {
@@ -57,10 +67,61 @@ absl::Status ValidateListenAddress(const std::string& address) {
   return absl::OkStatus();
 }
 
+/// A tuning job run by the daemon: its request, and the progress the tuner reports.
+struct Job {
+  uint64_t id = 0;
+  v1::SubmitJobRequest request;
+  std::string model_name;
+  std::vector<tuner::TuneTask> tasks;
+  double submitted_at = 0;  // Unix time
+  double started = 0;       // monotonic
+  std::atomic<bool> cancel{false};
+  std::thread thread;
+
+  mutable std::mutex mu;    // guards what follows
+  v1::JobState state = v1::JOB_QUEUED;
+  std::string message;
+  std::map<int, v1::TaskProgress> tasks_progress;  // by task index
+  uint32_t trials_total = 0;
+  double eta_s = 0;
+  uint64_t version = 0;     // bumped on every change, for watchers
+
+  v1::JobEvent Event() const {
+    std::lock_guard<std::mutex> lock(mu);
+    v1::JobEvent e;
+    e.set_job_id(id);
+    e.set_state(state);
+    uint32_t done = 0;
+    for (const auto& [i, t] : tasks_progress) {
+      *e.add_tasks() = t;
+      done += t.trials();
+    }
+    e.set_trials_done(done);
+    e.set_trials_total(trials_total);
+    e.set_elapsed_s(started > 0 ? MonotonicSeconds() - started : 0);
+    e.set_eta_s(eta_s);
+    e.set_message(message);
+    return e;
+  }
+
+  void SetState(v1::JobState s, const std::string& why = "") {
+    std::lock_guard<std::mutex> lock(mu);
+    state = s;
+    message = why;
+    ++version;
+  }
+};
+
+bool Finished(v1::JobState s) { return s == v1::JOB_DONE || s == v1::JOB_CANCELLED || s == v1::JOB_FAILED; }
+
 struct Daemon::Impl {
   DaemonOptions options;
   double started = MonotonicSeconds();
   WorkerRegistry registry;
+  LeaseQueue queue{options.lease_s};
+  std::mutex jobs_mu;
+  std::list<std::unique_ptr<Job>> jobs;
+  uint64_t next_job_id = 1;
   std::mutex db_mu;
   std::unique_ptr<dataset::RecordDatabase> db;
   std::unique_ptr<grpc::Server> server;
@@ -73,6 +134,100 @@ struct Daemon::Impl {
   explicit Impl(DaemonOptions o)
       : options(std::move(o)), registry(options.expire_after_s, options.quarantine_after) {}
 
+  bool Stopping() {
+    std::lock_guard<std::mutex> lock(mu);
+    return stopping;
+  }
+
+  Job* FindJob(uint64_t id) {
+    std::lock_guard<std::mutex> lock(jobs_mu);
+    for (auto& j : jobs)
+      if (j->id == id) return j.get();
+    return nullptr;
+  }
+
+  /// The job's thread: waits for a worker of its target kind, then runs the tuner with a
+  /// RemoteMeasurer on its own connection to the database.
+  void RunJob(Job* job) {
+    const std::string kind = job->request.target().substr(0, job->request.target().find(':'));
+    std::optional<WorkerDesc> worker;
+    while (!job->cancel && !Stopping()) {
+      if ((worker = registry.AnyLive(kind))) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    if (!worker) {
+      job->SetState(job->cancel ? v1::JOB_CANCELLED : v1::JOB_QUEUED,
+                    job->cancel ? "cancelled before it started" : "daemon stopped before a worker came");
+      return;
+    }
+    auto target = measure::Target::FromJson(worker->target_json);
+    if (!target.ok()) return job->SetState(v1::JOB_FAILED, std::string(target.status().message()));
+    auto db = dataset::RecordDatabase::Open(options.db_path);
+    if (!db.ok()) return job->SetState(v1::JOB_FAILED, std::string(db.status().message()));
+
+    const v1::SubmitJobRequest& r = job->request;
+    tuner::TuneOptions o;
+    o.trials_per_task = static_cast<int>(r.trials());
+    o.total_trials = static_cast<int>(r.total_trials());
+    if (r.batch() > 0) o.batch = static_cast<int>(r.batch());
+    o.seed = r.seed();
+    if (!r.strategy().empty()) o.strategy = r.strategy();
+    if (!r.task_scheduler().empty()) o.task_scheduler = r.task_scheduler();
+    if (!r.cost_model().empty()) o.cost_model = r.cost_model();
+    for (const std::string& kv : r.strategy_options()) {
+      if (auto st = search::SetStrategyOption(o.strategy_options, kv); !st.ok())
+        return job->SetState(v1::JOB_FAILED, std::string(st.message()));
+    }
+    if (!r.protocol_json().empty()) {
+      auto protocol = measure::MeasureProtocol::FromJson(r.protocol_json());
+      if (!protocol.ok()) return job->SetState(v1::JOB_FAILED, std::string(protocol.status().message()));
+      o.protocol = *protocol;
+    }
+    o.command = absl::StrCat("submit ", job->model_name, " --target ", r.target(), " (job ", job->id, ")");
+    o.should_stop = [job, this] { return job->cancel.load() || Stopping(); };
+    {
+      std::lock_guard<std::mutex> lock(job->mu);
+      job->state = v1::JOB_RUNNING;
+      job->trials_total = o.total_trials > 0 ? o.total_trials
+                                             : o.trials_per_task * static_cast<uint32_t>(job->tasks.size());
+      ++job->version;
+    }
+    job->started = MonotonicSeconds();
+    auto measurer = std::make_unique<RemoteMeasurer>(&queue, job->id, target->Key(), tuner::TaskDataSeed(o.seed),
+                                                     [this] { return Stopping(); });
+    tuner::Tuner tuner(db->get(), *target, std::move(measurer), o, [job](const tuner::ProgressEvent& e) {
+      std::lock_guard<std::mutex> lock(job->mu);
+      v1::TaskProgress& t = job->tasks_progress[e.task_index];
+      if (e.task) {
+        t.set_workload_key(e.task->workload.Key());
+        t.set_count(e.task->count);
+      }
+      t.set_trials(e.trials);
+      t.set_best_s(std::isfinite(e.best_s) ? e.best_s : 0);
+      job->eta_s = e.eta_s;
+      ++job->version;
+    });
+    auto outcomes = tuner.Run(job->tasks);
+    if (!outcomes.ok()) return job->SetState(v1::JOB_FAILED, std::string(outcomes.status().message()));
+    {
+      std::lock_guard<std::mutex> lock(job->mu);
+      for (size_t i = 0; i < outcomes->size(); ++i) {
+        const tuner::TaskOutcome& out = (*outcomes)[i];
+        v1::TaskProgress& t = job->tasks_progress[static_cast<int>(i)];
+        t.set_task_id(out.task_id);
+        t.set_workload_key(out.task.workload.Key());
+        t.set_count(out.task.count);
+        t.set_trials(out.trials);
+        t.set_ok(out.trials - out.failed);
+        t.set_best_s(std::isfinite(out.best_s) ? out.best_s : 0);
+        t.set_default_s(std::isfinite(out.default_s) ? out.default_s : 0);
+      }
+    }
+    if (job->cancel) job->SetState(v1::JOB_CANCELLED, "cancelled");
+    else if (Stopping()) job->SetState(v1::JOB_FAILED, "the daemon stopped");
+    else job->SetState(v1::JOB_DONE);
+  }
+
   class TuneService final : public v1::Tune::Service {
    public:
     explicit TuneService(Impl* d) : d_(d) {}
@@ -83,25 +238,83 @@ struct Daemon::Impl {
       reply->set_protocol(kProtocol);
       reply->set_uptime_s(MonotonicSeconds() - d_->started);
       reply->set_workers(d_->registry.LiveCount());
-      reply->set_jobs_active(0);
+      uint32_t active = 0;
+      {
+        std::lock_guard<std::mutex> lock(d_->jobs_mu);
+        for (const auto& job : d_->jobs) active += !Finished(job->Event().state());
+      }
+      reply->set_jobs_active(active);
       reply->set_db_path(d_->options.db_path);
       return grpc::Status::OK;
     }
 
-    grpc::Status SubmitJob(grpc::ServerContext* ctx, const v1::SubmitJobRequest*, v1::SubmitJobReply*) override {
+    grpc::Status SubmitJob(grpc::ServerContext* ctx, const v1::SubmitJobRequest* req,
+                           v1::SubmitJobReply* reply) override {
       if (auto s = CheckToken(*ctx, d_->options.token); !s.ok()) return ToGrpcStatus(s);
-      return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "this daemon does not run jobs yet");
+      auto invalid = [](const std::string& why) { return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, why); };
+      const std::string& target = req->target();
+      if (target != "llvm" && target != "cuda" && target.rfind("cuda:", 0) != 0)
+        return invalid("target must be llvm or cuda[:N], got '" + target + "'");
+      if (req->trials() < 1 || req->trials() > 1000000) return invalid("trials must be in 1..1000000");
+      absl::StatusOr<tuner::ZooModel> model = absl::InvalidArgumentError("no model given");
+      if (req->has_zoo_name()) model = tuner::GetZooModel(req->zoo_name());
+      else if (req->has_model_json()) model = tuner::ParseModelJson(req->model_json(), req->name().empty() ? "submitted" : req->name());
+      if (!model.ok()) return invalid(std::string(model.status().message()));
+      if (!req->strategy().empty()) {
+        search::ConfigSpace probe;
+        probe.AddChoice("x", {0, 1});
+        if (auto s = search::SearchStrategy::Create(req->strategy(), &probe, {}); !s.ok())
+          return invalid(std::string(s.status().message()));
+      }
+      auto job = std::make_unique<Job>();
+      job->request = *req;
+      job->model_name = model->name;
+      job->tasks = tuner::ExtractTasks(*model);
+      job->submitted_at = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+      Job* raw = job.get();
+      {
+        std::lock_guard<std::mutex> lock(d_->jobs_mu);
+        raw->id = d_->next_job_id++;
+        d_->jobs.push_back(std::move(job));
+      }
+      raw->thread = std::thread([this, raw] { d_->RunJob(raw); });
+      reply->set_job_id(raw->id);
+      return grpc::Status::OK;
     }
 
-    grpc::Status WatchJob(grpc::ServerContext* ctx, const v1::WatchJobRequest*,
-                          grpc::ServerWriter<v1::JobEvent>*) override {
+    grpc::Status WatchJob(grpc::ServerContext* ctx, const v1::WatchJobRequest* req,
+                          grpc::ServerWriter<v1::JobEvent>* writer) override {
       if (auto s = CheckToken(*ctx, d_->options.token); !s.ok()) return ToGrpcStatus(s);
-      return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "this daemon does not run jobs yet");
+      Job* job = d_->FindJob(req->job_id());
+      if (!job) return grpc::Status(grpc::StatusCode::NOT_FOUND, absl::StrCat("no job ", req->job_id()));
+      uint64_t seen = ~0ull;
+      while (!ctx->IsCancelled()) {
+        uint64_t version;
+        {
+          std::lock_guard<std::mutex> lock(job->mu);
+          version = job->version;
+        }
+        if (version != seen) {
+          seen = version;
+          v1::JobEvent e = job->Event();
+          if (!writer->Write(e)) break;
+          if (Finished(e.state())) break;
+        }
+        if (d_->Stopping()) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the daemon is shutting down");
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+      return grpc::Status::OK;
     }
 
-    grpc::Status CancelJob(grpc::ServerContext* ctx, const v1::CancelJobRequest*, v1::CancelJobReply*) override {
+    grpc::Status CancelJob(grpc::ServerContext* ctx, const v1::CancelJobRequest* req,
+                           v1::CancelJobReply* reply) override {
       if (auto s = CheckToken(*ctx, d_->options.token); !s.ok()) return ToGrpcStatus(s);
-      return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "this daemon does not run jobs yet");
+      Job* job = d_->FindJob(req->job_id());
+      if (!job) return grpc::Status(grpc::StatusCode::NOT_FOUND, absl::StrCat("no job ", req->job_id()));
+      job->cancel = true;
+      std::lock_guard<std::mutex> lock(job->mu);
+      reply->set_state(job->state);
+      return grpc::Status::OK;
     }
 
     grpc::Status QueryBest(grpc::ServerContext* ctx, const v1::QueryBestRequest* req,
@@ -151,9 +364,22 @@ struct Daemon::Impl {
       return grpc::Status::OK;
     }
 
-    grpc::Status ListJobs(grpc::ServerContext* ctx, const v1::ListJobsRequest*, v1::ListJobsReply*) override {
+    grpc::Status ListJobs(grpc::ServerContext* ctx, const v1::ListJobsRequest*, v1::ListJobsReply* reply) override {
       if (auto s = CheckToken(*ctx, d_->options.token); !s.ok()) return ToGrpcStatus(s);
-      return grpc::Status::OK;  // no job has been submitted to this daemon
+      std::lock_guard<std::mutex> lock(d_->jobs_mu);
+      for (const auto& job : d_->jobs) {
+        v1::JobEvent e = job->Event();
+        v1::JobInfo* j = reply->add_jobs();
+        j->set_job_id(job->id);
+        j->set_name(job->request.name());
+        j->set_model(job->model_name);
+        j->set_target(job->request.target());
+        j->set_state(e.state());
+        j->set_trials_done(e.trials_done());
+        j->set_trials_total(e.trials_total());
+        j->set_submitted_at(job->submitted_at);
+      }
+      return grpc::Status::OK;
     }
 
    private:
@@ -170,7 +396,13 @@ struct Daemon::Impl {
       if (req->protocol() != kProtocol)
         return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                             absl::StrCat("worker speaks protocol ", req->protocol(), ", this daemon ", kProtocol));
-      WorkerDesc desc{req->name(), req->host(), req->target(), req->target_key(), req->device()};
+      WorkerDesc desc{req->name(), req->host(), req->target(), req->target_key(), req->device(), req->target_json()};
+      if (!desc.target_json.empty()) {
+        auto t = measure::Target::FromJson(desc.target_json);
+        if (!t.ok()) return ToGrpcStatus(t.status());
+        if (t->Key() != desc.target_key)
+          return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "target key does not match the target description");
+      }
       auto id = d_->registry.Register(desc, MonotonicSeconds());
       if (!id.ok()) return ToGrpcStatus(id.status());
       reply->set_worker_id(*id);
@@ -189,9 +421,79 @@ struct Daemon::Impl {
     }
 
     grpc::Status Work(grpc::ServerContext* ctx,
-                      grpc::ServerReaderWriter<v1::DaemonMessage, v1::WorkerMessage>*) override {
+                      grpc::ServerReaderWriter<v1::DaemonMessage, v1::WorkerMessage>* stream) override {
       if (auto s = CheckToken(*ctx, d_->options.token); !s.ok()) return ToGrpcStatus(s);
-      return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "this daemon does not lease batches yet");
+      v1::WorkerMessage msg;
+      if (!stream->Read(&msg)) return grpc::Status::CANCELLED;
+      if (!msg.has_ready())
+        return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "the Work stream must start with Ready");
+      const uint64_t id = msg.ready().worker_id();
+      auto entry = d_->registry.Get(id);
+      if (!entry.ok() || entry->state == WorkerState::kExpired)
+        return grpc::Status(grpc::StatusCode::NOT_FOUND, absl::StrCat("no live worker ", id, " (register again)"));
+      if (entry->state == WorkerState::kQuarantined)
+        return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, absl::StrCat("worker ", id, " is quarantined"));
+      const std::string key = entry->desc.target_key;
+      uint64_t held = 0;
+      // Alternates: Ready -> Batch, Results -> Ack (after the commit) or Release.
+      while (true) {
+        if (msg.has_ready()) {
+          std::optional<std::pair<uint64_t, BatchSpec>> lease;
+          while (!lease) {
+            if (ctx->IsCancelled() || d_->Stopping()) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "shutting down");
+            lease = d_->queue.LeaseWait(id, key, 0.25, &MonotonicSeconds);
+          }
+          held = lease->first;
+          d_->registry.SetBusy(id, true);
+          v1::DaemonMessage out;
+          v1::Batch* b = out.mutable_batch();
+          b->set_batch_id(lease->first);
+          b->set_job_id(lease->second.job_id);
+          b->set_workload_key(lease->second.workload_key);
+          for (const auto& c : lease->second.configs_json) b->add_configs_json(c);
+          b->set_protocol_json(lease->second.protocol_json);
+          b->set_deadline_s(d_->options.lease_s);
+          b->set_data_seed(lease->second.data_seed);
+          if (!stream->Write(out)) return Lost(id, held);
+        } else if (msg.has_results()) {
+          std::vector<BatchResult> results;
+          for (const auto& r : msg.results().results()) {
+            results.push_back({r.status(), r.message(), {r.costs_s().begin(), r.costs_s().end()},
+                               static_cast<int>(r.number()), r.build_s(), r.wall_s()});
+          }
+          const uint64_t batch = msg.results().batch_id();
+          const size_t n = results.size();
+          if (auto st = d_->queue.Complete(id, batch, std::move(results)); !st.ok()) {
+            d_->queue.ReleaseWorker(id);
+            d_->registry.SetBusy(id, false);
+            return ToGrpcStatus(st);
+          }
+          held = 0;
+          (void)d_->registry.BatchEnded(id, n, /*crashed=*/false);
+          d_->registry.SetBusy(id, false);
+          if (d_->queue.AwaitCommitted(batch, d_->options.lease_s)) {
+            v1::DaemonMessage ack;
+            ack.mutable_ack()->set_batch_id(batch);
+            if (!stream->Write(ack)) return grpc::Status::CANCELLED;
+          }
+        } else if (msg.has_release()) {
+          if (auto st = d_->queue.Release(id, msg.release().batch_id()); !st.ok()) return ToGrpcStatus(st);
+          held = 0;
+          d_->registry.SetBusy(id, false);
+        } else {
+          return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "empty worker message");
+        }
+        (void)d_->registry.Touch(id, MonotonicSeconds());
+        if (!stream->Read(&msg)) return Lost(id, held);
+      }
+    }
+
+    /// The worker's stream broke: whatever it held goes back to the queue.
+    grpc::Status Lost(uint64_t id, uint64_t held) {
+      d_->queue.ReleaseWorker(id);
+      if (held != 0) (void)d_->registry.BatchEnded(id, 0, /*crashed=*/true);
+      d_->registry.SetBusy(id, false);
+      return grpc::Status::CANCELLED;
     }
 
    private:
@@ -240,7 +542,9 @@ absl::StatusOr<int> Daemon::Start() {
     std::unique_lock<std::mutex> lock(d.mu);
     while (!d.stopping) {
       d.cv.wait_for(lock, std::chrono::milliseconds(500));
-      d.registry.Expire(MonotonicSeconds());
+      const double now = MonotonicSeconds();
+      for (uint64_t w : d.registry.Expire(now)) d.queue.ReleaseWorker(w);
+      for (uint64_t w : d.queue.ExpireLeases(now)) (void)d.registry.BatchEnded(w, 0, /*crashed=*/true);
     }
   });
   return port;
@@ -262,6 +566,9 @@ void Daemon::Shutdown(double grace_s) {
     d.server->Shutdown(std::chrono::system_clock::now() +
                        std::chrono::milliseconds(static_cast<int64_t>(grace_s * 1000)));
   if (d.janitor.joinable()) d.janitor.join();
+  std::lock_guard<std::mutex> lock(d.jobs_mu);
+  for (auto& job : d.jobs)
+    if (job->thread.joinable()) job->thread.join();
 }
 
 }  // namespace tune::server

@@ -21,6 +21,7 @@ struct DaemonOptions {
   double heartbeat_interval_s = 2;        // what workers are told to keep
   double expire_after_s = 10;             // silent this long: a worker is expired
   uint32_t quarantine_after = 3;          // crashes in a row that quarantine a worker
+  double lease_s = 600;                   // a leased batch not returned by then is requeued
 };
 
 /// Owns the gRPC server, the worker registry and the record database. Start once, then Wait

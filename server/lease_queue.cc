@@ -115,12 +115,32 @@ std::optional<std::vector<BatchResult>> LeaseQueue::AwaitResults(uint64_t batch_
       return std::nullopt;
     }
     if (it->second.done) {
-      std::vector<BatchResult> r = std::move(it->second.results);
-      batches_.erase(it);
-      return r;
+      if (it->second.taken) return std::nullopt;
+      it->second.taken = true;
+      return std::move(it->second.results);
     }
     if (changed_.wait_until(lock, end) == std::cv_status::timeout) return std::nullopt;
   }
+}
+
+void LeaseQueue::MarkCommitted(uint64_t batch_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  batches_.erase(batch_id);
+  committed_.insert(batch_id);
+  changed_.notify_all();
+}
+
+bool LeaseQueue::AwaitCommitted(uint64_t batch_id, double wait_s) {
+  std::unique_lock<std::mutex> lock(mu_);
+  auto end = std::chrono::steady_clock::now() + std::chrono::microseconds(static_cast<int64_t>(wait_s * 1e6));
+  while (committed_.count(batch_id) == 0) {
+    if (changed_.wait_until(lock, end) == std::cv_status::timeout) {
+      if (committed_.count(batch_id) == 0) return false;
+      break;
+    }
+  }
+  committed_.erase(batch_id);
+  return true;
 }
 
 void LeaseQueue::Cancel(uint64_t job_id) {

@@ -7,6 +7,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -67,6 +68,13 @@ class LeaseQueue {
   /// time-out or Cancel.
   std::optional<std::vector<BatchResult>> AwaitResults(uint64_t batch_id, double wait_s);
 
+  /// The taken results of `batch_id` are in the database: forgets the batch and wakes
+  /// AwaitCommitted.
+  void MarkCommitted(uint64_t batch_id);
+
+  /// Waits up to `wait_s` for MarkCommitted(batch_id); true when it came.
+  bool AwaitCommitted(uint64_t batch_id, double wait_s);
+
   /// Drops the queued and leased batches of `job_id`; their waiters get nullopt.
   void Cancel(uint64_t job_id);
 
@@ -77,7 +85,7 @@ class LeaseQueue {
     BatchSpec spec;
     uint64_t worker_id = 0;     // 0 = queued
     double deadline = 0;
-    bool done = false, cancelled = false;
+    bool done = false, cancelled = false, taken = false;
     std::vector<BatchResult> results;
   };
   std::optional<std::pair<uint64_t, BatchSpec>> LeaseLocked(uint64_t worker_id, const std::string& target_key,
@@ -90,6 +98,7 @@ class LeaseQueue {
   uint64_t next_id_ = 1;
   std::map<uint64_t, Entry> batches_;                     // not yet taken by AwaitResults
   std::map<std::string, std::deque<uint64_t>> queues_;    // target key -> queued batch ids
+  std::set<uint64_t> committed_;                          // committed, not yet awaited
 };
 
 }  // namespace tune::server

@@ -4,12 +4,19 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <mutex>
 #include <chrono>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "grpcpp/grpcpp.h"
+#include "codegen/template.h"
+#include "codegen/workload.h"
+#include "measure/measure_result.h"
+#include "measure/runner.h"
 #include "measure/target.h"
+#include "tuner/tuner.h"
 #include "server/grpc_status.h"
 #include "tune/v1/tune.grpc.pb.h"
 
@@ -35,23 +42,92 @@ bool SleepUnlessStopped(double s, const std::function<bool()>& should_stop) {
   return !should_stop();
 }
 
+uint64_t data_seed_of_cache_ = 0;  // the seed of the task data cached by MeasureBatch
+
 std::string HostName() {
   char buf[256] = {};
   if (gethostname(buf, sizeof(buf) - 1) != 0) return "unknown";
   return buf;
 }
 
+
+/// Builds and measures one leased batch on this host. Never fails as a whole: a config that
+/// cannot be parsed, or a workload this build cannot instantiate, becomes that config's
+/// invalid_config result.
+v1::Results MeasureBatch(const v1::Batch& batch, const measure::Target& target,
+                         std::unique_ptr<measure::TaskData>& data_cache) {
+  v1::Results out;
+  out.set_batch_id(batch.batch_id());
+  const int n = batch.configs_json_size();
+  std::vector<measure::MeasureResult> results(n);
+  auto fail_all = [&](const std::string& why) {
+    for (auto& r : results) {
+      r.status = measure::MeasureStatus::kInvalidConfig;
+      r.message = why;
+    }
+  };
+  auto workload = codegen::Workload::FromKey(batch.workload_key());
+  auto protocol = measure::MeasureProtocol::FromJson(batch.protocol_json());
+  absl::StatusOr<std::unique_ptr<codegen::Template>> tmpl = absl::InvalidArgumentError("no workload");
+  if (workload.ok()) tmpl = tuner::MakeTemplate(*workload, target);
+  if (!workload.ok()) {
+    fail_all(std::string(workload.status().message()));
+  } else if (!protocol.ok()) {
+    fail_all(std::string(protocol.status().message()));
+  } else if (!tmpl.ok()) {
+    fail_all(std::string(tmpl.status().message()));
+  } else {
+    std::vector<search::Config> configs;
+    std::vector<int> where;
+    for (int i = 0; i < n; ++i) {
+      auto c = (*tmpl)->space().FromJson(batch.configs_json(i));
+      if (!c.ok() || !(*tmpl)->space().IsValid(*c)) {
+        results[i].status = measure::MeasureStatus::kInvalidConfig;
+        results[i].message = c.ok() ? "config violates " + (*tmpl)->space().WhyInvalid(*c) : std::string(c.status().message());
+        continue;
+      }
+      configs.push_back(*c);
+      where.push_back(i);
+    }
+    if (!data_cache || data_cache->workload.Key() != workload->Key() ||
+        data_seed_of_cache_ != batch.data_seed()) {
+      data_cache = std::make_unique<measure::TaskData>(
+          measure::TaskData::Create(*workload, batch.data_seed(), /*with_reference=*/target.kind != "cuda"));
+      data_seed_of_cache_ = batch.data_seed();
+    }
+    if (!configs.empty()) {
+      tuner::RunnerFactory runners = target.kind == "cuda" ? tuner::CudaRunnerFactory(target.device)
+                                                           : tuner::LocalRunnerFactory(target.threads);
+      int build_threads = std::max(1u, std::thread::hardware_concurrency());
+      auto measurer = tuner::MakeLocalMeasurer(target, runners, build_threads);
+      auto measured = measurer->Measure(**tmpl, data_cache.get(), configs, *protocol);
+      for (size_t k = 0; k < measured.size() && k < where.size(); ++k) results[where[k]] = measured[k];
+    }
+  }
+  for (const auto& r : results) {
+    v1::MeasureResult* m = out.add_results();
+    m->set_status(measure::StatusName(r.status));
+    m->set_message(r.message);
+    for (double c : r.costs_s) m->add_costs_s(c);
+    m->set_number(r.number);
+    m->set_build_s(r.build_s);
+    m->set_wall_s(r.wall_s);
+  }
+  return out;
+}
+
 }  // namespace
 
 absl::Status RunWorkerAgent(const WorkerAgentOptions& o, const std::function<bool()>& should_stop,
                             const std::function<void(const std::string&)>& on_event) {
-  auto target = measure::Target::Parse(o.target, o.threads);
+  auto target = measure::Target::Parse(o.target, o.threads == 0 ? static_cast<int>(std::max(1u, std::thread::hardware_concurrency())) : o.threads);
   if (!target.ok()) return target.status();
   v1::RegisterRequest reg;
   reg.set_host(HostName());
   reg.set_name(o.name.empty() ? absl::StrCat(reg.host(), "/", o.target) : o.name);
   reg.set_target(o.target);
   reg.set_target_key(target->Key());
+  reg.set_target_json(target->ToJson());
   reg.set_device(target->device_model);
   reg.set_protocol(1);
 
@@ -61,8 +137,11 @@ absl::Status RunWorkerAgent(const WorkerAgentOptions& o, const std::function<boo
     ssl.pem_root_certs = o.tls_ca_pem;
     creds = grpc::SslCredentials(ssl);
   }
-  auto channel = grpc::CreateChannel(o.server, creds);
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(64 << 20);
+  auto channel = grpc::CreateCustomChannel(o.server, creds, args);
   auto stub = v1::Worker::NewStub(channel);
+  std::unique_ptr<measure::TaskData> data_cache;
 
   double backoff = 0.2;
   bool reported_down = false;
@@ -87,23 +166,74 @@ absl::Status RunWorkerAgent(const WorkerAgentOptions& o, const std::function<boo
     const uint64_t id = reply.worker_id();
     on_event(absl::StrCat("registered as worker ", id, " (", reg.name(), ", ", reg.target_key(), ")"));
 
-    // Heartbeats until the daemon forgets us or goes away.
+    // Heartbeats on their own thread (a batch may take longer than the expiry); they also
+    // cancel the Work stream when a stop is requested while waiting for a batch.
+    grpc::ClientContext work_ctx;
+    AttachToken(work_ctx, o.token);
+    std::atomic<bool> session_over{false}, lost{false}, measuring{false};
+    std::string lost_why;
+    std::mutex lost_mu;
     const double interval = std::max(0.05, reply.heartbeat_interval_s());
-    while (SleepUnlessStopped(interval, should_stop)) {
-      v1::HeartbeatRequest hb;
-      hb.set_worker_id(id);
-      v1::HeartbeatReply hb_reply;
-      grpc::ClientContext hctx;
-      AttachToken(hctx, o.token);
-      hctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-      grpc::Status hs = stub->Heartbeat(&hctx, hb, &hb_reply);
-      if (hs.ok()) continue;
-      if (IsPermanent(hs.error_code())) return FromGrpcStatus(hs, "daemon at " + o.server);
-      on_event(hs.error_code() == grpc::StatusCode::NOT_FOUND
-                   ? absl::StrCat("the daemon no longer knows worker ", id, "; registering again")
-                   : absl::StrCat("lost the daemon (", hs.error_message(), "); reconnecting"));
-      break;
+    std::thread heart([&] {
+      while (!session_over) {
+        auto end = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(interval * 1000));
+        while (Clock::now() < end && !session_over) {
+          if (should_stop() && !measuring) work_ctx.TryCancel();
+          std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        }
+        if (session_over) break;
+        v1::HeartbeatRequest hb;
+        hb.set_worker_id(id);
+        v1::HeartbeatReply hb_reply;
+        grpc::ClientContext hctx;
+        AttachToken(hctx, o.token);
+        hctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+        grpc::Status hs = stub->Heartbeat(&hctx, hb, &hb_reply);
+        if (!hs.ok()) {
+          std::lock_guard<std::mutex> lock(lost_mu);
+          lost_why = hs.error_code() == grpc::StatusCode::NOT_FOUND
+                         ? absl::StrCat("the daemon no longer knows worker ", id, "; registering again")
+                         : absl::StrCat("lost the daemon (", hs.error_message(), "); reconnecting");
+          lost = true;
+          work_ctx.TryCancel();
+          break;
+        }
+      }
+    });
+
+    // The lease channel: Ready -> Batch -> Results -> Ack -> Ready ...
+    auto work = stub->Work(&work_ctx);
+    v1::WorkerMessage ready;
+    ready.mutable_ready()->set_worker_id(id);
+    bool ok = work->Write(ready);
+    v1::DaemonMessage in;
+    while (ok && work->Read(&in)) {
+      if (in.has_batch()) {
+        measuring = true;
+        on_event(absl::StrCat("batch ", in.batch().batch_id(), ": ", in.batch().configs_json_size(), " configs of ",
+                              in.batch().workload_key()));
+        v1::WorkerMessage res;
+        *res.mutable_results() = MeasureBatch(in.batch(), *target, data_cache);
+        ok = work->Write(res);
+        measuring = false;
+      } else if (in.has_ack()) {
+        if (should_stop()) break;  // the last batch is committed: leave now
+        ok = work->Write(ready);
+      }
     }
+    work->WritesDone();
+    grpc::Status ws = work->Finish();
+    session_over = true;
+    heart.join();
+    if (should_stop()) break;
+    if (IsPermanent(ws.error_code()) && ws.error_code() != grpc::StatusCode::FAILED_PRECONDITION)
+      return FromGrpcStatus(ws, "daemon at " + o.server);
+    {
+      std::lock_guard<std::mutex> lock(lost_mu);
+      on_event(lost ? lost_why : absl::StrCat("work stream ended (", ws.error_message(), "); registering again"));
+    }
+    if (!SleepUnlessStopped(backoff, should_stop)) break;
+    backoff = std::min(backoff * 2, o.max_backoff_s);
   }
   on_event("stopping");
   return absl::OkStatus();

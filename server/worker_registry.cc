@@ -68,6 +68,29 @@ absl::Status WorkerRegistry::BatchEnded(uint64_t id, uint64_t results, bool cras
   return absl::OkStatus();
 }
 
+absl::StatusOr<WorkerEntry> WorkerRegistry::Get(uint64_t id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (id == 0 || id > workers_.size()) return absl::NotFoundError(absl::StrCat("no worker ", id));
+  return workers_[id - 1];
+}
+
+void WorkerRegistry::SetBusy(uint64_t id, bool busy) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (id == 0 || id > workers_.size()) return;
+  WorkerEntry& e = workers_[id - 1];
+  if (e.state == WorkerState::kIdle || e.state == WorkerState::kBusy) e.state = busy ? WorkerState::kBusy : WorkerState::kIdle;
+}
+
+std::optional<WorkerDesc> WorkerRegistry::AnyLive(const std::string& kind) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const WorkerEntry& e : workers_) {
+    bool live = e.state == WorkerState::kIdle || e.state == WorkerState::kBusy;
+    std::string k = e.desc.target.substr(0, e.desc.target.find(':'));
+    if (live && k == kind && !e.desc.target_json.empty()) return e.desc;
+  }
+  return std::nullopt;
+}
+
 std::vector<WorkerEntry> WorkerRegistry::List() const {
   std::lock_guard<std::mutex> lock(mu_);
   return workers_;

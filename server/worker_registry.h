@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,7 @@ struct WorkerDesc {
   std::string target;      // as given to `tune worker`: "llvm", "cuda:0"
   std::string target_key;  // measure::Target::Key() of the device it measures
   std::string device;      // free text
+  std::string target_json; // measure::Target::ToJson(): the device's limits for the templates
 };
 
 /// A registered worker as the daemon sees it. Times are seconds on the registry's clock.
@@ -57,6 +59,15 @@ class WorkerRegistry {
   /// Records that a batch leased to `id` ended: `crashed` = the worker died or disconnected
   /// holding it. Enough crashes in a row quarantine the worker. NotFound for an unknown id.
   absl::Status BatchEnded(uint64_t id, uint64_t results, bool crashed);
+
+  /// Worker `id` as it stands; NotFound for an unknown id.
+  absl::StatusOr<WorkerEntry> Get(uint64_t id) const;
+
+  /// Marks a live worker busy (holding a lease) or idle; quarantined and expired stay so.
+  void SetBusy(uint64_t id, bool busy);
+
+  /// A live worker's description with this target kind ("llvm", "cuda"), if any.
+  std::optional<WorkerDesc> AnyLive(const std::string& kind) const;
 
   /// Every worker ever registered, by id.
   std::vector<WorkerEntry> List() const;

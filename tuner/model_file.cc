@@ -15,7 +15,11 @@ absl::StatusOr<ZooModel> LoadModelFile(const std::string& path) {
   if (!in) return absl::NotFoundError("cannot read model file '" + path + "'");
   std::stringstream text;
   text << in.rdbuf();
-  nlohmann::json j = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  return ParseModelJson(text.str(), path);
+}
+
+absl::StatusOr<ZooModel> ParseModelJson(const std::string& text, const std::string& path) {
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   auto bad = [&](const std::string& why) {
     return absl::InvalidArgumentError("malformed model file '" + path + "': " + why);
   };

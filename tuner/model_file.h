@@ -18,6 +18,10 @@ namespace tune::tuner {
 /// the file cannot be read.
 absl::StatusOr<ZooModel> LoadModelFile(const std::string& path);
 
+/// The same for a model file's contents; `path` names it in messages and gives the default
+/// model name.
+absl::StatusOr<ZooModel> ParseModelJson(const std::string& text, const std::string& path);
+
 /// `model` is a zoo name, or else a path to a model file. Identical workloads are merged
 /// (counts added).
 absl::StatusOr<ZooModel> LoadModel(const std::string& model);

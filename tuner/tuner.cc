@@ -407,6 +407,7 @@ absl::Status Tuner::Finalize(TaskRun& t) {
 absl::Status Tuner::Commit(const TaskRun& t, const std::vector<search::Config>& configs,
                            const std::vector<measure::MeasureResult>& results, const std::string& strategy,
                            const measure::MeasureProtocol& protocol) {
+  if (results.size() != configs.size()) return absl::CancelledError("a batch could not be measured (shutting down)");
   const search::ConfigSpace& space = t.tmpl->space();
   std::vector<dataset::Record> records;
   for (size_t i = 0; i < configs.size(); ++i) {
@@ -421,7 +422,9 @@ absl::Status Tuner::Commit(const TaskRun& t, const std::vector<search::Config>& 
     r.result = results[i];
     records.push_back(std::move(r));
   }
-  return db_->AddRecords(records);
+  if (auto st = db_->AddRecords(records); !st.ok()) return st;
+  measurer_->Committed();
+  return absl::OkStatus();
 }
 
 absl::Status Tuner::RunBatch(TaskRun& t, int want) {

@@ -101,12 +101,15 @@ class Measurer {
  public:
   virtual ~Measurer() = default;
   /// One result per config, in order; a failing kernel is that config's status, never an
-  /// error. `data` (inputs and reference) is null when NeedsTaskData() is false.
+  /// error. Fewer results than configs (none) means the batch could not be measured at all
+  /// (shutting down): the tuner stops with Cancelled and records nothing of it. `data` (inputs and reference) is null when NeedsTaskData() is false.
   virtual std::vector<measure::MeasureResult> Measure(const codegen::Template& tmpl, const measure::TaskData* data,
                                                       const std::vector<search::Config>& configs,
                                                       const measure::MeasureProtocol& protocol) = 0;
   /// False for measurers that create the task's data where they measure.
   virtual bool NeedsTaskData() const { return true; }
+  /// Called after the results of the last Measure call are committed to the database.
+  virtual void Committed() {}
 };
 
 /// The template of `w` for `target` (the CPU one, or the CUDA one with the device's limits).

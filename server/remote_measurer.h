@@ -1,0 +1,42 @@
+// RemoteMeasurer: a tuner::Measurer whose batches are leased to worker agents.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "server/lease_queue.h"
+#include "tuner/tuner.h"
+
+namespace tune::server {
+
+/// Each Measure call queues one batch for `target_key` and blocks until a worker returns its
+/// results (requeued as often as workers are lost). Committed() tells the worker's stream the
+/// results are in the database, so the worker is acknowledged only then. `aborted` is polled
+/// while waiting: when it returns true (daemon shutting down) the job's batches are dropped
+/// and Measure returns no results.
+class RemoteMeasurer final : public tuner::Measurer {
+ public:
+  RemoteMeasurer(LeaseQueue* queue, uint64_t job_id, std::string target_key, uint64_t data_seed,
+                 std::function<bool()> aborted);
+
+  std::vector<measure::MeasureResult> Measure(const codegen::Template& tmpl, const measure::TaskData* data,
+                                              const std::vector<search::Config>& configs,
+                                              const measure::MeasureProtocol& protocol) override;
+  bool NeedsTaskData() const override { return false; }
+  void Committed() override;
+
+ private:
+  LeaseQueue* queue_;
+  uint64_t job_id_;
+  std::string target_key_;
+  uint64_t data_seed_;
+  std::function<bool()> aborted_;
+  uint64_t last_batch_ = 0;
+};
+
+/// A worker's result as the record database's MeasureResult (an unknown status becomes
+/// runtime_error with a message saying so).
+measure::MeasureResult ToMeasureResult(const BatchResult& r);
+
+}  // namespace tune::server

@@ -1,0 +1,142 @@
+// A tuning job through real processes on loopback: one daemon, worker agents, `tune submit`.
+// The database must hold exactly one search record per measured config, also when a worker
+// is SIGKILLed in the middle of a batch.
+#include <signal.h>
+
+#include <map>
+#include <set>
+
+#include "dataset/record_database.h"
+#include "gtest/gtest.h"
+#include "tests/common/subprocess.h"
+#include "tests/common/temp_dir.h"
+#include "tests/server/serve_helper.h"
+
+namespace tune::test {
+namespace {
+
+class JobProcess : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    WriteFileBytes(dir_.Join("token"), "job-test-token\n");
+    address_ = "127.0.0.1:" + std::to_string(FreePort());
+  }
+
+  bool StartWorker(Subprocess& p, const std::string& name) {
+    return p.Start({TuneBinary(), "worker", "--server", address_, "--target", "llvm", "--threads", "1", "--name", name,
+                    "--token-file", dir_.Join("token")},
+                   dir_.path(), dir_.Join(name + ".out"), dir_.Join(name + ".err"));
+  }
+
+  ProcessResult Submit(const std::string& model, int trials, int batch) {
+    return RunProcess({TuneBinary(), "submit", model, "--server", address_, "--token-file", dir_.Join("token"),
+                       "--trials", std::to_string(trials), "--batch", std::to_string(batch), "--strategy", "random"},
+                      dir_.path(), 600);
+  }
+
+  /// Search records per task: (config index -> count), and the number of tasks.
+  std::map<int64_t, std::map<uint64_t, int>> SearchRecords() {
+    std::map<int64_t, std::map<uint64_t, int>> out;
+    auto db = dataset::RecordDatabase::Open(dir_.Join("r.db"), /*create=*/false);
+    EXPECT_TRUE(db.ok()) << db.status();
+    if (!db.ok()) return out;
+    auto tasks = (*db)->Tasks();
+    auto targets = (*db)->Targets();
+    EXPECT_TRUE(tasks.ok() && targets.ok());
+    EXPECT_EQ(targets->size(), 1u);
+    for (const auto& task : *tasks) {
+      auto recs = (*db)->Records(task.id, (*targets)[0].id);
+      EXPECT_TRUE(recs.ok());
+      for (const auto& r : *recs) {
+        if (r.strategy == "default" || r.strategy == "finalist") continue;
+        ++out[task.id][r.config_index];
+        EXPECT_TRUE(r.result.ok()) << r.result.message;
+      }
+    }
+    return out;
+  }
+
+  TempDir dir_;
+  std::string address_;
+};
+
+TEST_F(JobProcess, ThreeWorkersTuneAModelToCompletionWithOneRecordPerConfig) {
+  WriteFileBytes(dir_.Join("tiny.json"), R"({"name": "tiny", "layers": [
+      {"name": "fc", "op": "dense", "shape": "1,64,128", "bias": true},
+      {"name": "mm", "op": "matmul", "shape": "32,32,32"},
+      {"name": "conv", "op": "conv2d", "shape": "1,8,10,10,8,3,3,1,1", "relu": true}]})");
+  Subprocess serve, w1, w2, w3;
+  ASSERT_FALSE(StartServe(serve, dir_, "serve", address_, {"--db", dir_.Join("r.db"), "--token-file", dir_.Join("token")})
+                   .empty());
+  ASSERT_TRUE(StartWorker(w1, "w1") && StartWorker(w2, "w2") && StartWorker(w3, "w3"));
+  ProcessResult r = Submit(dir_.Join("tiny.json"), 6, 3);
+  ASSERT_EQ(r.exit_code, 0) << r;
+  EXPECT_NE(r.out.find("job 1 done"), std::string::npos) << r;
+  auto recs = SearchRecords();
+  ASSERT_EQ(recs.size(), 3u);
+  for (const auto& [task, configs] : recs) {
+    int total = 0;
+    for (const auto& [index, n] : configs) {
+      EXPECT_EQ(n, 1) << "task " << task << " config " << index << " recorded " << n << " times";
+      total += n;
+    }
+    EXPECT_EQ(total, 6) << "task " << task;
+  }
+  ProcessResult jobs = RunProcess({TuneBinary(), "jobs", "--server", address_, "--token-file", dir_.Join("token")},
+                                  dir_.path(), 60);
+  EXPECT_NE(jobs.out.find("done"), std::string::npos) << jobs;
+}
+
+TEST_F(JobProcess, AWorkerKilledMidBatchLosesNothing) {
+  WriteFileBytes(dir_.Join("one.json"), R"({"name": "one", "layers": [
+      {"name": "mm", "op": "matmul", "shape": "192,192,192"}]})");
+  Subprocess serve, victim, survivor;
+  ASSERT_FALSE(StartServe(serve, dir_, "serve", address_, {"--db", dir_.Join("r.db"), "--token-file", dir_.Join("token")})
+                   .empty());
+  ASSERT_TRUE(StartWorker(victim, "victim"));
+  // The victim registers alone so the first search batch is leased to it.
+  ASSERT_FALSE(WaitForMatch(dir_.Join("victim.out"), "registered as worker").empty());
+  Subprocess submit;
+  ASSERT_TRUE(submit.Start({TuneBinary(), "submit", dir_.Join("one.json"), "--server", address_, "--token-file",
+                            dir_.Join("token"), "--trials", "8", "--batch", "4", "--strategy", "random"},
+                           dir_.path(), dir_.Join("submit.out"), dir_.Join("submit.err")));
+  ASSERT_FALSE(WaitForMatch(dir_.Join("victim.out"), "batch [0-9]+: 4 configs").empty())
+      << ReadFileBytes(dir_.Join("victim.err"));
+  victim.Kill(SIGKILL);
+  victim.Wait();
+  ASSERT_TRUE(StartWorker(survivor, "survivor"));
+  const ProcessResult& s = submit.Wait();
+  EXPECT_EQ(s.exit_code, 0) << ReadFileBytes(dir_.Join("submit.out")) << ReadFileBytes(dir_.Join("submit.err"));
+  EXPECT_NE(ReadFileBytes(dir_.Join("submit.out")).find("job 1 done"), std::string::npos);
+  auto recs = SearchRecords();
+  ASSERT_EQ(recs.size(), 1u);
+  int total = 0;
+  for (const auto& [index, n] : recs.begin()->second) {
+    EXPECT_EQ(n, 1) << "config " << index;
+    total += n;
+  }
+  EXPECT_EQ(total, 8);
+}
+
+TEST_F(JobProcess, BadSubmissionsAreRejectedWithAReason) {
+  Subprocess serve;
+  ASSERT_FALSE(StartServe(serve, dir_, "serve", address_, {"--db", dir_.Join("r.db"), "--token-file", dir_.Join("token")})
+                   .empty());
+  ProcessResult unknown = Submit("no-such-model", 4, 2);
+  EXPECT_EQ(unknown.exit_code, 2) << unknown;
+  EXPECT_NE(unknown.err.find("no-such-model"), std::string::npos) << unknown;
+  WriteFileBytes(dir_.Join("bad.json"), R"({"layers": [{"op": "conv2d", "shape": "1,2,3"}]})");
+  ProcessResult bad = Submit(dir_.Join("bad.json"), 4, 2);
+  EXPECT_EQ(bad.exit_code, 2) << bad;
+  EXPECT_NE(bad.err.find("malformed model"), std::string::npos) << bad;
+  ProcessResult strategy = RunProcess({TuneBinary(), "submit", "resnet-18", "--server", address_, "--token-file",
+                                       dir_.Join("token"), "--strategy", "nonsense"},
+                                      dir_.path(), 60);
+  EXPECT_EQ(strategy.exit_code, 2) << strategy;
+  ProcessResult jobs = RunProcess({TuneBinary(), "jobs", "--server", address_, "--token-file", dir_.Join("token")},
+                                  dir_.path(), 60);
+  EXPECT_NE(jobs.out.find("(no jobs)"), std::string::npos) << jobs;
+}
+
+}  // namespace
+}  // namespace tune::test
