@@ -151,6 +151,25 @@ struct ClientFlags {
     return s.str();
   }
 
+  std::string token;  // set by TuneStub
+
+  /// Reads the token and connects; the client stub of the Tune service.
+  absl::StatusOr<std::unique_ptr<v1::Tune::Stub>> TuneStub() {
+    auto t = LoadToken(token_file);
+    if (!t.ok()) return t.status();
+    token = *t;
+    auto channel = Connect();
+    if (!channel.ok()) return channel.status();
+    return v1::Tune::NewStub(*channel);
+  }
+
+  /// Adds the token to a call and, for a unary call, the --timeout deadline.
+  void Prepare(grpc::ClientContext& ctx, bool unary = true) const {
+    AttachToken(ctx, token);
+    if (unary)
+      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)));
+  }
+
   absl::StatusOr<std::shared_ptr<grpc::Channel>> Connect() const {
     auto roots = TlsRoots();
     if (!roots.ok()) return roots.status();
@@ -202,17 +221,12 @@ int WorkersCommand(int argc, char** argv) {
   ClientFlags flags;
   flags.Add(app);
   if (auto rc = Parse(app, argc - 1, argv + 1)) return *rc;
-  auto token = LoadToken(flags.token_file);
-  if (!token.ok()) return Fail(token.status());
-  auto channel = flags.Connect();
-  if (!channel.ok()) return Fail(channel.status());
-  auto stub = v1::Tune::NewStub(*channel);
+  auto stub = flags.TuneStub();
+  if (!stub.ok()) return Fail(stub.status());
   grpc::ClientContext ctx;
-  AttachToken(ctx, *token);
-  ctx.set_deadline(std::chrono::system_clock::now() +
-                   std::chrono::milliseconds(static_cast<int64_t>(flags.timeout_s * 1000)));
+  flags.Prepare(ctx);
   v1::ListWorkersReply reply;
-  grpc::Status st = stub->ListWorkers(&ctx, v1::ListWorkersRequest(), &reply);
+  grpc::Status st = (*stub)->ListWorkers(&ctx, v1::ListWorkersRequest(), &reply);
   if (!st.ok()) return Fail(FromGrpcStatus(st, "daemon at " + flags.server));
   std::printf("%-4s  %-20s  %-16s  %-8s  %-12s  %9s  %8s  %8s  %7s\n", "id", "name", "host", "target", "state",
               "last seen", "results", "batches", "crashes");
@@ -268,11 +282,9 @@ int SubmitCommand(int argc, char** argv) {
   app.add_option("--name", name, "shown by tune jobs");
   app.add_flag("--detach", detach, "print the job id and return without watching");
   if (auto rc = Parse(app, argc - 1, argv + 1)) return *rc;
-  auto token = LoadToken(flags.token_file);
-  if (!token.ok()) return Fail(token.status());
-  auto channel = flags.Connect();
-  if (!channel.ok()) return Fail(channel.status());
-  auto stub = v1::Tune::NewStub(*channel);
+  auto stub_or = flags.TuneStub();
+  if (!stub_or.ok()) return Fail(stub_or.status());
+  auto stub = std::move(*stub_or);
 
   v1::SubmitJobRequest req;
   std::ifstream file(model);
@@ -297,9 +309,7 @@ int SubmitCommand(int argc, char** argv) {
   v1::SubmitJobReply reply;
   {
     grpc::ClientContext ctx;
-    AttachToken(ctx, *token);
-    ctx.set_deadline(std::chrono::system_clock::now() +
-                     std::chrono::milliseconds(static_cast<int64_t>(flags.timeout_s * 1000)));
+    flags.Prepare(ctx);
     grpc::Status st = stub->SubmitJob(&ctx, req, &reply);
     if (!st.ok()) return Fail(FromGrpcStatus(st, "daemon at " + flags.server));
   }
@@ -308,7 +318,7 @@ int SubmitCommand(int argc, char** argv) {
   if (detach) return 0;
 
   grpc::ClientContext ctx;
-  AttachToken(ctx, *token);
+  flags.Prepare(ctx, /*unary=*/false);
   v1::WatchJobRequest watch;
   watch.set_job_id(reply.job_id());
   auto reader = stub->WatchJob(&ctx, watch);
@@ -350,17 +360,12 @@ int JobsCommand(int argc, char** argv) {
   ClientFlags flags;
   flags.Add(app);
   if (auto rc = Parse(app, argc - 1, argv + 1)) return *rc;
-  auto token = LoadToken(flags.token_file);
-  if (!token.ok()) return Fail(token.status());
-  auto channel = flags.Connect();
-  if (!channel.ok()) return Fail(channel.status());
-  auto stub = v1::Tune::NewStub(*channel);
+  auto stub = flags.TuneStub();
+  if (!stub.ok()) return Fail(stub.status());
   grpc::ClientContext ctx;
-  AttachToken(ctx, *token);
-  ctx.set_deadline(std::chrono::system_clock::now() +
-                   std::chrono::milliseconds(static_cast<int64_t>(flags.timeout_s * 1000)));
+  flags.Prepare(ctx);
   v1::ListJobsReply reply;
-  grpc::Status st = stub->ListJobs(&ctx, v1::ListJobsRequest(), &reply);
+  grpc::Status st = (*stub)->ListJobs(&ctx, v1::ListJobsRequest(), &reply);
   if (!st.ok()) return Fail(FromGrpcStatus(st, "daemon at " + flags.server));
   std::printf("%-4s  %-20s  %-16s  %-8s  %-9s  %13s\n", "id", "name", "model", "target", "state", "trials");
   for (const auto& j : reply.jobs()) {
