@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "dataset/record_database.h"
+#include "measure/target.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "server/grpc_status.h"
@@ -173,6 +174,79 @@ TEST_F(DaemonTest, QueryBestReadsTheDatabase) {
   v1::QueryBestReply none;
   ASSERT_TRUE(tune_->QueryBest(&ctx2, other, &none).ok());
   EXPECT_EQ(none.records_size(), 0);
+}
+
+TEST_F(DaemonTest, BadWorkStreamsAreRejectedAndTheDaemonKeepsServing) {
+  v1::RegisterReply reg;
+  ASSERT_TRUE(Register(CpuWorker("w"), &reg).ok());
+  {  // a stream must open with Ready
+    grpc::ClientContext ctx;
+    AttachToken(ctx, kToken);
+    auto work = worker_->Work(&ctx);
+    v1::WorkerMessage m;
+    m.mutable_release()->set_batch_id(1);
+    ASSERT_TRUE(work->Write(m));
+    work->WritesDone();
+    grpc::Status st = work->Finish();
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_NE(st.error_message().find("Ready"), std::string::npos);
+  }
+  {  // an unknown worker id
+    grpc::ClientContext ctx;
+    AttachToken(ctx, kToken);
+    auto work = worker_->Work(&ctx);
+    v1::WorkerMessage m;
+    m.mutable_ready()->set_worker_id(99);
+    ASSERT_TRUE(work->Write(m));
+    work->WritesDone();
+    EXPECT_EQ(work->Finish().error_code(), grpc::StatusCode::NOT_FOUND);
+  }
+  {  // results for a batch the worker does not hold
+    measure::Target cpu = measure::Target::HostCpu(1);
+    v1::RegisterRequest real = CpuWorker("real");
+    real.set_target_key(cpu.Key());
+    real.set_target_json(cpu.ToJson());
+    v1::RegisterReply real_reg;
+    ASSERT_TRUE(Register(real, &real_reg).ok());
+    v1::SubmitJobRequest job;
+    job.set_model_json(R"({"layers": [{"op": "matmul", "shape": "8,8,8"}]})");
+    job.set_target("llvm");
+    job.set_trials(2);
+    v1::SubmitJobReply job_reply;
+    grpc::ClientContext sctx;
+    AttachToken(sctx, kToken);
+    ASSERT_TRUE(tune_->SubmitJob(&sctx, job, &job_reply).ok());
+
+    grpc::ClientContext ctx;
+    AttachToken(ctx, kToken);
+    ctx.set_deadline(Deadline(20));
+    auto work = worker_->Work(&ctx);
+    v1::WorkerMessage ready;
+    ready.mutable_ready()->set_worker_id(real_reg.worker_id());
+    ASSERT_TRUE(work->Write(ready));
+    v1::DaemonMessage in;
+    ASSERT_TRUE(work->Read(&in));
+    ASSERT_TRUE(in.has_batch());
+    v1::WorkerMessage wrong;
+    wrong.mutable_results()->set_batch_id(in.batch().batch_id() + 1000);
+    ASSERT_TRUE(work->Write(wrong));
+    work->WritesDone();
+    grpc::Status st = work->Finish();
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+    EXPECT_NE(st.error_message().find("does not hold batch"), std::string::npos) << st.error_message();
+  }
+  {  // a worker whose target description does not match its key
+    v1::RegisterRequest bad = CpuWorker("liar");
+    bad.set_target_json(R"({"kind":"llvm","device_model":"x","cpu":"y","features":"","toolkit":"llvm-15",)"
+                        R"("threads":1,"key":"llvm|y|x||llvm-15|t1"})");
+    grpc::Status st = Register(bad, &reg);
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << st.error_message();
+    bad.set_target_json("{not json");
+    EXPECT_EQ(Register(bad, &reg).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  }
+  v1::HealthReply h;
+  ASSERT_TRUE(Health(kToken, &h).ok());
+  EXPECT_EQ(h.workers(), 2u);
 }
 
 TEST(Daemon, StartRejectsBadAddressesAndTlsHalves) {
