@@ -27,6 +27,14 @@ absl::StatusOr<uint64_t> WorkerRegistry::Register(const WorkerDesc& desc, double
   e.desc = desc;
   e.registered_at = now;
   e.last_seen = now;
+  // Registering again does not lift a quarantine: same name, host and target stay out.
+  for (const WorkerEntry& old : workers_) {
+    if (old.state == WorkerState::kQuarantined && old.desc.name == desc.name && old.desc.host == desc.host &&
+        old.desc.target_key == desc.target_key) {
+      e.state = WorkerState::kQuarantined;
+      e.crashes = old.crashes;
+    }
+  }
   workers_.push_back(e);
   return e.id;
 }

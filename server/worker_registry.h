@@ -46,7 +46,8 @@ class WorkerRegistry {
   /// `quarantine_after`: this many crashes in a row quarantine a worker.
   WorkerRegistry(double expire_after_s, uint32_t quarantine_after);
 
-  /// Adds a worker and returns its id (ids start at 1 and are never reused).
+  /// Adds a worker and returns its id (ids start at 1 and are never reused). A worker with
+  /// the name, host and target key of a quarantined one starts quarantined.
   /// InvalidArgument when the target or target key is empty.
   absl::StatusOr<uint64_t> Register(const WorkerDesc& desc, double now);
 

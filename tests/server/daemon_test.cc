@@ -5,6 +5,7 @@
 #include <signal.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <thread>
 
@@ -261,6 +262,35 @@ TEST(Daemon, StartRejectsBadAddressesAndTlsHalves) {
   o.tls_cert_path = dir.Join("cert.pem");
   EXPECT_TRUE(absl::IsInvalidArgument(Daemon(o).Start().status()));
   EXPECT_TRUE(dir.List().empty());  // nothing written for a rejected start
+}
+
+TEST(Daemon, ServesTlsToClientsThatTrustItsCertificateOnly) {
+  test::TempDir dir;
+  const std::string cmd = "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost "
+                          "-addext subjectAltName=DNS:localhost,IP:127.0.0.1 -keyout " + dir.Join("key.pem") +
+                          " -out " + dir.Join("cert.pem") + " >/dev/null 2>&1";
+  if (std::system(cmd.c_str()) != 0) GTEST_SKIP() << "openssl cannot make a test certificate here";
+  DaemonOptions o;
+  o.listen = "127.0.0.1:0";
+  o.db_path = dir.Join("r.db");
+  o.tls_cert_path = dir.Join("cert.pem");
+  o.tls_key_path = dir.Join("key.pem");
+  Daemon daemon(o);
+  auto port = daemon.Start();
+  ASSERT_TRUE(port.ok()) << port.status();
+  const std::string address = "127.0.0.1:" + std::to_string(*port);
+  grpc::SslCredentialsOptions ssl;
+  ssl.pem_root_certs = test::ReadFileBytes(dir.Join("cert.pem"));
+  auto tls = v1::Tune::NewStub(grpc::CreateChannel(address, grpc::SslCredentials(ssl)));
+  v1::HealthReply reply;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(Deadline());
+  grpc::Status st = tls->Health(&ctx, v1::HealthRequest(), &reply);
+  EXPECT_TRUE(st.ok()) << st.error_message();
+  auto plain = v1::Tune::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext pctx;
+  pctx.set_deadline(Deadline(2));
+  EXPECT_FALSE(plain->Health(&pctx, v1::HealthRequest(), &reply).ok());
 }
 
 // `tune serve` as a real process: prints its port, answers `tune workers`, stops on SIGTERM.

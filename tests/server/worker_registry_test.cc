@@ -50,6 +50,11 @@ TEST(WorkerRegistry, CrashesInARowQuarantineAndASuccessResetsTheCount) {
   EXPECT_EQ(r.LiveCount(), 0u);
   EXPECT_EQ(*r.Touch(a, 1), WorkerState::kQuarantined);
   EXPECT_TRUE(absl::IsNotFound(r.BatchEnded(7, 0, false)));
+  // Registering again under a new id does not lift the quarantine; another worker is fine.
+  uint64_t again = *r.Register(Cpu("a"), 2);
+  EXPECT_EQ(*r.Touch(again, 2), WorkerState::kQuarantined);
+  uint64_t other = *r.Register(Cpu("b"), 2);
+  EXPECT_EQ(*r.Touch(other, 2), WorkerState::kIdle);
 }
 
 }  // namespace
