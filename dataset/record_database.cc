@@ -735,6 +735,60 @@ absl::StatusOr<std::vector<TaskInfo>> RecordDatabase::Tasks() const {
   }
 }
 
+namespace {
+constexpr const char* kJobsSql =
+    "CREATE TABLE IF NOT EXISTS jobs(id INTEGER PRIMARY KEY, request_json TEXT NOT NULL, "
+    "state TEXT NOT NULL, message TEXT NOT NULL, submitted REAL NOT NULL)";
+}  // namespace
+
+absl::StatusOr<int64_t> RecordDatabase::AddJob(const std::string& request_json, const std::string& state) {
+  sqlite3* db = impl_->db;
+  if (absl::Status s = Exec(db, kJobsSql); !s.ok()) return s;
+  absl::StatusOr<Statement> insert = Statement::Prepare(
+      db, "INSERT INTO jobs(request_json, state, message, submitted) VALUES (?1, ?2, '', ?3)");
+  if (!insert.ok()) return insert.status();
+  for (absl::Status s : {insert->BindText(1, request_json), insert->BindText(2, state),
+                         insert->BindDouble(3, NowSeconds())}) {
+    if (!s.ok()) return s;
+  }
+  if (absl::Status s = insert->Run(); !s.ok()) return s;
+  return sqlite3_last_insert_rowid(db);
+}
+
+absl::Status RecordDatabase::SetJobState(int64_t id, const std::string& state, const std::string& message) {
+  sqlite3* db = impl_->db;
+  if (absl::Status s = Exec(db, kJobsSql); !s.ok()) return s;
+  absl::StatusOr<Statement> update =
+      Statement::Prepare(db, "UPDATE jobs SET state = ?1, message = ?2 WHERE id = ?3");
+  if (!update.ok()) return update.status();
+  for (absl::Status s : {update->BindText(1, state), update->BindText(2, message), update->BindInt64(3, id)}) {
+    if (!s.ok()) return s;
+  }
+  return update->Run();
+}
+
+absl::StatusOr<std::vector<JobRow>> RecordDatabase::Jobs() const {
+  std::vector<JobRow> jobs;
+  absl::StatusOr<int64_t> has = QueryInt(impl_->db, "SELECT count(*) FROM sqlite_master WHERE name = 'jobs'");
+  if (!has.ok()) return has.status();
+  if (*has == 0) return jobs;
+  absl::StatusOr<Statement> query = Statement::Prepare(
+      impl_->db, "SELECT id, request_json, state, message, submitted FROM jobs ORDER BY id");
+  if (!query.ok()) return query.status();
+  while (true) {
+    absl::StatusOr<bool> row = query->Step();
+    if (!row.ok()) return row.status();
+    if (!*row) return jobs;
+    JobRow j;
+    j.id = query->Int64(0);
+    j.request_json = query->Text(1);
+    j.state = query->Text(2);
+    j.message = query->Text(3);
+    j.submitted = query->Double(4);
+    jobs.push_back(std::move(j));
+  }
+}
+
 absl::StatusOr<std::vector<RunInfo>> RecordDatabase::Runs() const {
   absl::StatusOr<Statement> query = Statement::Prepare(
       impl_->db, "SELECT id, command, target_key, started, finished, status FROM runs ORDER BY id");

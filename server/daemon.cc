@@ -15,6 +15,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "dataset/record_database.h"
+#include "spdlog/spdlog.h"
+#include "google/protobuf/util/json_util.h"
 #include "grpcpp/grpcpp.h"
 #include "measure/target.h"
 #include "search/strategy.h"
@@ -76,6 +78,7 @@ struct Job {
   double submitted_at = 0;  // Unix time
   double started = 0;       // monotonic
   std::atomic<bool> cancel{false};
+  bool resumed = false;     // restarted from the database after a daemon restart
   std::thread thread;
 
   mutable std::mutex mu;    // guards what follows
@@ -114,6 +117,16 @@ struct Job {
 
 bool Finished(v1::JobState s) { return s == v1::JOB_DONE || s == v1::JOB_CANCELLED || s == v1::JOB_FAILED; }
 
+const char* StoredStateName(v1::JobState s) {
+  switch (s) {
+    case v1::JOB_RUNNING: return "running";
+    case v1::JOB_DONE: return "done";
+    case v1::JOB_CANCELLED: return "cancelled";
+    case v1::JOB_FAILED: return "failed";
+    default: return "queued";
+  }
+}
+
 struct Daemon::Impl {
   DaemonOptions options;
   double started = MonotonicSeconds();
@@ -121,7 +134,6 @@ struct Daemon::Impl {
   LeaseQueue queue{options.lease_s};
   std::mutex jobs_mu;
   std::list<std::unique_ptr<Job>> jobs;
-  uint64_t next_job_id = 1;
   std::mutex db_mu;
   std::unique_ptr<dataset::RecordDatabase> db;
   std::unique_ptr<grpc::Server> server;
@@ -137,6 +149,38 @@ struct Daemon::Impl {
   bool Stopping() {
     std::lock_guard<std::mutex> lock(mu);
     return stopping;
+  }
+
+  /// Sets a job's state and stores it, unless the daemon is stopping: then the stored state
+  /// stays "running" (or "queued") and a restarted daemon resumes the job.
+  void SetJob(Job* job, v1::JobState state, const std::string& why = "") {
+    job->SetState(state, why);
+    if (Stopping()) return;
+    std::lock_guard<std::mutex> lock(db_mu);
+    if (auto st = db->SetJobState(static_cast<int64_t>(job->id), StoredStateName(state), why); !st.ok())
+      spdlog::warn("job {}: cannot store its state: {}", job->id, std::string(st.message()));
+  }
+
+  /// Creates the job's in-memory entry and starts its thread. Caller validated the request.
+  absl::StatusOr<Job*> Launch(uint64_t id, const v1::SubmitJobRequest& req, bool resumed) {
+    absl::StatusOr<tuner::ZooModel> model = absl::InvalidArgumentError("no model given");
+    if (req.has_zoo_name()) model = tuner::GetZooModel(req.zoo_name());
+    else if (req.has_model_json()) model = tuner::ParseModelJson(req.model_json(), req.name().empty() ? "submitted" : req.name());
+    if (!model.ok()) return model.status();
+    auto job = std::make_unique<Job>();
+    job->id = id;
+    job->request = req;
+    job->resumed = resumed;
+    job->model_name = model->name;
+    job->tasks = tuner::ExtractTasks(*model);
+    job->submitted_at = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    Job* raw = job.get();
+    {
+      std::lock_guard<std::mutex> lock(jobs_mu);
+      jobs.push_back(std::move(job));
+    }
+    raw->thread = std::thread([this, raw] { RunJob(raw); });
+    return raw;
   }
 
   Job* FindJob(uint64_t id) {
@@ -156,14 +200,13 @@ struct Daemon::Impl {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
     if (!worker) {
-      job->SetState(job->cancel ? v1::JOB_CANCELLED : v1::JOB_QUEUED,
-                    job->cancel ? "cancelled before it started" : "daemon stopped before a worker came");
-      return;
+      if (job->cancel) SetJob(job, v1::JOB_CANCELLED, "cancelled before it started");
+      return;  // the daemon is stopping: the job stays queued in the database
     }
     auto target = measure::Target::FromJson(worker->target_json);
-    if (!target.ok()) return job->SetState(v1::JOB_FAILED, std::string(target.status().message()));
+    if (!target.ok()) return SetJob(job, v1::JOB_FAILED, std::string(target.status().message()));
     auto db = dataset::RecordDatabase::Open(options.db_path);
-    if (!db.ok()) return job->SetState(v1::JOB_FAILED, std::string(db.status().message()));
+    if (!db.ok()) return SetJob(job, v1::JOB_FAILED, std::string(db.status().message()));
 
     const v1::SubmitJobRequest& r = job->request;
     tuner::TuneOptions o;
@@ -176,18 +219,19 @@ struct Daemon::Impl {
     if (!r.cost_model().empty()) o.cost_model = r.cost_model();
     for (const std::string& kv : r.strategy_options()) {
       if (auto st = search::SetStrategyOption(o.strategy_options, kv); !st.ok())
-        return job->SetState(v1::JOB_FAILED, std::string(st.message()));
+        return SetJob(job, v1::JOB_FAILED, std::string(st.message()));
     }
     if (!r.protocol_json().empty()) {
       auto protocol = measure::MeasureProtocol::FromJson(r.protocol_json());
-      if (!protocol.ok()) return job->SetState(v1::JOB_FAILED, std::string(protocol.status().message()));
+      if (!protocol.ok()) return SetJob(job, v1::JOB_FAILED, std::string(protocol.status().message()));
       o.protocol = *protocol;
     }
     o.command = absl::StrCat("submit ", job->model_name, " --target ", r.target(), " (job ", job->id, ")");
     o.should_stop = [job, this] { return job->cancel.load() || Stopping(); };
+    o.resume = job->resumed;
+    SetJob(job, v1::JOB_RUNNING);
     {
       std::lock_guard<std::mutex> lock(job->mu);
-      job->state = v1::JOB_RUNNING;
       job->trials_total = o.total_trials > 0 ? o.total_trials
                                              : o.trials_per_task * static_cast<uint32_t>(job->tasks.size());
       ++job->version;
@@ -208,7 +252,7 @@ struct Daemon::Impl {
       ++job->version;
     });
     auto outcomes = tuner.Run(job->tasks);
-    if (!outcomes.ok()) return job->SetState(v1::JOB_FAILED, std::string(outcomes.status().message()));
+    if (!outcomes.ok()) return SetJob(job, v1::JOB_FAILED, std::string(outcomes.status().message()));
     {
       std::lock_guard<std::mutex> lock(job->mu);
       for (size_t i = 0; i < outcomes->size(); ++i) {
@@ -223,9 +267,9 @@ struct Daemon::Impl {
         t.set_default_s(std::isfinite(out.default_s) ? out.default_s : 0);
       }
     }
-    if (job->cancel) job->SetState(v1::JOB_CANCELLED, "cancelled");
-    else if (Stopping()) job->SetState(v1::JOB_FAILED, "the daemon stopped");
-    else job->SetState(v1::JOB_DONE);
+    if (job->cancel) SetJob(job, v1::JOB_CANCELLED, "cancelled");
+    else if (Stopping()) job->SetState(v1::JOB_FAILED, "the daemon stopped; it resumes when the daemon restarts");
+    else SetJob(job, v1::JOB_DONE);
   }
 
   class TuneService final : public v1::Tune::Service {
@@ -266,18 +310,18 @@ struct Daemon::Impl {
         if (auto s = search::SearchStrategy::Create(req->strategy(), &probe, {}); !s.ok())
           return invalid(std::string(s.status().message()));
       }
-      auto job = std::make_unique<Job>();
-      job->request = *req;
-      job->model_name = model->name;
-      job->tasks = tuner::ExtractTasks(*model);
-      job->submitted_at = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-      Job* raw = job.get();
+      std::string json;
+      if (!google::protobuf::util::MessageToJsonString(*req, &json).ok())
+        return grpc::Status(grpc::StatusCode::INTERNAL, "cannot serialise the request");
+      absl::StatusOr<int64_t> id;
       {
-        std::lock_guard<std::mutex> lock(d_->jobs_mu);
-        raw->id = d_->next_job_id++;
-        d_->jobs.push_back(std::move(job));
+        std::lock_guard<std::mutex> lock(d_->db_mu);
+        id = d_->db->AddJob(json, "queued");
       }
-      raw->thread = std::thread([this, raw] { d_->RunJob(raw); });
+      if (!id.ok()) return ToGrpcStatus(id.status());
+      auto raw_or = d_->Launch(static_cast<uint64_t>(*id), *req, /*resumed=*/false);
+      if (!raw_or.ok()) return ToGrpcStatus(raw_or.status());
+      Job* raw = *raw_or;
       reply->set_job_id(raw->id);
       return grpc::Status::OK;
     }
@@ -538,6 +582,19 @@ absl::StatusOr<int> Daemon::Start() {
   d.server = builder.BuildAndStart();
   if (!d.server || port <= 0)
     return absl::UnavailableError(absl::StrCat("cannot listen on ", d.options.listen));
+  // Jobs a previous daemon left unfinished resume, skipping the configs already recorded.
+  auto stored = d.db->Jobs();
+  if (!stored.ok()) return stored.status();
+  for (const dataset::JobRow& row : *stored) {
+    if (row.state != "queued" && row.state != "running") continue;
+    v1::SubmitJobRequest req;
+    if (!google::protobuf::util::JsonStringToMessage(row.request_json, &req).ok()) {
+      (void)d.db->SetJobState(row.id, "failed", "stored request cannot be read");
+      continue;
+    }
+    if (auto job = d.Launch(static_cast<uint64_t>(row.id), req, /*resumed=*/true); !job.ok())
+      (void)d.db->SetJobState(row.id, "failed", std::string(job.status().message()));
+  }
   d.janitor = std::thread([&d] {
     std::unique_lock<std::mutex> lock(d.mu);
     while (!d.stopping) {

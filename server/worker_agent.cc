@@ -217,6 +217,7 @@ absl::Status RunWorkerAgent(const WorkerAgentOptions& o, const std::function<boo
         ok = work->Write(res);
         measuring = false;
       } else if (in.has_ack()) {
+        on_event(absl::StrCat("batch ", in.ack().batch_id(), " committed"));
         if (should_stop()) break;  // the last batch is committed: leave now
         ok = work->Write(ready);
       }

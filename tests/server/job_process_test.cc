@@ -5,6 +5,7 @@
 
 #include <map>
 #include <set>
+#include <thread>
 
 #include "dataset/record_database.h"
 #include "gtest/gtest.h"
@@ -116,6 +117,46 @@ TEST_F(JobProcess, AWorkerKilledMidBatchLosesNothing) {
     total += n;
   }
   EXPECT_EQ(total, 8);
+}
+
+TEST_F(JobProcess, ADaemonKilledMidJobResumesItAfterARestart) {
+  WriteFileBytes(dir_.Join("one.json"), R"({"name": "one", "layers": [
+      {"name": "mm", "op": "matmul", "shape": "192,192,192"}]})");
+  const std::vector<std::string> flags = {"--db", dir_.Join("r.db"), "--token-file", dir_.Join("token")};
+  Subprocess worker;
+  ASSERT_TRUE(StartWorker(worker, "w"));
+  {
+    Subprocess serve;
+    ASSERT_FALSE(StartServe(serve, dir_, "serve1", address_, flags).empty());
+    ProcessResult submit = RunProcess({TuneBinary(), "submit", dir_.Join("one.json"), "--server", address_,
+                                       "--token-file", dir_.Join("token"), "--trials", "12", "--batch", "4",
+                                       "--strategy", "random", "--detach"},
+                                      dir_.path(), 60);
+    ASSERT_EQ(submit.exit_code, 0) << submit;
+    // Kill the daemon once one search batch is acknowledged (the default schedule's batch
+    // comes first) and the next is being measured.
+    ASSERT_FALSE(WaitForMatch(dir_.Join("w.out"), "committed[^]*committed[^]*batch [0-9]+: 4 configs", 120).empty())
+        << ReadFileBytes(dir_.Join("w.out"));
+    serve.Kill(SIGKILL);
+    serve.Wait();
+  }
+  Subprocess serve2;
+  ASSERT_FALSE(StartServe(serve2, dir_, "serve2", address_, flags).empty());
+  std::string jobs;
+  for (int i = 0; i < 600 && jobs.find(" done ") == std::string::npos; ++i) {
+    jobs = RunProcess({TuneBinary(), "jobs", "--server", address_, "--token-file", dir_.Join("token")}, dir_.path(),
+                      60).out;
+    if (jobs.find(" done ") == std::string::npos) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  ASSERT_NE(jobs.find(" done "), std::string::npos) << jobs << ReadFileBytes(dir_.Join("w.out"));
+  auto recs = SearchRecords();
+  ASSERT_EQ(recs.size(), 1u);
+  int total = 0;
+  for (const auto& [index, n] : recs.begin()->second) {
+    EXPECT_EQ(n, 1) << "config " << index;
+    total += n;
+  }
+  EXPECT_EQ(total, 12);
 }
 
 TEST_F(JobProcess, BadSubmissionsAreRejectedWithAReason) {
