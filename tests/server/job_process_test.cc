@@ -57,6 +57,20 @@ class JobProcess : public ::testing::Test {
     return out;
   }
 
+  /// Every task has `per_task` search records, one per config.
+  void ExpectEachConfigOnce(size_t tasks, int per_task) {
+    auto recs = SearchRecords();
+    ASSERT_EQ(recs.size(), tasks);
+    for (const auto& [task, configs] : recs) {
+      int total = 0;
+      for (const auto& [index, n] : configs) {
+        EXPECT_EQ(n, 1) << "task " << task << " config " << index << " recorded " << n << " times";
+        total += n;
+      }
+      EXPECT_EQ(total, per_task) << "task " << task;
+    }
+  }
+
   TempDir dir_;
   std::string address_;
 };
@@ -73,16 +87,7 @@ TEST_F(JobProcess, ThreeWorkersTuneAModelToCompletionWithOneRecordPerConfig) {
   ProcessResult r = Submit(dir_.Join("tiny.json"), 6, 3);
   ASSERT_EQ(r.exit_code, 0) << r;
   EXPECT_NE(r.out.find("job 1 done"), std::string::npos) << r;
-  auto recs = SearchRecords();
-  ASSERT_EQ(recs.size(), 3u);
-  for (const auto& [task, configs] : recs) {
-    int total = 0;
-    for (const auto& [index, n] : configs) {
-      EXPECT_EQ(n, 1) << "task " << task << " config " << index << " recorded " << n << " times";
-      total += n;
-    }
-    EXPECT_EQ(total, 6) << "task " << task;
-  }
+  ExpectEachConfigOnce(3, 6);
   ProcessResult jobs = RunProcess({TuneBinary(), "jobs", "--server", address_, "--token-file", dir_.Join("token")},
                                   dir_.path(), 60);
   EXPECT_NE(jobs.out.find("done"), std::string::npos) << jobs;
@@ -109,14 +114,7 @@ TEST_F(JobProcess, AWorkerKilledMidBatchLosesNothing) {
   const ProcessResult& s = submit.Wait();
   EXPECT_EQ(s.exit_code, 0) << ReadFileBytes(dir_.Join("submit.out")) << ReadFileBytes(dir_.Join("submit.err"));
   EXPECT_NE(ReadFileBytes(dir_.Join("submit.out")).find("job 1 done"), std::string::npos);
-  auto recs = SearchRecords();
-  ASSERT_EQ(recs.size(), 1u);
-  int total = 0;
-  for (const auto& [index, n] : recs.begin()->second) {
-    EXPECT_EQ(n, 1) << "config " << index;
-    total += n;
-  }
-  EXPECT_EQ(total, 8);
+  ExpectEachConfigOnce(1, 8);
 }
 
 TEST_F(JobProcess, ADaemonKilledMidJobResumesItAfterARestart) {
@@ -149,14 +147,7 @@ TEST_F(JobProcess, ADaemonKilledMidJobResumesItAfterARestart) {
     if (jobs.find(" done ") == std::string::npos) std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
   ASSERT_NE(jobs.find(" done "), std::string::npos) << jobs << ReadFileBytes(dir_.Join("w.out"));
-  auto recs = SearchRecords();
-  ASSERT_EQ(recs.size(), 1u);
-  int total = 0;
-  for (const auto& [index, n] : recs.begin()->second) {
-    EXPECT_EQ(n, 1) << "config " << index;
-    total += n;
-  }
-  EXPECT_EQ(total, 12);
+  ExpectEachConfigOnce(1, 12);
 }
 
 TEST_F(JobProcess, BadSubmissionsAreRejectedWithAReason) {
