@@ -19,7 +19,7 @@
 #include "server/daemon.h"
 #include "server/grpc_status.h"
 #include "server/worker_agent.h"
-#include "server/worker_registry.h"
+#include "server/wire_names.h"
 #include "tune/v1/tune.grpc.pb.h"
 
 namespace tune::server {
@@ -231,11 +231,7 @@ int WorkersCommand(int argc, char** argv) {
   std::printf("%-4s  %-20s  %-16s  %-8s  %-12s  %9s  %8s  %8s  %7s\n", "id", "name", "host", "target", "state",
               "last seen", "results", "batches", "crashes");
   for (const auto& w : reply.workers()) {
-    const char* state = w.state() == v1::WORKER_IDLE          ? "idle"
-                        : w.state() == v1::WORKER_BUSY        ? "busy"
-                        : w.state() == v1::WORKER_QUARANTINED ? "quarantined"
-                        : w.state() == v1::WORKER_EXPIRED     ? "expired"
-                                                              : "?";
+    const char* state = WorkerStateName(w.state());
     std::printf("%-4llu  %-20s  %-16s  %-8s  %-12s  %8.1fs  %8llu  %8llu  %7u\n",
                 static_cast<unsigned long long>(w.worker_id()), w.name().c_str(), w.host().c_str(),
                 w.target().c_str(), state, w.last_seen_s(), static_cast<unsigned long long>(w.results()),
@@ -245,20 +241,7 @@ int WorkersCommand(int argc, char** argv) {
   return 0;
 }
 
-const char* JobStateName(v1::JobState s) {
-  switch (s) {
-    case v1::JOB_QUEUED: return "queued";
-    case v1::JOB_RUNNING: return "running";
-    case v1::JOB_DONE: return "done";
-    case v1::JOB_CANCELLED: return "cancelled";
-    case v1::JOB_FAILED: return "failed";
-    default: return "?";
-  }
-}
-
 std::string Ms(double s) { return s > 0 ? absl::StrCat(absl::SixDigits(s * 1e3)) : "-"; }
-
-bool Finished(v1::JobState s);
 
 int SubmitCommand(int argc, char** argv) {
   CLI::App app{"tune submit: a tuning job run by a daemon on its workers, progress streamed back", "submit"};
@@ -326,7 +309,7 @@ int SubmitCommand(int argc, char** argv) {
   uint32_t shown = ~0u;
   while (reader->Read(&e)) {
     last = e;
-    if (e.trials_done() != shown || Finished(e.state())) {
+    if (e.trials_done() != shown || IsFinished(e.state())) {
       shown = e.trials_done();
       double best_total = 0;
       for (const auto& t : e.tasks()) best_total += t.best_s() * t.count();
@@ -376,8 +359,6 @@ int JobsCommand(int argc, char** argv) {
   if (reply.jobs().empty()) std::printf("(no jobs)\n");
   return 0;
 }
-
-bool Finished(v1::JobState s) { return s == v1::JOB_DONE || s == v1::JOB_CANCELLED || s == v1::JOB_FAILED; }
 
 }  // namespace
 

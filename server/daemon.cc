@@ -23,6 +23,7 @@
 #include "server/grpc_status.h"
 #include "server/lease_queue.h"
 #include "server/remote_measurer.h"
+#include "server/wire_names.h"
 #include "server/worker_registry.h"
 #include "tuner/model_file.h"
 #include "tuner/tuner.h"
@@ -107,6 +108,11 @@ struct Job {
     return e;
   }
 
+  v1::JobState State() const {
+    std::lock_guard<std::mutex> lock(mu);
+    return state;
+  }
+
   void SetState(v1::JobState s, const std::string& why = "") {
     std::lock_guard<std::mutex> lock(mu);
     state = s;
@@ -114,18 +120,6 @@ struct Job {
     ++version;
   }
 };
-
-bool Finished(v1::JobState s) { return s == v1::JOB_DONE || s == v1::JOB_CANCELLED || s == v1::JOB_FAILED; }
-
-const char* StoredStateName(v1::JobState s) {
-  switch (s) {
-    case v1::JOB_RUNNING: return "running";
-    case v1::JOB_DONE: return "done";
-    case v1::JOB_CANCELLED: return "cancelled";
-    case v1::JOB_FAILED: return "failed";
-    default: return "queued";
-  }
-}
 
 struct Daemon::Impl {
   DaemonOptions options;
@@ -157,7 +151,7 @@ struct Daemon::Impl {
     job->SetState(state, why);
     if (Stopping()) return;
     std::lock_guard<std::mutex> lock(db_mu);
-    if (auto st = db->SetJobState(static_cast<int64_t>(job->id), StoredStateName(state), why); !st.ok())
+    if (auto st = db->SetJobState(static_cast<int64_t>(job->id), JobStateName(state), why); !st.ok())
       spdlog::warn("job {}: cannot store its state: {}", job->id, std::string(st.message()));
   }
 
@@ -285,7 +279,7 @@ struct Daemon::Impl {
       uint32_t active = 0;
       {
         std::lock_guard<std::mutex> lock(d_->jobs_mu);
-        for (const auto& job : d_->jobs) active += !Finished(job->Event().state());
+        for (const auto& job : d_->jobs) active += !IsFinished(job->State());
       }
       reply->set_jobs_active(active);
       reply->set_db_path(d_->options.db_path);
@@ -342,7 +336,7 @@ struct Daemon::Impl {
           seen = version;
           v1::JobEvent e = job->Event();
           if (!writer->Write(e)) break;
-          if (Finished(e.state())) break;
+          if (IsFinished(e.state())) break;
         }
         if (d_->Stopping()) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the daemon is shutting down");
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -513,8 +507,7 @@ struct Daemon::Impl {
             return ToGrpcStatus(st);
           }
           held = 0;
-          (void)d_->registry.BatchEnded(id, n, /*crashed=*/false);
-          d_->registry.SetBusy(id, false);
+          (void)d_->registry.BatchEnded(id, n, /*crashed=*/false);  // back to idle
           if (d_->queue.AwaitCommitted(batch, d_->options.lease_s)) {
             v1::DaemonMessage ack;
             ack.mutable_ack()->set_batch_id(batch);

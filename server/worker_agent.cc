@@ -42,8 +42,6 @@ bool SleepUnlessStopped(double s, const std::function<bool()>& should_stop) {
   return !should_stop();
 }
 
-uint64_t data_seed_of_cache_ = 0;  // the seed of the task data cached by MeasureBatch
-
 std::string HostName() {
   char buf[256] = {};
   if (gethostname(buf, sizeof(buf) - 1) != 0) return "unknown";
@@ -51,56 +49,68 @@ std::string HostName() {
 }
 
 
+/// What a worker keeps between batches: its local measurer, and the template and random
+/// inputs of the task it measured last (consecutive batches mostly belong to one task).
+struct BatchCache {
+  std::unique_ptr<tuner::Measurer> measurer;
+  std::string workload_key;
+  uint64_t data_seed = 0;
+  std::unique_ptr<codegen::Template> tmpl;
+  std::unique_ptr<measure::TaskData> data;
+
+  /// Makes the template and data current for `batch`; the template's error otherwise.
+  absl::Status Prepare(const v1::Batch& batch, const measure::Target& target) {
+    if (tmpl && workload_key == batch.workload_key() && data_seed == batch.data_seed()) return absl::OkStatus();
+    tmpl.reset();
+    data.reset();
+    auto workload = codegen::Workload::FromKey(batch.workload_key());
+    if (!workload.ok()) return workload.status();
+    auto t = tuner::MakeTemplate(*workload, target);
+    if (!t.ok()) return t.status();
+    tmpl = std::move(*t);
+    data = std::make_unique<measure::TaskData>(
+        measure::TaskData::Create(*workload, batch.data_seed(), /*with_reference=*/target.kind != "cuda"));
+    workload_key = batch.workload_key();
+    data_seed = batch.data_seed();
+    return absl::OkStatus();
+  }
+};
+
 /// Builds and measures one leased batch on this host. Never fails as a whole: a config that
 /// cannot be parsed, or a workload this build cannot instantiate, becomes that config's
 /// invalid_config result.
-v1::Results MeasureBatch(const v1::Batch& batch, const measure::Target& target,
-                         std::unique_ptr<measure::TaskData>& data_cache) {
+v1::Results MeasureBatch(const v1::Batch& batch, const measure::Target& target, BatchCache& cache) {
   v1::Results out;
   out.set_batch_id(batch.batch_id());
   const int n = batch.configs_json_size();
   std::vector<measure::MeasureResult> results(n);
-  auto fail_all = [&](const std::string& why) {
+  auto fail_all = [&](const absl::Status& why) {
     for (auto& r : results) {
       r.status = measure::MeasureStatus::kInvalidConfig;
-      r.message = why;
+      r.message = std::string(why.message());
     }
   };
-  auto workload = codegen::Workload::FromKey(batch.workload_key());
   auto protocol = measure::MeasureProtocol::FromJson(batch.protocol_json());
-  absl::StatusOr<std::unique_ptr<codegen::Template>> tmpl = absl::InvalidArgumentError("no workload");
-  if (workload.ok()) tmpl = tuner::MakeTemplate(*workload, target);
-  if (!workload.ok()) {
-    fail_all(std::string(workload.status().message()));
-  } else if (!protocol.ok()) {
-    fail_all(std::string(protocol.status().message()));
-  } else if (!tmpl.ok()) {
-    fail_all(std::string(tmpl.status().message()));
+  if (!protocol.ok()) {
+    fail_all(protocol.status());
+  } else if (absl::Status st = cache.Prepare(batch, target); !st.ok()) {
+    fail_all(st);
   } else {
+    const search::ConfigSpace& space = cache.tmpl->space();
     std::vector<search::Config> configs;
     std::vector<int> where;
     for (int i = 0; i < n; ++i) {
-      auto c = (*tmpl)->space().FromJson(batch.configs_json(i));
-      if (!c.ok() || !(*tmpl)->space().IsValid(*c)) {
+      auto c = space.FromJson(batch.configs_json(i));
+      if (!c.ok() || !space.IsValid(*c)) {
         results[i].status = measure::MeasureStatus::kInvalidConfig;
-        results[i].message = c.ok() ? "config violates " + (*tmpl)->space().WhyInvalid(*c) : std::string(c.status().message());
+        results[i].message = c.ok() ? "config violates " + space.WhyInvalid(*c) : std::string(c.status().message());
         continue;
       }
       configs.push_back(*c);
       where.push_back(i);
     }
-    if (!data_cache || data_cache->workload.Key() != workload->Key() ||
-        data_seed_of_cache_ != batch.data_seed()) {
-      data_cache = std::make_unique<measure::TaskData>(
-          measure::TaskData::Create(*workload, batch.data_seed(), /*with_reference=*/target.kind != "cuda"));
-      data_seed_of_cache_ = batch.data_seed();
-    }
     if (!configs.empty()) {
-      tuner::RunnerFactory runners = target.kind == "cuda" ? tuner::CudaRunnerFactory(target.device)
-                                                           : tuner::LocalRunnerFactory(target.threads);
-      int build_threads = std::max(1u, std::thread::hardware_concurrency());
-      auto measurer = tuner::MakeLocalMeasurer(target, runners, build_threads);
-      auto measured = measurer->Measure(**tmpl, data_cache.get(), configs, *protocol);
+      auto measured = cache.measurer->Measure(*cache.tmpl, cache.data.get(), configs, *protocol);
       for (size_t k = 0; k < measured.size() && k < where.size(); ++k) results[where[k]] = measured[k];
     }
   }
@@ -141,7 +151,11 @@ absl::Status RunWorkerAgent(const WorkerAgentOptions& o, const std::function<boo
   args.SetMaxReceiveMessageSize(64 << 20);
   auto channel = grpc::CreateCustomChannel(o.server, creds, args);
   auto stub = v1::Worker::NewStub(channel);
-  std::unique_ptr<measure::TaskData> data_cache;
+  BatchCache cache;
+  cache.measurer = tuner::MakeLocalMeasurer(
+      *target,
+      target->kind == "cuda" ? tuner::CudaRunnerFactory(target->device) : tuner::LocalRunnerFactory(target->threads),
+      static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
 
   double backoff = 0.2;
   bool reported_down = false;
@@ -213,7 +227,7 @@ absl::Status RunWorkerAgent(const WorkerAgentOptions& o, const std::function<boo
         on_event(absl::StrCat("batch ", in.batch().batch_id(), ": ", in.batch().configs_json_size(), " configs of ",
                               in.batch().workload_key()));
         v1::WorkerMessage res;
-        *res.mutable_results() = MeasureBatch(in.batch(), *target, data_cache);
+        *res.mutable_results() = MeasureBatch(in.batch(), *target, cache);
         ok = work->Write(res);
         measuring = false;
       } else if (in.has_ack()) {

@@ -5,16 +5,6 @@
 
 namespace tune::server {
 
-const char* WorkerStateName(WorkerState state) {
-  switch (state) {
-    case WorkerState::kIdle: return "idle";
-    case WorkerState::kBusy: return "busy";
-    case WorkerState::kQuarantined: return "quarantined";
-    case WorkerState::kExpired: return "expired";
-  }
-  return "unknown";
-}
-
 WorkerRegistry::WorkerRegistry(double expire_after_s, uint32_t quarantine_after)
     : expire_after_s_(expire_after_s), quarantine_after_(quarantine_after) {}
 

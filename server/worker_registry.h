@@ -13,9 +13,6 @@ namespace tune::server {
 
 enum class WorkerState { kIdle, kBusy, kQuarantined, kExpired };
 
-/// "idle", "busy", "quarantined", "expired".
-const char* WorkerStateName(WorkerState state);
-
 /// What a worker says about itself when it registers.
 struct WorkerDesc {
   std::string name;

@@ -102,7 +102,8 @@ class Measurer {
   virtual ~Measurer() = default;
   /// One result per config, in order; a failing kernel is that config's status, never an
   /// error. Fewer results than configs (none) means the batch could not be measured at all
-  /// (shutting down): the tuner stops with Cancelled and records nothing of it. `data` (inputs and reference) is null when NeedsTaskData() is false.
+  /// (shutting down): the tuner stops with Cancelled and records nothing of it. `data`
+  /// (inputs and reference) is null when NeedsTaskData() is false.
   virtual std::vector<measure::MeasureResult> Measure(const codegen::Template& tmpl, const measure::TaskData* data,
                                                       const std::vector<search::Config>& configs,
                                                       const measure::MeasureProtocol& protocol) = 0;

@@ -42,3 +42,41 @@ TEST(TargetParseTest, CudaDescribesTheGpuOrSaysWhyNot) {
 
 }  // namespace
 }  // namespace tune::measure
+
+namespace tune::measure {
+namespace {
+
+TEST(TargetJsonTest, FromJsonRoundTripsAndChecksTheKey) {
+  Target cpu = Target::HostCpu(3);
+  auto back = Target::FromJson(cpu.ToJson());
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->Key(), cpu.Key());
+  EXPECT_EQ(back->threads, 3);
+
+  Target gpu;
+  gpu.kind = "cuda";
+  gpu.device_model = "NVIDIA H200";
+  gpu.cpu = "sm_90";
+  gpu.features = "132sm";
+  gpu.toolkit = "nvrtc-13.0,driver-13.0";
+  gpu.device = 1;
+  gpu.max_threads_per_block = 1024;
+  gpu.max_shared_per_block = 232448;
+  gpu.registers_per_block = 65536;
+  gpu.multiprocessors = 132;
+  gpu.l2_bytes = 50 << 20;
+  auto g = Target::FromJson(gpu.ToJson());
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(g->ToJson(), gpu.ToJson());
+
+  std::string tampered = cpu.ToJson();
+  tampered.replace(tampered.find(cpu.device_model), cpu.device_model.size(), "Another CPU");
+  auto bad = Target::FromJson(tampered);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("key does not match"), std::string::npos) << bad.status();
+  EXPECT_TRUE(absl::IsInvalidArgument(Target::FromJson("{\"kind\":\"llvm\"}").status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(Target::FromJson("[1,2]").status()));
+}
+
+}  // namespace
+}  // namespace tune::measure

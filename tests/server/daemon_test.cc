@@ -237,17 +237,51 @@ TEST_F(DaemonTest, BadWorkStreamsAreRejectedAndTheDaemonKeepsServing) {
     EXPECT_NE(st.error_message().find("does not hold batch"), std::string::npos) << st.error_message();
   }
   {  // a worker whose target description does not match its key
+    measure::Target cpu = measure::Target::HostCpu(1);
     v1::RegisterRequest bad = CpuWorker("liar");
-    bad.set_target_json(R"({"kind":"llvm","device_model":"x","cpu":"y","features":"","toolkit":"llvm-15",)"
-                        R"("threads":1,"key":"llvm|y|x||llvm-15|t1"})");
+    bad.set_target_json(cpu.ToJson());  // describes this CPU, but claims another key
     grpc::Status st = Register(bad, &reg);
     EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << st.error_message();
+    EXPECT_NE(st.error_message().find("does not match"), std::string::npos) << st.error_message();
     bad.set_target_json("{not json");
     EXPECT_EQ(Register(bad, &reg).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   }
   v1::HealthReply h;
   ASSERT_TRUE(Health(kToken, &h).ok());
   EXPECT_EQ(h.workers(), 2u);
+}
+
+TEST_F(DaemonTest, ACancelledJobEndsCancelledAndUnknownJobsAreNotFound) {
+  v1::SubmitJobRequest job;
+  job.set_model_json(R"({"layers": [{"op": "matmul", "shape": "8,8,8"}]})");
+  job.set_target("llvm");
+  job.set_trials(2);
+  v1::SubmitJobReply submitted;
+  grpc::ClientContext sctx;
+  AttachToken(sctx, kToken);
+  ASSERT_TRUE(tune_->SubmitJob(&sctx, job, &submitted).ok());
+  v1::CancelJobRequest cancel;
+  cancel.set_job_id(submitted.job_id());
+  v1::CancelJobReply cancelled;
+  grpc::ClientContext cctx;
+  AttachToken(cctx, kToken);
+  ASSERT_TRUE(tune_->CancelJob(&cctx, cancel, &cancelled).ok());
+  // No worker ever registers: the job thread sees the cancel while it waits for one.
+  v1::JobState state = v1::JOB_QUEUED;
+  for (int i = 0; i < 200 && state != v1::JOB_CANCELLED; ++i) {
+    grpc::ClientContext lctx;
+    AttachToken(lctx, kToken);
+    v1::ListJobsReply jobs;
+    ASSERT_TRUE(tune_->ListJobs(&lctx, v1::ListJobsRequest(), &jobs).ok());
+    ASSERT_EQ(jobs.jobs_size(), 1);
+    state = jobs.jobs(0).state();
+    if (state != v1::JOB_CANCELLED) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(state, v1::JOB_CANCELLED);
+  cancel.set_job_id(submitted.job_id() + 7);
+  grpc::ClientContext uctx;
+  AttachToken(uctx, kToken);
+  EXPECT_EQ(tune_->CancelJob(&uctx, cancel, &cancelled).error_code(), grpc::StatusCode::NOT_FOUND);
 }
 
 TEST(Daemon, StartRejectsBadAddressesAndTlsHalves) {
