@@ -8,6 +8,7 @@
 #include <cmath>
 #include <sstream>
 #include <atomic>
+#include <deque>
 #include <list>
 #include <map>
 #include <thread>
@@ -231,8 +232,10 @@ struct Daemon::Impl {
       ++job->version;
     }
     job->started = MonotonicSeconds();
-    auto measurer = std::make_unique<RemoteMeasurer>(&queue, job->id, target->Key(), tuner::TaskDataSeed(o.seed),
-                                                     [this] { return Stopping(); });
+    const std::string key = target->Key();
+    auto measurer = std::make_unique<RemoteMeasurer>(
+        &queue, job->id, key, tuner::TaskDataSeed(o.seed),
+        [this, key] { return static_cast<int>(registry.LiveCount(key)); }, [this] { return Stopping(); });
     tuner::Tuner tuner(db->get(), *target, std::move(measurer), o, [job](const tuner::ProgressEvent& e) {
       std::lock_guard<std::mutex> lock(job->mu);
       v1::TaskProgress& t = job->tasks_progress[e.task_index];
@@ -283,6 +286,10 @@ struct Daemon::Impl {
       }
       reply->set_jobs_active(active);
       reply->set_db_path(d_->options.db_path);
+      const LeaseStats stats = d_->queue.Stats();
+      reply->set_batches_leased(stats.batches_leased);
+      reply->set_results_ingested(stats.results_ingested);
+      reply->set_results_committed(stats.results_committed);
       return grpc::Status::OK;
     }
 
@@ -473,9 +480,19 @@ struct Daemon::Impl {
         return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, absl::StrCat("worker ", id, " is quarantined"));
       const std::string key = entry->desc.target_key;
       uint64_t held = 0;
-      // Alternates: Ready -> Batch, Results -> Ack (after the commit) or Release.
+      // Acks are written by their own thread once each returned batch is committed, so the
+      // worker can take its next batch meanwhile (a job's round may need it twice).
+      std::mutex write_mu;
+      Acker acker(d_, ctx, stream, &write_mu);
+      auto write = [&](const v1::DaemonMessage& m) {
+        std::lock_guard<std::mutex> lock(write_mu);
+        return stream->Write(m);
+      };
       while (true) {
         if (msg.has_ready()) {
+          if (held != 0)
+            return Broken(id, grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                                           absl::StrCat("Ready while holding batch ", held)));
           std::optional<std::pair<uint64_t, BatchSpec>> lease;
           while (!lease) {
             if (ctx->IsCancelled() || d_->Stopping()) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "shutting down");
@@ -492,7 +509,7 @@ struct Daemon::Impl {
           b->set_protocol_json(lease->second.protocol_json);
           b->set_deadline_s(d_->options.lease_s);
           b->set_data_seed(lease->second.data_seed);
-          if (!stream->Write(out)) return Lost(id, held);
+          if (!write(out)) return Lost(id, held);
         } else if (msg.has_results()) {
           std::vector<BatchResult> results;
           for (const auto& r : msg.results().results()) {
@@ -501,18 +518,12 @@ struct Daemon::Impl {
           }
           const uint64_t batch = msg.results().batch_id();
           const size_t n = results.size();
-          if (auto st = d_->queue.Complete(id, batch, std::move(results)); !st.ok()) {
-            d_->queue.ReleaseWorker(id);
-            d_->registry.SetBusy(id, false);
-            return ToGrpcStatus(st);
-          }
+          const absl::Status st = d_->queue.Complete(id, batch, std::move(results));
+          if (!st.ok() && !absl::IsAborted(st)) return Broken(id, ToGrpcStatus(st));
           held = 0;
           (void)d_->registry.BatchEnded(id, n, /*crashed=*/false);  // back to idle
-          if (d_->queue.AwaitCommitted(batch, d_->options.lease_s)) {
-            v1::DaemonMessage ack;
-            ack.mutable_ack()->set_batch_id(batch);
-            if (!stream->Write(ack)) return grpc::Status::CANCELLED;
-          }
+          // Aborted: the job ended meanwhile, nothing is committed and the Ack says so.
+          acker.Add(batch, absl::IsAborted(st));
         } else if (msg.has_release()) {
           if (auto st = d_->queue.Release(id, msg.release().batch_id()); !st.ok()) return ToGrpcStatus(st);
           held = 0;
@@ -521,14 +532,102 @@ struct Daemon::Impl {
           return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "empty worker message");
         }
         (void)d_->registry.Touch(id, MonotonicSeconds());
-        if (!stream->Read(&msg)) return Lost(id, held);
+        if (!stream->Read(&msg)) {
+          // The worker closed its side: the Acks still owed are written before the call ends.
+          const bool clean = !ctx->IsCancelled();
+          if (clean) acker.Drain();
+          return Lost(id, held, clean);
+        }
       }
     }
 
-    /// The worker's stream broke: whatever it held goes back to the queue.
-    grpc::Status Lost(uint64_t id, uint64_t held) {
+    /// Writes a Work stream's Acks in the order of the returned batches, each once its batch
+    /// is committed (or discarded). Joined when the stream's handler returns.
+    class Acker {
+     public:
+      Acker(Impl* d, grpc::ServerContext* ctx, grpc::ServerReaderWriter<v1::DaemonMessage, v1::WorkerMessage>* stream,
+            std::mutex* write_mu)
+          : d_(d), ctx_(ctx), stream_(stream), write_mu_(write_mu), thread_([this] { Loop(); }) {}
+      ~Acker() {
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          closing_ = true;
+        }
+        cv_.notify_all();
+        thread_.join();
+      }
+      void Add(uint64_t batch, bool discarded) {
+        std::lock_guard<std::mutex> lock(mu_);
+        pending_.push_back({batch, discarded});
+        cv_.notify_all();
+      }
+      /// Waits (up to the lease time) until every pending Ack is written or cannot be.
+      void Drain() {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait_for(lock, std::chrono::duration<double>(d_->options.lease_s), [this] { return pending_.empty() || dead_; });
+      }
+
+     private:
+      void Loop() {
+        while (true) {
+          std::pair<uint64_t, bool> next;
+          {
+            std::unique_lock<std::mutex> lock(mu_);
+            cv_.wait(lock, [this] { return closing_ || !pending_.empty(); });
+            if (pending_.empty()) return;
+            next = pending_.front();
+          }
+          LeaseQueue::Outcome outcome = LeaseQueue::Outcome::kDiscarded;
+          if (!next.second) {
+            const double give_up = MonotonicSeconds() + d_->options.lease_s;
+            while ((outcome = d_->queue.AwaitCommitted(next.first, 0.1)) == LeaseQueue::Outcome::kTimedOut) {
+              if (ctx_->IsCancelled() || d_->Stopping() || MonotonicSeconds() > give_up || Closing()) break;
+            }
+          }
+          bool failed = false;
+          if (outcome != LeaseQueue::Outcome::kTimedOut) {  // a batch never committed gets no Ack
+            v1::DaemonMessage ack;
+            ack.mutable_ack()->set_batch_id(next.first);
+            ack.mutable_ack()->set_discarded(outcome == LeaseQueue::Outcome::kDiscarded);
+            std::lock_guard<std::mutex> lock(*write_mu_);
+            failed = !stream_->Write(ack);
+          }
+          std::lock_guard<std::mutex> lock(mu_);
+          pending_.pop_front();
+          if (failed) dead_ = true;
+          cv_.notify_all();
+          if (dead_) return;
+        }
+      }
+      bool Closing() {
+        std::lock_guard<std::mutex> lock(mu_);
+        return closing_;
+      }
+
+      Impl* d_;
+      grpc::ServerContext* ctx_;
+      grpc::ServerReaderWriter<v1::DaemonMessage, v1::WorkerMessage>* stream_;
+      std::mutex* write_mu_;
+      std::mutex mu_;
+      std::condition_variable cv_;
+      std::deque<std::pair<uint64_t, bool>> pending_;  // batch id, discarded
+      bool closing_ = false, dead_ = false;
+      std::thread thread_;
+    };
+
+    /// A protocol violation: the batch the worker holds goes back to the queue.
+    grpc::Status Broken(uint64_t id, grpc::Status why) {
       d_->queue.ReleaseWorker(id);
-      if (held != 0) (void)d_->registry.BatchEnded(id, 0, /*crashed=*/true);
+      d_->registry.SetBusy(id, false);
+      return why;
+    }
+
+    /// The worker's stream ended: whatever it held goes back to the queue. Holding a batch
+    /// counts as a crash unless the worker closed its side cleanly (it was leaving while a
+    /// batch was on its way to it).
+    grpc::Status Lost(uint64_t id, uint64_t held, bool clean = false) {
+      d_->queue.ReleaseWorker(id);
+      if (held != 0 && !clean) (void)d_->registry.BatchEnded(id, 0, /*crashed=*/true);
       d_->registry.SetBusy(id, false);
       return grpc::Status::CANCELLED;
     }

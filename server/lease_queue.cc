@@ -12,7 +12,7 @@ uint64_t LeaseQueue::Enqueue(BatchSpec spec) {
   uint64_t id = next_id_++;
   queues_[spec.target_key].push_back(id);
   batches_[id].spec = std::move(spec);
-  changed_.notify_all();
+  queued_.notify_all();
   return id;
 }
 
@@ -20,16 +20,38 @@ std::optional<std::pair<uint64_t, BatchSpec>> LeaseQueue::LeaseLocked(uint64_t w
                                                                       const std::string& target_key, double now) {
   auto q = queues_.find(target_key);
   if (q == queues_.end()) return std::nullopt;
-  while (!q->second.empty()) {
-    uint64_t id = q->second.front();
-    q->second.pop_front();
+  // Drops stale ids (cancelled, done, leased again) and picks the first batch of the job
+  // holding the fewest leases.
+  std::deque<uint64_t>& queue = q->second;
+  std::erase_if(queue, [this](uint64_t id) {
     auto it = batches_.find(id);
-    if (it == batches_.end() || it->second.cancelled || it->second.done || it->second.worker_id != 0) continue;
-    it->second.worker_id = worker_id;
-    it->second.deadline = now + lease_s_;
-    return std::make_pair(id, it->second.spec);
+    return it == batches_.end() || it->second.cancelled || it->second.done || it->second.worker_id != 0;
+  });
+  size_t pick = queue.size();
+  int pick_load = 0;
+  for (size_t i = 0; i < queue.size(); ++i) {
+    auto held = leased_per_job_.find(batches_[queue[i]].spec.job_id);
+    const int load = held == leased_per_job_.end() ? 0 : held->second;
+    if (pick == queue.size() || load < pick_load) {
+      pick = i;
+      pick_load = load;
+      if (load == 0) break;
+    }
   }
-  return std::nullopt;
+  if (pick == queue.size()) return std::nullopt;
+  const uint64_t id = queue[pick];
+  queue.erase(queue.begin() + static_cast<std::ptrdiff_t>(pick));
+  Entry& e = batches_[id];
+  e.worker_id = worker_id;
+  e.deadline = now + lease_s_;
+  ++leased_per_job_[e.spec.job_id];
+  ++stats_.batches_leased;
+  return std::make_pair(id, e.spec);
+}
+
+void LeaseQueue::UnleaseLocked(const Entry& e) {
+  auto held = leased_per_job_.find(e.spec.job_id);
+  if (held != leased_per_job_.end() && --held->second <= 0) leased_per_job_.erase(held);
 }
 
 std::optional<std::pair<uint64_t, BatchSpec>> LeaseQueue::Lease(uint64_t worker_id, const std::string& target_key,
@@ -44,7 +66,7 @@ std::optional<std::pair<uint64_t, BatchSpec>> LeaseQueue::LeaseWait(uint64_t wor
   auto end = std::chrono::steady_clock::now() + std::chrono::microseconds(static_cast<int64_t>(wait_s * 1e6));
   while (true) {
     if (auto got = LeaseLocked(worker_id, target_key, clock())) return got;
-    if (changed_.wait_until(lock, end) == std::cv_status::timeout) return LeaseLocked(worker_id, target_key, clock());
+    if (queued_.wait_until(lock, end) == std::cv_status::timeout) return LeaseLocked(worker_id, target_key, clock());
   }
 }
 
@@ -53,10 +75,16 @@ absl::Status LeaseQueue::Complete(uint64_t worker_id, uint64_t batch_id, std::ve
   auto it = batches_.find(batch_id);
   if (it == batches_.end() || it->second.done || it->second.worker_id != worker_id || worker_id == 0)
     return absl::FailedPreconditionError(absl::StrCat("worker ", worker_id, " does not hold batch ", batch_id));
+  if (it->second.cancelled) {
+    batches_.erase(it);
+    return absl::AbortedError(absl::StrCat("batch ", batch_id, " was cancelled (its job ended)"));
+  }
   if (results.size() != it->second.spec.configs_json.size())
     return absl::InvalidArgumentError(absl::StrCat("batch ", batch_id, " has ", it->second.spec.configs_json.size(),
                                                    " configs, got ", results.size(), " results"));
+  UnleaseLocked(it->second);
   it->second.done = true;
+  stats_.results_ingested += results.size();
   it->second.results = std::move(results);
   changed_.notify_all();
   return absl::OkStatus();
@@ -64,6 +92,7 @@ absl::Status LeaseQueue::Complete(uint64_t worker_id, uint64_t batch_id, std::ve
 
 void LeaseQueue::RequeueLocked(uint64_t batch_id) {
   Entry& e = batches_[batch_id];
+  UnleaseLocked(e);
   e.worker_id = 0;
   e.deadline = 0;
   queues_[e.spec.target_key].push_front(batch_id);
@@ -74,34 +103,52 @@ absl::Status LeaseQueue::Release(uint64_t worker_id, uint64_t batch_id) {
   auto it = batches_.find(batch_id);
   if (it == batches_.end() || it->second.done || it->second.worker_id != worker_id || worker_id == 0)
     return absl::FailedPreconditionError(absl::StrCat("worker ", worker_id, " does not hold batch ", batch_id));
+  if (it->second.cancelled) {
+    batches_.erase(it);
+    return absl::OkStatus();
+  }
   RequeueLocked(batch_id);
-  changed_.notify_all();
+  queued_.notify_all();
   return absl::OkStatus();
 }
 
 int LeaseQueue::ReleaseWorker(uint64_t worker_id) {
   std::lock_guard<std::mutex> lock(mu_);
   int n = 0;
-  for (auto& [id, e] : batches_) {
-    if (!e.done && !e.cancelled && e.worker_id == worker_id && worker_id != 0) {
-      RequeueLocked(id);
+  for (auto it = batches_.begin(); it != batches_.end();) {
+    Entry& e = it->second;
+    if (e.done || e.worker_id != worker_id || worker_id == 0) {
+      ++it;
+    } else if (e.cancelled) {
+      it = batches_.erase(it);
+    } else {
+      RequeueLocked(it->first);
       ++n;
+      ++it;
     }
   }
-  if (n > 0) changed_.notify_all();
+  if (n > 0) queued_.notify_all();
   return n;
 }
 
 std::vector<uint64_t> LeaseQueue::ExpireLeases(double now) {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<uint64_t> workers;
-  for (auto& [id, e] : batches_) {
-    if (!e.done && !e.cancelled && e.worker_id != 0 && now > e.deadline) {
-      workers.push_back(e.worker_id);
-      RequeueLocked(id);
+  for (auto it = batches_.begin(); it != batches_.end();) {
+    Entry& e = it->second;
+    if (e.done || e.worker_id == 0 || now <= e.deadline) {
+      ++it;
+      continue;
     }
+    workers.push_back(e.worker_id);
+    if (e.cancelled) {
+      it = batches_.erase(it);
+      continue;
+    }
+    RequeueLocked(it->first);
+    ++it;
   }
-  if (!workers.empty()) changed_.notify_all();
+  if (!workers.empty()) queued_.notify_all();
   return workers;
 }
 
@@ -110,10 +157,7 @@ std::optional<std::vector<BatchResult>> LeaseQueue::AwaitResults(uint64_t batch_
   auto end = std::chrono::steady_clock::now() + std::chrono::microseconds(static_cast<int64_t>(wait_s * 1e6));
   while (true) {
     auto it = batches_.find(batch_id);
-    if (it == batches_.end() || it->second.cancelled) {
-      if (it != batches_.end()) batches_.erase(it);
-      return std::nullopt;
-    }
+    if (it == batches_.end() || it->second.cancelled) return std::nullopt;
     if (it->second.done) {
       if (it->second.taken) return std::nullopt;
       it->second.taken = true;
@@ -125,28 +169,52 @@ std::optional<std::vector<BatchResult>> LeaseQueue::AwaitResults(uint64_t batch_
 
 void LeaseQueue::MarkCommitted(uint64_t batch_id) {
   std::lock_guard<std::mutex> lock(mu_);
-  batches_.erase(batch_id);
-  committed_.insert(batch_id);
+  auto it = batches_.find(batch_id);
+  if (it == batches_.end()) return;
+  stats_.results_committed += it->second.spec.configs_json.size();
+  batches_.erase(it);
+  committed_[batch_id] = true;
   changed_.notify_all();
 }
 
-bool LeaseQueue::AwaitCommitted(uint64_t batch_id, double wait_s) {
+void LeaseQueue::MarkDiscarded(uint64_t batch_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (batches_.erase(batch_id) == 0) return;
+  committed_[batch_id] = false;
+  changed_.notify_all();
+}
+
+LeaseQueue::Outcome LeaseQueue::AwaitCommitted(uint64_t batch_id, double wait_s) {
   std::unique_lock<std::mutex> lock(mu_);
   auto end = std::chrono::steady_clock::now() + std::chrono::microseconds(static_cast<int64_t>(wait_s * 1e6));
-  while (committed_.count(batch_id) == 0) {
+  auto it = committed_.find(batch_id);
+  while (it == committed_.end()) {
     if (changed_.wait_until(lock, end) == std::cv_status::timeout) {
-      if (committed_.count(batch_id) == 0) return false;
+      it = committed_.find(batch_id);
+      if (it == committed_.end()) return Outcome::kTimedOut;
       break;
     }
+    it = committed_.find(batch_id);
   }
-  committed_.erase(batch_id);
-  return true;
+  const bool committed = it->second;
+  committed_.erase(it);
+  return committed ? Outcome::kCommitted : Outcome::kDiscarded;
 }
 
 void LeaseQueue::Cancel(uint64_t job_id) {
   std::lock_guard<std::mutex> lock(mu_);
-  for (auto& [id, e] : batches_)
-    if (e.spec.job_id == job_id && !e.done) e.cancelled = true;
+  for (auto it = batches_.begin(); it != batches_.end();) {
+    Entry& e = it->second;
+    if (e.spec.job_id != job_id || e.done || e.cancelled) {
+      ++it;
+    } else if (e.worker_id == 0) {
+      it = batches_.erase(it);  // queued: its id in the queue is dropped at the next lease
+    } else {
+      UnleaseLocked(e);  // leased: kept until its worker returns or loses it
+      e.cancelled = true;
+      ++it;
+    }
+  }
   changed_.notify_all();
 }
 
@@ -160,6 +228,11 @@ size_t LeaseQueue::Queued(const std::string& target_key) const {
     if (it != batches_.end() && !it->second.cancelled && !it->second.done && it->second.worker_id == 0) ++n;
   }
   return n;
+}
+
+LeaseStats LeaseQueue::Stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
 }
 
 }  // namespace tune::server

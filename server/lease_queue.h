@@ -7,7 +7,6 @@
 #include <map>
 #include <mutex>
 #include <optional>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -34,7 +33,18 @@ struct BatchResult {
   double build_s = 0, wall_s = 0;
 };
 
+/// Counters since the queue was created (for Health and the load benchmark).
+struct LeaseStats {
+  uint64_t batches_leased = 0;     // leases handed out (a requeued batch counts again)
+  uint64_t results_ingested = 0;   // results accepted by Complete
+  uint64_t results_committed = 0;  // results of batches marked committed
+};
+
 /// Thread-safe. Time (seconds, monotonic) is passed in so deadlines are testable.
+///
+/// Jobs share a target's workers fairly: a lease goes to the queued batch whose job holds the
+/// fewest leases at that moment (ties: the oldest batch), so one job's many queued batches do
+/// not starve another's.
 class LeaseQueue {
  public:
   explicit LeaseQueue(double lease_s) : lease_s_(lease_s) {}
@@ -42,7 +52,7 @@ class LeaseQueue {
   /// Queues a batch and returns its id (never reused).
   uint64_t Enqueue(BatchSpec spec);
 
-  /// The oldest queued batch for `target_key`, leased to `worker_id` until now + lease_s;
+  /// A queued batch for `target_key` (the fair choice above), leased to `worker_id` until now + lease_s;
   /// nullopt when none is queued.
   std::optional<std::pair<uint64_t, BatchSpec>> Lease(uint64_t worker_id, const std::string& target_key, double now);
 
@@ -52,7 +62,8 @@ class LeaseQueue {
 
   /// A worker's results for a batch it holds: one per config, in order. FailedPrecondition
   /// when the worker does not hold that batch (never leased to it, requeued, or already
-  /// done); InvalidArgument when the count is wrong. The batch is then done.
+  /// done); InvalidArgument when the count is wrong; Aborted when the batch was cancelled
+  /// (the results are dropped). The batch is then done.
   absl::Status Complete(uint64_t worker_id, uint64_t batch_id, std::vector<BatchResult> results);
 
   /// Puts a batch `worker_id` holds back in front of its queue (the worker gave it back).
@@ -72,13 +83,21 @@ class LeaseQueue {
   /// AwaitCommitted.
   void MarkCommitted(uint64_t batch_id);
 
-  /// Waits up to `wait_s` for MarkCommitted(batch_id); true when it came.
-  bool AwaitCommitted(uint64_t batch_id, double wait_s);
+  /// The taken results of `batch_id` will never be committed (the job stopped first): forgets
+  /// the batch and wakes AwaitCommitted, which says so.
+  void MarkDiscarded(uint64_t batch_id);
 
-  /// Drops the queued and leased batches of `job_id`; their waiters get nullopt.
+  enum class Outcome { kCommitted, kDiscarded, kTimedOut };
+  /// Waits up to `wait_s` for MarkCommitted or MarkDiscarded of `batch_id`.
+  Outcome AwaitCommitted(uint64_t batch_id, double wait_s);
+
+  /// Drops the queued and leased batches of `job_id`; their waiters get nullopt. A leased one
+  /// is forgotten when its worker returns it (Complete says Aborted) or loses it.
   void Cancel(uint64_t job_id);
 
   size_t Queued(const std::string& target_key) const;
+
+  LeaseStats Stats() const;
 
  private:
   struct Entry {
@@ -91,14 +110,18 @@ class LeaseQueue {
   std::optional<std::pair<uint64_t, BatchSpec>> LeaseLocked(uint64_t worker_id, const std::string& target_key,
                                                              double now);
   void RequeueLocked(uint64_t batch_id);
+  void UnleaseLocked(const Entry& e);  // e stops being leased: its job's lease count drops
 
   const double lease_s_;
   mutable std::mutex mu_;
-  std::condition_variable changed_;
+  std::condition_variable queued_;   // a batch was queued or requeued (LeaseWait)
+  std::condition_variable changed_;  // a batch was done, cancelled or committed (the Await calls)
   uint64_t next_id_ = 1;
   std::map<uint64_t, Entry> batches_;                     // not yet taken by AwaitResults
   std::map<std::string, std::deque<uint64_t>> queues_;    // target key -> queued batch ids
-  std::set<uint64_t> committed_;                          // committed, not yet awaited
+  std::map<uint64_t, bool> committed_;                    // true = committed, false = discarded; not yet awaited
+  std::map<uint64_t, int> leased_per_job_;                // job id -> batches leased now
+  LeaseStats stats_;
 };
 
 }  // namespace tune::server

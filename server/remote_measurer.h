@@ -4,21 +4,24 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "server/lease_queue.h"
 #include "tuner/tuner.h"
 
 namespace tune::server {
 
-/// Each Measure call queues one batch for `target_key` and blocks until a worker returns its
-/// results (requeued as often as workers are lost). Committed() tells the worker's stream the
+/// Each Measure call splits its configs into one batch per live worker of `target_key` (as
+/// `workers()` counts them; at least one batch), queues them and blocks until workers return
+/// every batch's results (each requeued as often as workers are lost), so one job's round is
+/// measured by all matching workers at once. Committed() tells the worker's stream the
 /// results are in the database, so the worker is acknowledged only then. `aborted` is polled
 /// while waiting: when it returns true (daemon shutting down) the job's batches are dropped
 /// and Measure returns no results.
 class RemoteMeasurer final : public tuner::Measurer {
  public:
   RemoteMeasurer(LeaseQueue* queue, uint64_t job_id, std::string target_key, uint64_t data_seed,
-                 std::function<bool()> aborted);
+                 std::function<int()> workers, std::function<bool()> aborted);
 
   std::vector<measure::MeasureResult> Measure(const codegen::Template& tmpl, const measure::TaskData* data,
                                               const std::vector<search::Config>& configs,
@@ -31,8 +34,9 @@ class RemoteMeasurer final : public tuner::Measurer {
   uint64_t job_id_;
   std::string target_key_;
   uint64_t data_seed_;
+  std::function<int()> workers_;
   std::function<bool()> aborted_;
-  uint64_t last_batch_ = 0;
+  std::vector<uint64_t> last_batches_;  // taken, not yet committed
 };
 
 /// A worker's result as the record database's MeasureResult (an unknown status becomes

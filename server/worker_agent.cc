@@ -185,6 +185,7 @@ absl::Status RunWorkerAgent(const WorkerAgentOptions& o, const std::function<boo
     grpc::ClientContext work_ctx;
     AttachToken(work_ctx, o.token);
     std::atomic<bool> session_over{false}, lost{false}, measuring{false};
+    std::atomic<int> unacked{0};  // batches returned, Ack not yet received
     std::string lost_why;
     std::mutex lost_mu;
     const double interval = std::max(0.05, reply.heartbeat_interval_s());
@@ -192,7 +193,8 @@ absl::Status RunWorkerAgent(const WorkerAgentOptions& o, const std::function<boo
       while (!session_over) {
         auto end = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(interval * 1000));
         while (Clock::now() < end && !session_over) {
-          if (should_stop() && !measuring) work_ctx.TryCancel();
+          // Stopping: leave once the batch in hand is returned and acknowledged.
+          if (should_stop() && !measuring && unacked == 0) work_ctx.TryCancel();
           std::this_thread::sleep_for(std::chrono::milliseconds(50));
         }
         if (session_over) break;
@@ -215,7 +217,8 @@ absl::Status RunWorkerAgent(const WorkerAgentOptions& o, const std::function<boo
       }
     });
 
-    // The lease channel: Ready -> Batch -> Results -> Ack -> Ready ...
+    // The lease channel: Ready -> Batch -> Results, then Ready again at once; each Ack comes
+    // when its batch is committed.
     auto work = stub->Work(&work_ctx);
     v1::WorkerMessage ready;
     ready.mutable_ready()->set_worker_id(id);
@@ -229,11 +232,14 @@ absl::Status RunWorkerAgent(const WorkerAgentOptions& o, const std::function<boo
         v1::WorkerMessage res;
         *res.mutable_results() = MeasureBatch(in.batch(), *target, cache);
         ok = work->Write(res);
+        ++unacked;
         measuring = false;
+        if (ok && !should_stop()) ok = work->Write(ready);
       } else if (in.has_ack()) {
-        on_event(absl::StrCat("batch ", in.ack().batch_id(), " committed"));
-        if (should_stop()) break;  // the last batch is committed: leave now
-        ok = work->Write(ready);
+        --unacked;
+        on_event(absl::StrCat("batch ", in.ack().batch_id(),
+                              in.ack().discarded() ? " discarded (its job ended)" : " committed"));
+        if (should_stop() && unacked == 0) break;  // the last batch is committed: leave now
       }
     }
     work->WritesDone();

@@ -94,11 +94,13 @@ std::vector<WorkerEntry> WorkerRegistry::List() const {
   return workers_;
 }
 
-uint32_t WorkerRegistry::LiveCount() const {
+uint32_t WorkerRegistry::LiveCount(const std::string& target_key) const {
   std::lock_guard<std::mutex> lock(mu_);
   uint32_t n = 0;
   for (const WorkerEntry& e : workers_)
-    if (e.state == WorkerState::kIdle || e.state == WorkerState::kBusy) ++n;
+    if ((e.state == WorkerState::kIdle || e.state == WorkerState::kBusy) &&
+        (target_key.empty() || e.desc.target_key == target_key))
+      ++n;
   return n;
 }
 

@@ -70,8 +70,9 @@ class WorkerRegistry {
   /// Every worker ever registered, by id.
   std::vector<WorkerEntry> List() const;
 
-  /// Workers that are live (idle or busy), not quarantined or expired.
-  uint32_t LiveCount() const;
+  /// Workers that are live (idle or busy), not quarantined or expired; with a `target_key`,
+  /// only those measuring on that target.
+  uint32_t LiveCount(const std::string& target_key = "") const;
 
  private:
   const double expire_after_s_;

@@ -87,5 +87,58 @@ TEST(LeaseQueue, WaitersWakeForResultsAndForCancellation) {
   EXPECT_FALSE(q.AwaitResults(c, 0.01));  // taken / gone
 }
 
+TEST(LeaseQueue, JobsShareWorkersByLeasesHeld) {
+  LeaseQueue q(30);
+  // Job 1 queues three batches before job 2 queues one: job 2's is leased second, not last.
+  uint64_t a1 = q.Enqueue(Spec("cpu", 1, /*job=*/1));
+  uint64_t a2 = q.Enqueue(Spec("cpu", 1, /*job=*/1));
+  uint64_t a3 = q.Enqueue(Spec("cpu", 1, /*job=*/1));
+  uint64_t b1 = q.Enqueue(Spec("cpu", 1, /*job=*/2));
+  EXPECT_EQ(q.Lease(7, "cpu", 0)->first, a1);
+  EXPECT_EQ(q.Lease(8, "cpu", 0)->first, b1);
+  EXPECT_EQ(q.Lease(9, "cpu", 0)->first, a2);
+  // Job 2 holds none once its batch is done, job 1 holds two: job 2's next batch goes first.
+  ASSERT_TRUE(q.Complete(8, b1, Ok(1)).ok());
+  uint64_t b2 = q.Enqueue(Spec("cpu", 1, /*job=*/2));
+  EXPECT_EQ(q.Lease(8, "cpu", 0)->first, b2);
+  EXPECT_EQ(q.Lease(10, "cpu", 0)->first, a3);
+}
+
+TEST(LeaseQueue, ACancelledBatchInAWorkersHandsIsDroppedWhenItReturns) {
+  LeaseQueue q(30);
+  uint64_t a = q.Enqueue(Spec("cpu", 2, /*job=*/1));
+  uint64_t b = q.Enqueue(Spec("cpu", 2, /*job=*/1));
+  ASSERT_EQ(q.Lease(7, "cpu", 0)->first, a);
+  q.Cancel(1);
+  EXPECT_FALSE(q.AwaitResults(a, 0.01));
+  EXPECT_FALSE(q.Lease(8, "cpu", 0));  // b was queued: gone
+  EXPECT_TRUE(absl::IsAborted(q.Complete(7, a, Ok(2))));
+  EXPECT_TRUE(absl::IsFailedPrecondition(q.Complete(7, a, Ok(2))));  // and forgotten
+  EXPECT_FALSE(q.AwaitResults(b, 0.01));
+  EXPECT_EQ(q.Stats().results_ingested, 0u);
+}
+
+TEST(LeaseQueue, CommitOrDiscardWakesTheAcknowledgerAndIsCounted) {
+  LeaseQueue q(30);
+  uint64_t a = q.Enqueue(Spec("cpu", 3));
+  uint64_t b = q.Enqueue(Spec("cpu", 2));
+  ASSERT_TRUE(q.Complete(7, q.Lease(7, "cpu", 0)->first, Ok(3)).ok());
+  ASSERT_TRUE(q.Complete(8, q.Lease(8, "cpu", 0)->first, Ok(2)).ok());
+  ASSERT_TRUE(q.AwaitResults(a, 1));
+  ASSERT_TRUE(q.AwaitResults(b, 1));
+  EXPECT_EQ(q.AwaitCommitted(a, 0.01), LeaseQueue::Outcome::kTimedOut);
+  std::thread tuner([&] {
+    q.MarkCommitted(a);
+    q.MarkDiscarded(b);
+  });
+  EXPECT_EQ(q.AwaitCommitted(a, 30), LeaseQueue::Outcome::kCommitted);
+  EXPECT_EQ(q.AwaitCommitted(b, 30), LeaseQueue::Outcome::kDiscarded);
+  tuner.join();
+  const LeaseStats s = q.Stats();
+  EXPECT_EQ(s.batches_leased, 2u);
+  EXPECT_EQ(s.results_ingested, 5u);
+  EXPECT_EQ(s.results_committed, 3u);
+}
+
 }  // namespace
 }  // namespace tune::server
