@@ -1,6 +1,7 @@
 // Daemon: serves the tune.v1 client and worker services over one gRPC server.
 #include "server/daemon.h"
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <fstream>
@@ -22,6 +23,7 @@
 #include "measure/target.h"
 #include "search/strategy.h"
 #include "server/grpc_status.h"
+#include "server/latency_histogram.h"
 #include "server/lease_queue.h"
 #include "server/remote_measurer.h"
 #include "server/wire_names.h"
@@ -127,6 +129,7 @@ struct Daemon::Impl {
   double started = MonotonicSeconds();
   WorkerRegistry registry;
   LeaseQueue queue{options.lease_s};
+  LatencyHistogram dispatch;  // Ready (or the batch queued, if later) -> Batch written
   std::mutex jobs_mu;
   std::list<std::unique_ptr<Job>> jobs;
   std::mutex db_mu;
@@ -290,6 +293,7 @@ struct Daemon::Impl {
       reply->set_batches_leased(stats.batches_leased);
       reply->set_results_ingested(stats.results_ingested);
       reply->set_results_committed(stats.results_committed);
+      for (uint64_t c : d_->dispatch.Counts()) reply->add_dispatch_us_histogram(c);
       return grpc::Status::OK;
     }
 
@@ -493,6 +497,7 @@ struct Daemon::Impl {
           if (held != 0)
             return Broken(id, grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                                            absl::StrCat("Ready while holding batch ", held)));
+          const double ready_at = MonotonicSeconds();
           std::optional<std::pair<uint64_t, BatchSpec>> lease;
           while (!lease) {
             if (ctx->IsCancelled() || d_->Stopping()) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "shutting down");
@@ -510,6 +515,7 @@ struct Daemon::Impl {
           b->set_deadline_s(d_->options.lease_s);
           b->set_data_seed(lease->second.data_seed);
           if (!write(out)) return Lost(id, held);
+          d_->dispatch.Record(MonotonicSeconds() - std::max(ready_at, lease->second.queued_at));
         } else if (msg.has_results()) {
           std::vector<BatchResult> results;
           for (const auto& r : msg.results().results()) {

@@ -3,6 +3,12 @@
 
 #include <chrono>
 
+namespace {
+double SteadySeconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+}  // namespace
+
 #include "absl/strings/str_cat.h"
 
 namespace tune::server {
@@ -11,8 +17,9 @@ uint64_t LeaseQueue::Enqueue(BatchSpec spec) {
   std::lock_guard<std::mutex> lock(mu_);
   uint64_t id = next_id_++;
   queues_[spec.target_key].push_back(id);
+  spec.queued_at = SteadySeconds();
+  ready_[spec.target_key].notify_one();  // one waiting worker of that target per batch
   batches_[id].spec = std::move(spec);
-  queued_.notify_all();
   return id;
 }
 
@@ -66,7 +73,8 @@ std::optional<std::pair<uint64_t, BatchSpec>> LeaseQueue::LeaseWait(uint64_t wor
   auto end = std::chrono::steady_clock::now() + std::chrono::microseconds(static_cast<int64_t>(wait_s * 1e6));
   while (true) {
     if (auto got = LeaseLocked(worker_id, target_key, clock())) return got;
-    if (queued_.wait_until(lock, end) == std::cv_status::timeout) return LeaseLocked(worker_id, target_key, clock());
+    if (ready_[target_key].wait_until(lock, end) == std::cv_status::timeout)
+      return LeaseLocked(worker_id, target_key, clock());
   }
 }
 
@@ -93,6 +101,8 @@ absl::Status LeaseQueue::Complete(uint64_t worker_id, uint64_t batch_id, std::ve
 void LeaseQueue::RequeueLocked(uint64_t batch_id) {
   Entry& e = batches_[batch_id];
   UnleaseLocked(e);
+  e.spec.queued_at = SteadySeconds();
+  ready_[e.spec.target_key].notify_one();
   e.worker_id = 0;
   e.deadline = 0;
   queues_[e.spec.target_key].push_front(batch_id);
@@ -108,7 +118,6 @@ absl::Status LeaseQueue::Release(uint64_t worker_id, uint64_t batch_id) {
     return absl::OkStatus();
   }
   RequeueLocked(batch_id);
-  queued_.notify_all();
   return absl::OkStatus();
 }
 
@@ -127,7 +136,6 @@ int LeaseQueue::ReleaseWorker(uint64_t worker_id) {
       ++it;
     }
   }
-  if (n > 0) queued_.notify_all();
   return n;
 }
 
@@ -148,7 +156,6 @@ std::vector<uint64_t> LeaseQueue::ExpireLeases(double now) {
     RequeueLocked(it->first);
     ++it;
   }
-  if (!workers.empty()) queued_.notify_all();
   return workers;
 }
 
@@ -173,28 +180,31 @@ void LeaseQueue::MarkCommitted(uint64_t batch_id) {
   if (it == batches_.end()) return;
   stats_.results_committed += it->second.spec.configs_json.size();
   batches_.erase(it);
-  committed_[batch_id] = true;
-  changed_.notify_all();
+  SettleLocked(batch_id, true);
 }
 
 void LeaseQueue::MarkDiscarded(uint64_t batch_id) {
   std::lock_guard<std::mutex> lock(mu_);
   if (batches_.erase(batch_id) == 0) return;
-  committed_[batch_id] = false;
-  changed_.notify_all();
+  SettleLocked(batch_id, false);
+}
+
+void LeaseQueue::SettleLocked(uint64_t batch_id, bool committed) {
+  committed_[batch_id] = committed;
+  if (auto w = commit_waiters_.find(batch_id); w != commit_waiters_.end()) w->second->notify_one();
 }
 
 LeaseQueue::Outcome LeaseQueue::AwaitCommitted(uint64_t batch_id, double wait_s) {
   std::unique_lock<std::mutex> lock(mu_);
   auto end = std::chrono::steady_clock::now() + std::chrono::microseconds(static_cast<int64_t>(wait_s * 1e6));
   auto it = committed_.find(batch_id);
-  while (it == committed_.end()) {
-    if (changed_.wait_until(lock, end) == std::cv_status::timeout) {
-      it = committed_.find(batch_id);
-      if (it == committed_.end()) return Outcome::kTimedOut;
-      break;
-    }
-    it = committed_.find(batch_id);
+  if (it == committed_.end()) {
+    // Woken only by this batch's settlement (one waiter per batch: its worker's stream).
+    std::condition_variable cv;
+    commit_waiters_[batch_id] = &cv;
+    cv.wait_until(lock, end, [&] { return (it = committed_.find(batch_id)) != committed_.end(); });
+    commit_waiters_.erase(batch_id);
+    if (it == committed_.end()) return Outcome::kTimedOut;
   }
   const bool committed = it->second;
   committed_.erase(it);

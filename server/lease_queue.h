@@ -22,6 +22,7 @@ struct BatchSpec {
   uint64_t data_seed = 0;       // seed of the task's random inputs (tuner::TaskDataSeed)
   std::vector<std::string> configs_json;
   std::string protocol_json;    // measure::MeasureProtocol::ToJson()
+  double queued_at = 0;         // set by the queue: when it was last (re)queued, steady clock s
 };
 
 /// One measured config as a worker reports it (mirrors measure::MeasureResult).
@@ -110,15 +111,17 @@ class LeaseQueue {
   std::optional<std::pair<uint64_t, BatchSpec>> LeaseLocked(uint64_t worker_id, const std::string& target_key,
                                                              double now);
   void RequeueLocked(uint64_t batch_id);
-  void UnleaseLocked(const Entry& e);  // e stops being leased: its job's lease count drops
+  void UnleaseLocked(const Entry& e);
+  void SettleLocked(uint64_t batch_id, bool committed);  // records it and wakes its waiter  // e stops being leased: its job's lease count drops
 
   const double lease_s_;
   mutable std::mutex mu_;
-  std::condition_variable queued_;   // a batch was queued or requeued (LeaseWait)
-  std::condition_variable changed_;  // a batch was done, cancelled or committed (the Await calls)
+  std::map<std::string, std::condition_variable> ready_;  // per target: a batch was (re)queued
+  std::condition_variable changed_;  // a batch was done or cancelled (AwaitResults)
   uint64_t next_id_ = 1;
   std::map<uint64_t, Entry> batches_;                     // not yet taken by AwaitResults
   std::map<std::string, std::deque<uint64_t>> queues_;    // target key -> queued batch ids
+  std::map<uint64_t, std::condition_variable*> commit_waiters_;  // AwaitCommitted callers
   std::map<uint64_t, bool> committed_;                    // true = committed, false = discarded; not yet awaited
   std::map<uint64_t, int> leased_per_job_;                // job id -> batches leased now
   LeaseStats stats_;
