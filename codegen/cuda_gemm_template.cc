@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "codegen/cuda_direct_conv.h"
+
 #include "search/check.h"
 
 namespace tune::codegen {
@@ -13,6 +15,10 @@ constexpr int64_t kMaxThreadTile = 8;     // TM, TN
 constexpr int64_t kMaxBk = 32;
 constexpr int64_t kRegisterOverhead = 28;  // addresses, loop counters, indices (estimate)
 constexpr int64_t kMaxUnrolledFma = 8192;  // code size bound for a fully unrolled K step
+constexpr int64_t kMaxPixelsPerThread = 4;  // direct conv: RH, RW
+constexpr int64_t kMaxBlockZ = 64;          // CUDA's limit on blockDim.z
+constexpr int64_t kMaxGridZ = 65535;        // and on gridDim.z
+constexpr int64_t kVariantImplicitGemm = 0, kVariantDirect = 1;
 
 /// The sizes a config stands for.
 struct Tiles {
@@ -45,6 +51,29 @@ GemmDims DimsOf(const Workload& w) {
   return {w.m, w.n, w.k};
 }
 
+bool IsDirect(const search::ConfigSpace& s, const search::Config& c, bool conv) {
+  return conv && s.GetInt(c, "variant") == kVariantDirect;
+}
+
+/// The direct variant's sizes: tile_m, vector, double_buffer, pad and unroll_k keep their
+/// meaning for the output-channel tile, the weight copy and the main loop.
+DirectConvTiles DirectTilesOf(const search::ConfigSpace& s, const search::Config& c) {
+  const auto& fm = s.Get(c, "tile_m");
+  const auto& fh = s.Get(c, "tile_oh");
+  const auto& fw = s.Get(c, "tile_ow");
+  const auto& fc = s.Get(c, "tile_c");
+  DirectConvTiles t;
+  t.grid_m = fm[0], t.tz = fm[1], t.tm = fm[2];
+  t.grid_h = fh[0], t.th = fh[1], t.rh = fh[2];
+  t.grid_w = fw[0], t.tw = fw[1], t.rw = fw[2];
+  t.c_steps = fc[0], t.bc = fc[1];
+  t.vector = s.GetInt(c, "vector");
+  t.pad = s.GetInt(c, "pad");
+  t.double_buffer = s.GetInt(c, "double_buffer") != 0;
+  t.unroll = s.GetInt(c, "unroll_k") != 0;
+  return t;
+}
+
 }  // namespace
 
 bool CudaGemmTemplate::Handles(const Workload& w) { return w.op != OpKind::kConv2d || w.groups == 1; }
@@ -63,48 +92,84 @@ CudaGemmTemplate::CudaGemmTemplate(Workload w, const GpuLimits& limits) : Templa
   s.AddChoice("unroll_k", {1, 0});
   s.AddChoice("interleave", {1, 0});
   s.AddChoice("k_slices", {1, 2, 4});
+  const bool conv = wl.op == OpKind::kConv2d;
+  if (conv) {
+    // The direct variant's own knobs (see cuda_direct_conv.h); knobs of one variant are pinned
+    // under the other. Configs recorded before the knob existed are implicit GEMMs.
+    s.AddChoice("variant", {kVariantImplicitGemm, kVariantDirect}, {"implicit_gemm", "direct"});
+    s.AddSplit("tile_oh", wl.out_h(), 3, kMaxPixelsPerThread);
+    s.AddSplit("tile_ow", wl.out_w(), 3, kMaxPixelsPerThread);
+    s.AddSplit("tile_c", wl.in_c, 2, kMaxBk);
+    for (const char* knob : {"tile_n", "tile_k", "interleave", "k_slices"}) {
+      s.AddCondition(knob, "variant", {kVariantImplicitGemm});
+    }
+    for (const char* knob : {"tile_oh", "tile_ow", "tile_c"}) s.AddCondition(knob, "variant", {kVariantDirect});
+    for (const char* knob : {"variant", "tile_oh", "tile_ow", "tile_c"}) s.AllowMissing(knob);
+  }
   const search::ConfigSpace* sp = &space_;
   const bool dense = wl.op == OpKind::kDense;
-  s.AddConstraint("threads", [sp, limits](const search::Config& c) {
+  auto plan = [sp, wl](const search::Config& c) { return PlanDirectConv(wl, DirectTilesOf(*sp, c)); };
+  s.AddConstraint("threads", [sp, limits, conv, plan, wl](const search::Config& c) {
+    if (IsDirect(*sp, c, conv)) {
+      const DirectConvTiles t = plan(c).tiles;
+      const bool whole = t.grid_m == 1 && t.grid_h == 1 && t.grid_w == 1;
+      return t.threads() <= limits.max_threads_per_block && (t.threads() % kWarp == 0 || whole) &&
+             t.tz <= kMaxBlockZ && t.grid_m * wl.batch <= kMaxGridZ;
+    }
     Tiles t = TilesOf(*sp, c);
     const bool whole = t.grid_m == 1 && t.grid_n == 1;  // a problem smaller than a warp's work
     return t.threads() <= limits.max_threads_per_block && (t.threads() % kWarp == 0 || whole);
   });
-  s.AddConstraint("tile_copy", [sp, dense](const search::Config& c) {  // conv's B is copied like matmul's
+  s.AddConstraint("tile_copy", [sp, dense, conv, plan](const search::Config& c) {  // conv's B is copied like matmul's
+    if (IsDirect(*sp, c, conv)) {
+      const DirectConvPlan p = plan(c);
+      return p.halo.Fits() && p.weights.Fits();
+    }
     Tiles t = TilesOf(*sp, c);
     ThreadBlock block{Expr(), Expr(), t.tx, t.ty, Expr(), t.slices};
     TileCopy a{t.bm(), t.bk, t.vector, block};
     TileCopy b = dense ? TileCopy{t.bn(), t.bk, t.vector, block} : TileCopy{t.bk, t.bn(), t.vector, block};
     return a.Fits() && b.Fits();
   });
-  s.AddConstraint("registers", [sp, limits](const search::Config& c) {
+  s.AddConstraint("registers", [sp, limits, conv, plan](const search::Config& c) {
+    if (IsDirect(*sp, c, conv)) {
+      const DirectConvPlan p = plan(c);
+      return p.Registers(kRegisterOverhead) <=
+             std::min(limits.max_registers_per_thread, limits.max_registers_per_block / p.tiles.threads());
+    }
     Tiles t = TilesOf(*sp, c);
     int64_t regs = t.tm * t.tn + t.tm + t.tn + kRegisterOverhead;
     if (t.double_buffer) regs += (t.bm() + t.bn()) * t.bk / t.threads();
     return regs <= std::min(limits.max_registers_per_thread, limits.max_registers_per_block / t.threads());
   });
-  s.AddConstraint("shared_memory", [sp, limits](const search::Config& c) {
+  s.AddConstraint("shared_memory", [sp, limits, conv, plan](const search::Config& c) {
+    if (IsDirect(*sp, c, conv)) return plan(c).SharedFloats() * 4 <= limits.max_shared_bytes_per_block;
     Tiles t = TilesOf(*sp, c);
     int64_t floats = (t.double_buffer ? 2 : 1) * ((t.bk + 1) * (t.bm() + t.pad) + (t.bk + 1) * (t.bn() + t.pad));
     if (t.slices > 1) floats += t.slices * t.bm() * t.bn();  // the partial sums of every slice
     return floats * 4 <= limits.max_shared_bytes_per_block;
   });
-  s.AddConstraint("k_slices_divide", [sp](const search::Config& c) {
+  // The rest concern the implicit GEMM only (its knobs are pinned under the direct variant).
+  s.AddConstraint("k_slices_divide", [sp, conv](const search::Config& c) {
+    if (IsDirect(*sp, c, conv)) return true;
     Tiles t = TilesOf(*sp, c);
     return t.bk % t.slices == 0 && t.tm % t.slices == 0;
   });
   // Slicing K pays only when there are too few output tiles to give every multiprocessor two
   // blocks; elsewhere it only adds a reduction, so those configs are not searched.
   const int64_t batch = wl.op == OpKind::kBatchMatmul ? wl.batch : 1;
-  s.AddConstraint("k_slices_few_blocks", [sp, limits, batch](const search::Config& c) {
+  s.AddConstraint("k_slices_few_blocks", [sp, limits, batch, conv](const search::Config& c) {
+    if (IsDirect(*sp, c, conv)) return true;
     Tiles t = TilesOf(*sp, c);
     return t.slices == 1 || t.grid_m * t.grid_n * batch < 2 * limits.multiprocessors;
   });
-  s.AddConstraint("interleave_needs_8", [sp](const search::Config& c) {
+  s.AddConstraint("interleave_needs_8", [sp, conv](const search::Config& c) {
+    if (IsDirect(*sp, c, conv)) return true;
     Tiles t = TilesOf(*sp, c);
     return !t.interleave || t.tm == 8 || t.tn == 8;
   });
-  s.AddConstraint("unroll_size", [sp](const search::Config& c) {
+  s.AddConstraint("unroll_size", [sp, conv, plan](const search::Config& c) {
+    if (IsDirect(*sp, c, conv)) return plan(c).UnrolledFma() <= kMaxUnrolledFma;
     Tiles t = TilesOf(*sp, c);
     return !t.unroll_k || t.bk * t.tm * t.tn <= kMaxUnrolledFma;
   });
@@ -113,7 +178,10 @@ CudaGemmTemplate::CudaGemmTemplate(Workload w, const GpuLimits& limits) : Templa
 search::Config CudaGemmTemplate::DefaultConfig() const {
   // The plain shared-memory kernel of CUDA's programming guide where the shape allows it: 16x16
   // threads, one output each, K steps of 16, scalar loads, one stage. Otherwise the valid config
-  // closest to it (fewest elements per thread, then the most threads up to 256).
+  // closest to it (fewest elements per thread, then the most threads up to 256). For conv2d,
+  // the implicit GEMM (the direct variant's knobs held at option 0).
+  std::vector<std::string> held;
+  if (workload_.op == OpKind::kConv2d) held = {"variant", "tile_oh", "tile_ow", "tile_c"};
   return BestScoring([this](const search::Config& c) -> std::optional<int64_t> {
     Tiles t = TilesOf(space_, c);
     if (t.vector != 1 || t.double_buffer || t.pad != 0 || t.unroll_k || t.interleave || t.slices != 1) {
@@ -121,7 +189,7 @@ search::Config CudaGemmTemplate::DefaultConfig() const {
     }
     return -(t.tm * t.tn) * 1000000 - std::abs(t.threads() - 256) * 1000 - std::abs(t.bk - 16) * 10 -
            std::abs(t.tx - t.ty);
-  });
+  }, held);
 }
 
 Schedule CudaGemmTemplate::Build(const search::Config& c) const {
@@ -133,6 +201,10 @@ Schedule CudaGemmTemplate::Build(const search::Config& c) const {
 
   Schedule sched;
   ArgBuffers buffers = MakeArgBuffers();
+  if (IsDirect(space_, c, conv)) {
+    return BuildDirectConv(wl, PlanDirectConv(wl, DirectTilesOf(space_, c)),
+                           DirectConvArgs{buffers.input0, buffers.input1, buffers.bias, buffers.out});
+  }
   if (conv) {
     // The kernel's pointers seen as the GEMM's matrices: weight[OC][C*KH*KW] (the same bytes
     // as [OC][C][KH][KW]) and the output flat; the input stays 4-D for the window gather.

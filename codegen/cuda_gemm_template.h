@@ -27,6 +27,16 @@ namespace tune::codegen {
 /// Constraints (before compiling): threads per block a multiple of 32 (or the whole problem
 /// in one block) and within the limits, tiles that split evenly over the threads, an
 /// estimate of registers per thread and the shared memory within the limits.
+///
+/// conv2d has a `variant` knob: implicit_gemm (the kernel above) or direct (cuda_direct_conv.h:
+/// an OC x OH x OW output tile per block from a shared-memory input halo tile). The direct
+/// variant's own knobs are tile_oh = [OH / (TH RH), TH (threadIdx.y), RH], tile_ow = [OW / (TW
+/// RW), TW (threadIdx.x), RW] and tile_c = [C / BC, BC input channels per step]; tile_m keeps
+/// its meaning (its thread factor on threadIdx.z), as do vector (weight loads), double_buffer,
+/// pad (weight rows) and unroll_k (the channel loop of a step). tile_n, tile_k, interleave and
+/// k_slices are pinned to option 0 under direct, tile_oh/ow/c under implicit_gemm, and the
+/// thread, register and shared-memory limits hold for both. Config text recorded before the
+/// knob existed reads as implicit_gemm.
 class CudaGemmTemplate : public Template {
  public:
   CudaGemmTemplate(Workload workload, const GpuLimits& limits);

@@ -73,12 +73,25 @@ Template::ArgBuffers Template::MakeArgBuffers() const {
   return b;
 }
 
-search::Config Template::BestScoring(
-    const std::function<std::optional<int64_t>(const search::Config&)>& score) const {
+search::Config Template::BestScoring(const std::function<std::optional<int64_t>(const search::Config&)>& score,
+                                     const std::vector<std::string>& held) const {
+  // Mixed radix over the knobs not held, the first varying slowest (index order).
+  const auto& knobs = space_.knobs();
+  std::vector<bool> is_held(knobs.size(), false);
+  for (const std::string& name : held) is_held[space_.KnobIndex(name)] = true;
+  uint64_t size = 1;
+  for (size_t k = 0; k < knobs.size(); ++k) {
+    if (!is_held[k]) size *= knobs[k].options.size();
+  }
   search::Config best;
   int64_t best_score = 0;
-  for (uint64_t i = 0; i < space_.Size(); ++i) {
-    search::Config c = space_.FromIndex(i);
+  for (uint64_t i = 0; i < size; ++i) {
+    search::Config c(knobs.size(), 0);
+    for (uint64_t k = knobs.size(), rest = i; k-- > 0;) {
+      if (is_held[k]) continue;
+      c[k] = static_cast<int32_t>(rest % knobs[k].options.size());
+      rest /= knobs[k].options.size();
+    }
     std::optional<int64_t> v = score(c);
     if (!v.has_value() || !space_.IsValid(c)) continue;
     if (best.empty() || *v > best_score) {

@@ -68,9 +68,10 @@ class Template {
 
   /// The valid config with the highest `score` (first in index order on ties), skipping those
   /// it returns nullopt for: how GPU templates pick a default close to a textbook kernel.
-  /// Aborts when there is none (a template bug). Walks the whole space: for spaces of up to
-  /// a few million points.
-  search::Config BestScoring(const std::function<std::optional<int64_t>(const search::Config&)>& score) const;
+  /// Knobs named in `held` stay at option 0 (another variant's knobs, say). Aborts when there
+  /// is none (a template bug). Walks the space of the other knobs: for up to a few million points.
+  search::Config BestScoring(const std::function<std::optional<int64_t>(const search::Config&)>& score,
+                             const std::vector<std::string>& held = {}) const;
 
   Workload workload_;
   search::ConfigSpace space_;

@@ -136,14 +136,10 @@ void BayesOptStrategy::SampleUnseen(int count, std::unordered_set<Config, Config
     }
     return;
   }
-  const auto& knobs = space_->knobs();
   const int64_t max_draws = std::max<int64_t>(100000, int64_t{50} * count);
-  Config c(knobs.size());
   int added = 0;
   for (int64_t draw = 0; draw < max_draws && added < count; ++draw) {
-    for (size_t k = 0; k < knobs.size(); ++k) {
-      c[k] = static_cast<int32_t>(UniformBelow(rng_, knobs[k].options.size()));
-    }
+    Config c = space_->Draw(rng_);
     if (seen_.count(c) != 0 || exclude.count(c) != 0 || !space_->IsValid(c)) continue;
     exclude.insert(c);
     out.push_back(c);
@@ -182,7 +178,7 @@ std::vector<Config> BayesOptStrategy::Candidates() {
         const size_t k = UniformBelow(rng_, knobs.size());
         c[k] = static_cast<int32_t>(UniformBelow(rng_, knobs[k].options.size()));
       }
-      AddIfNew(c, taken, out);
+      AddIfNew(space_->Canonical(std::move(c)), taken, out);
     }
   }
 

@@ -38,9 +38,13 @@ bool EvolutionaryStrategy::Mutate(Config& config) {
     const int32_t old = config[k];
     int32_t value = static_cast<int32_t>(UniformBelow(rng_, n - 1));
     if (value >= old) ++value;
-    config[k] = value;
-    if (space_->IsValid(config)) return true;
-    config[k] = old;
+    Config mutated = config;
+    mutated[k] = value;
+    mutated = space_->Canonical(std::move(mutated));  // a variant's knobs reset when it is left
+    if (mutated != config && space_->IsValid(mutated)) {
+      config = std::move(mutated);
+      return true;
+    }
   }
   return false;
 }
@@ -53,6 +57,7 @@ bool EvolutionaryStrategy::Crossover(const Config& a, const Config& b, Config& c
       if (k % 64 == 0) bits = rng_();
       if ((bits >> (k % 64)) & 1) child[k] = b[k];
     }
+    child = space_->Canonical(std::move(child));
     if (child != a && child != b && space_->IsValid(child)) return true;
   }
   return false;

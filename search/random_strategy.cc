@@ -38,13 +38,9 @@ std::vector<Config> RandomStrategy::Propose(int batch) {
     }
     return out;
   }
-  const auto& knobs = space_->knobs();
-  Config config(knobs.size());
   int rejects = 0;
   while (static_cast<int>(out.size()) < batch && rejects < kMaxRejects) {
-    for (size_t i = 0; i < knobs.size(); ++i) {
-      config[i] = static_cast<int32_t>(UniformBelow(rng_, knobs[i].options.size()));
-    }
+    Config config = space_->Draw(rng_);
     if (visited_.count(config) != 0 || !space_->IsValid(config)) {
       ++rejects;
       continue;

@@ -40,7 +40,8 @@ bool SaStrategy::Move(const Config& from, Config& to) {
       if (value >= from[k]) ++value;
     }
     to[k] = value;
-    if (space_->IsValid(to)) return true;
+    to = space_->Canonical(std::move(to));  // a variant's knobs reset when it is left
+    if (to != from && space_->IsValid(to)) return true;
   }
   to = from;
   return false;

@@ -123,6 +123,26 @@ void ConfigSpace::AddConstraint(const std::string& name,
   constraints_.push_back(Constraint{name, std::move(holds)});
 }
 
+void ConfigSpace::AddCondition(const std::string& knob, const std::string& when,
+                               const std::vector<int64_t>& values) {
+  Condition cond{KnobIndex(knob), KnobIndex(when), {}};
+  TUNE_CHECK(cond.knob != cond.when) << "knob '" << knob << "' conditioned on itself";
+  TUNE_CHECK(knobs_[cond.when].kind == Knob::Kind::kChoice) << "condition on split knob '" << when << "'";
+  for (const Condition& c : conditions_) {
+    TUNE_CHECK(c.knob != cond.when) << "condition on knob '" << when << "', itself conditional";
+    TUNE_CHECK(c.knob != cond.knob) << "knob '" << knob << "' has two conditions";
+  }
+  for (const std::vector<int64_t>& option : knobs_[cond.when].options) {
+    cond.active.push_back(std::find(values.begin(), values.end(), option[0]) != values.end());
+  }
+  const int k = cond.knob, w = cond.when;
+  std::vector<bool> active = cond.active;
+  conditions_.push_back(std::move(cond));
+  AddConstraint(knob + "_pinned", [k, w, active](const Config& c) { return active[c[w]] || c[k] == 0; });
+}
+
+void ConfigSpace::AllowMissing(const std::string& name) { knobs_[KnobIndex(name)].may_be_missing = true; }
+
 int ConfigSpace::KnobIndex(const std::string& name) const {
   for (size_t i = 0; i < knobs_.size(); ++i) {
     if (knobs_[i].name == name) return static_cast<int>(i);
@@ -181,12 +201,26 @@ std::string ConfigSpace::WhyInvalid(const Config& config) const {
   return "";
 }
 
-absl::StatusOr<Config> ConfigSpace::Sample(std::mt19937_64& rng, int max_tries) const {
+Config ConfigSpace::Canonical(Config config) const {
+  TUNE_CHECK(config.size() == knobs_.size())
+      << "config has " << config.size() << " knobs, space has " << knobs_.size();
+  for (const Condition& c : conditions_) {
+    if (!c.active[config[c.when]]) config[c.knob] = 0;
+  }
+  return config;
+}
+
+Config ConfigSpace::Draw(std::mt19937_64& rng) const {
   Config config(knobs_.size());
+  for (size_t i = 0; i < knobs_.size(); ++i) {
+    config[i] = static_cast<int32_t>(UniformBelow(rng, knobs_[i].options.size()));
+  }
+  return conditions_.empty() ? config : Canonical(std::move(config));
+}
+
+absl::StatusOr<Config> ConfigSpace::Sample(std::mt19937_64& rng, int max_tries) const {
   for (int attempt = 0; attempt < max_tries; ++attempt) {
-    for (size_t i = 0; i < knobs_.size(); ++i) {
-      config[i] = static_cast<int32_t>(UniformBelow(rng, knobs_[i].options.size()));
-    }
+    Config config = Draw(rng);
     if (IsValid(config)) return config;
   }
   return absl::NotFoundError(
@@ -206,7 +240,9 @@ std::vector<Config> ConfigSpace::Neighbours(const Config& config) const {
       if (next < 0 || next >= n) continue;
       Config neighbour = config;
       neighbour[i] = next;
-      if (IsValid(neighbour)) out.push_back(std::move(neighbour));
+      neighbour = Canonical(std::move(neighbour));
+      if (neighbour == config || !IsValid(neighbour)) continue;
+      if (std::find(out.begin(), out.end(), neighbour) == out.end()) out.push_back(std::move(neighbour));
     }
   }
   return out;
@@ -255,6 +291,10 @@ absl::StatusOr<Config> ConfigSpace::FromJson(const std::string& text) const {
   for (size_t i = 0; i < knobs_.size(); ++i) {
     const Knob& knob = knobs_[i];
     auto it = json.find(knob.name);
+    if (it == json.end() && knob.may_be_missing) {
+      config[i] = 0;
+      continue;
+    }
     if (it == json.end()) {
       return absl::InvalidArgumentError(absl::StrCat("knob '", knob.name, "' is missing"));
     }

@@ -34,6 +34,8 @@ struct Knob {
   Kind kind = Kind::kChoice;
   std::vector<std::vector<int64_t>> options;
   std::vector<std::string> labels;
+  /// FromJson takes option 0 when the text lacks this knob (see ConfigSpace::AllowMissing).
+  bool may_be_missing = false;
 };
 
 /// A named predicate over configs; a config is valid iff all constraints hold.
@@ -54,6 +56,15 @@ class ConfigSpace {
                 std::vector<std::string> labels = {});
   /// Adds a constraint; `holds` must be pure (same answer for the same config).
   void AddConstraint(const std::string& name, std::function<bool(const Config&)> holds);
+  /// Makes knob `knob` matter only where choice knob `when` has one of `values` (the knobs of
+  /// one variant of a kernel): elsewhere it is pinned to option 0 by a constraint named
+  /// "<knob>_pinned", so the space holds each meaningful point once. Draw, Sample, Canonical
+  /// and Neighbours put pinned knobs at option 0 themselves, so pinning costs random draws
+  /// no rejections. Both knobs must exist; `when` must not itself be conditional.
+  void AddCondition(const std::string& knob, const std::string& when, const std::vector<int64_t>& values);
+  /// Lets FromJson take option 0 of knob `name` when the text lacks it: a knob added after
+  /// configs were recorded, whose option 0 means what those configs meant.
+  void AllowMissing(const std::string& name);
 
   const std::vector<Knob>& knobs() const { return knobs_; }
   /// Index of the knob called `name`; aborts when absent (a template bug).
@@ -70,10 +81,19 @@ class ConfigSpace {
   /// Name of the first failing constraint, or "" when valid ("range" when an index is bad).
   std::string WhyInvalid(const Config& config) const;
 
-  /// Uniformly random valid config by rejection; NotFound after `max_tries` invalid draws.
+  /// `config` with every knob that does not matter there (AddCondition) at option 0; a valid
+  /// config is its own canonical form. Indices must be in range.
+  Config Canonical(Config config) const;
+  /// A random point of the unconstrained product: each knob uniform over its options (one
+  /// draw from `rng` per knob, in knob order), then made Canonical. Not necessarily valid.
+  Config Draw(std::mt19937_64& rng) const;
+  /// A random valid config: Draw()s until one is valid; NotFound after `max_tries` invalid
+  /// draws. Uniform over the valid configs when the space has no conditions; with them,
+  /// uniform over each variant's knobs, the variants drawn in proportion to their options.
   absl::StatusOr<Config> Sample(std::mt19937_64& rng, int max_tries = 10000) const;
   /// Valid configs that differ from `config` in exactly one knob, by one step of that knob's
-  /// option order (both directions), in knob order.
+  /// option order (both directions), in knob order, each made Canonical (so a step of a
+  /// variant knob also resets the knobs that stop mattering); no repeats, never `config`.
   std::vector<Config> Neighbours(const Config& config) const;
 
   /// The chosen option of knob `name` (factors of a split, or a one-element list).
@@ -84,13 +104,19 @@ class ConfigSpace {
   /// Stable text form: {"knob": [values...], ...} in knob order (values, not indices, so
   /// the text stays readable and survives reordering of options).
   std::string ToJson(const Config& config) const;
-  /// Parses ToJson's output; InvalidArgument when a knob is missing or a value is not an
-  /// option of this space.
+  /// Parses ToJson's output; InvalidArgument when a knob is missing (unless AllowMissing) or a
+  /// value is not an option of this space.
   absl::StatusOr<Config> FromJson(const std::string& text) const;
 
  private:
+  /// Knob `knob` matters only where knob `when` is at an option with active[option] true.
+  struct Condition {
+    int knob, when;
+    std::vector<bool> active;
+  };
   std::vector<Knob> knobs_;
   std::vector<Constraint> constraints_;
+  std::vector<Condition> conditions_;
 };
 
 }  // namespace tune::search

@@ -4,6 +4,7 @@
 // while the next kernel still measures.
 #include "measure/cuda_runner.h"
 
+#include <cstdio>
 #include <random>
 #include <string>
 #include <vector>
@@ -124,6 +125,44 @@ TEST_F(GpuRunnerTest, RandomGemmConfigsMatchTheReference) {
     }
   }
   EXPECT_GE(measured, 100);
+}
+
+// >= 30 random valid configs of the conv2d template's direct variant -- a strided resnet-18
+// layer with bias + relu, batch 2, a 1x1 downsampling layer (no padding), the 7x7 stem, the
+// last 7x7 stage and a dilated conv, 6 each -- all match the on-device reference and time
+// positive; and the implicit-GEMM default of each shape for comparison.
+TEST_F(GpuRunnerTest, RandomDirectConvConfigsMatchTheReference) {
+  std::vector<codegen::Workload> workloads = {Matmul("1,64,56,56,128,3,3,2,1", codegen::OpKind::kConv2d, true, true),
+                                              Matmul("2,64,28,28,64,3,3,1,1", codegen::OpKind::kConv2d, true),
+                                              Matmul("2,64,56,56,128,1,1,2,0", codegen::OpKind::kConv2d),
+                                              Matmul("1,3,224,224,64,7,7,2,3", codegen::OpKind::kConv2d, true, true),
+                                              Matmul("1,512,7,7,512,3,3,1,1", codegen::OpKind::kConv2d, true, true),
+                                              Matmul("2,32,28,28,32,3,3,1,2,2", codegen::OpKind::kConv2d, false, true)};
+  std::mt19937_64 rng(8);
+  int measured = 0;
+  for (const codegen::Workload& w : workloads) {
+    auto tmpl = codegen::Template::Create(w, codegen::Backend::kCuda);
+    ASSERT_TRUE(tmpl.ok());
+    const search::ConfigSpace& space = (*tmpl)->space();
+    std::vector<search::Config> configs = {(*tmpl)->DefaultConfig()};
+    while (configs.size() < 7) {
+      search::Config c = *space.Sample(rng);
+      if (space.GetInt(c, "variant") == 1) configs.push_back(c);
+    }
+    Builder builder = Builder::ForCuda(target_.cpu, 8);
+    std::vector<BuildResult> builds = builder.BuildAll(**tmpl, configs);
+    CudaRunner runner({Quick(), target_.device});
+    std::vector<MeasureResult> results = runner.Run(TaskData::Create(w, 4, false), builds);
+    for (size_t i = 0; i < results.size(); ++i) {
+      EXPECT_EQ(results[i].status, MeasureStatus::kOk)
+          << w.Key() << " " << space.ToJson(configs[i]) << ": " << results[i].message;
+      EXPECT_GT(results[i].Median(), 0);
+      if (i > 0) measured += results[i].ok();
+      std::printf("%-60s %-14s %9.1f us %s\n", w.Label().c_str(), i == 0 ? "implicit_gemm" : "direct",
+                  results[i].Median() * 1e6, space.ToJson(configs[i]).c_str());
+    }
+  }
+  EXPECT_GE(measured, 30);
 }
 
 // Failures are data: an out-of-bounds kernel is runtime_error, a kernel that writes nothing

@@ -323,6 +323,82 @@ TEST(NeighboursTest, KnobOrderThenDirection) {
               ElementsAre(Config{0, 0, 2}, Config{1, 1, 2}, Config{1, 0, 1}));
 }
 
+// Two variants: "a" has its own split, "b" its own choice; "shared" matters in both. Each
+// variant's knobs are pinned to option 0 under the other: 2 x (6 + 3) valid points.
+ConfigSpace VariantSpace() {
+  ConfigSpace space;
+  space.AddChoice("shared", {1, 2});
+  space.AddSplit("a_tile", 12, 2);  // 6 options
+  space.AddChoice("b_unroll", {0, 4, 16});
+  space.AddChoice("variant", {0, 1}, {"a", "b"});
+  space.AddCondition("a_tile", "variant", {0});
+  space.AddCondition("b_unroll", "variant", {1});
+  return space;
+}
+
+TEST(ConditionTest, PinnedKnobsAreConstraintsAndEveryPointIsCanonical) {
+  ConfigSpace space = VariantSpace();
+  int valid = 0;
+  for (uint64_t i = 0; i < space.Size(); ++i) {
+    Config c = space.FromIndex(i);
+    EXPECT_EQ(space.IsValid(c), space.Canonical(c) == c) << i;
+    valid += space.IsValid(c);
+  }
+  EXPECT_EQ(valid, 2 * (6 + 3));
+  EXPECT_EQ(space.WhyInvalid({0, 0, 1, 0}), "b_unroll_pinned");
+  EXPECT_EQ(space.WhyInvalid({0, 2, 1, 1}), "a_tile_pinned");
+  EXPECT_EQ(space.Canonical({1, 4, 2, 1}), (Config{1, 0, 2, 1}));
+  EXPECT_DEATH(space.AddCondition("variant", "b_unroll", {0}), "itself conditional");
+  EXPECT_DEATH(space.AddCondition("shared", "a_tile", {1}), "split knob 'a_tile'");
+}
+
+// Draw pins what does not matter, so conditions cost no rejections: every sample is valid
+// on its first draw, both variants come up about equally often, and within a variant the
+// points are about uniform.
+TEST(ConditionTest, SamplesNeedNoRejectionsAndCoverBothVariants) {
+  ConfigSpace space = VariantSpace();
+  std::mt19937_64 rng(5);
+  std::map<Config, int> counts;
+  for (int i = 0; i < 9000; ++i) {
+    Config c = space.Draw(rng);
+    ASSERT_TRUE(space.IsValid(c));
+    counts[c]++;
+  }
+  ASSERT_EQ(counts.size(), 18u);
+  for (const auto& [c, n] : counts) {
+    const int expected = c[3] == 0 ? 9000 / 2 / 12 : 9000 / 2 / 6;  // 375 or 750
+    EXPECT_GT(n, expected * 3 / 4) << ::testing::PrintToString(c);
+    EXPECT_LT(n, expected * 5 / 4) << ::testing::PrintToString(c);
+  }
+  // The same seed gives the same samples.
+  std::mt19937_64 a(9), b(9);
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(*space.Sample(a), *space.Sample(b));
+}
+
+// A step of the variant knob resets the knobs of the variant it leaves; steps of pinned knobs
+// are no neighbours at all.
+TEST(ConditionTest, NeighboursStayCanonical) {
+  ConfigSpace space = VariantSpace();
+  EXPECT_THAT(space.Neighbours({0, 3, 0, 0}),
+              ElementsAre(Config{1, 3, 0, 0}, Config{0, 2, 0, 0}, Config{0, 4, 0, 0}, Config{0, 0, 0, 1}));
+  EXPECT_THAT(space.Neighbours({1, 0, 2, 1}),
+              ElementsAre(Config{0, 0, 2, 1}, Config{1, 0, 1, 1}, Config{1, 0, 0, 0}));
+}
+
+// A knob added after configs were recorded: old text without it still parses, to option 0.
+TEST(ConditionTest, AllowMissingReadsOldText) {
+  ConfigSpace space = VariantSpace();
+  EXPECT_THAT(std::string(space.FromJson(R"({"shared":[2],"a_tile":[3,4]})").status().message()),
+              HasSubstr("'b_unroll' is missing"));
+  space.AllowMissing("b_unroll");
+  space.AllowMissing("variant");
+  auto old = space.FromJson(R"({"shared":[2],"a_tile":[3,4]})");
+  ASSERT_TRUE(old.ok()) << old.status();
+  EXPECT_EQ(*old, (Config{1, 2, 0, 0}));
+  EXPECT_EQ(space.ToJson(*old), R"({"shared":[2],"a_tile":[3,4],"b_unroll":[0],"variant":[0]})");
+  EXPECT_EQ(*space.FromJson(space.ToJson({0, 0, 2, 1})), (Config{0, 0, 2, 1}));
+}
+
 TEST(GetTest, ReturnsChosenOption) {
   ConfigSpace space = SmallSpace();
   Config c = {2, 1, 2};

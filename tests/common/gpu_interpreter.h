@@ -1,0 +1,262 @@
+// GpuInterpreter: runs a GPU kernel's loop AST on the CPU, checking bounds and barriers.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "codegen/ir.h"
+
+namespace tune::test {
+
+/// Executes a LoweredFunc with GPU bindings (what GenerateCuda accepts) on the CPU: blocks one
+/// after another, the threads of a block in lockstep, statement by statement -- one valid
+/// interleaving, since the AST has no data-dependent control flow. Arithmetic follows the
+/// printed CUDA C: fp32 values, integer division truncating (and an error when an operand is
+/// negative, which the IR does not allow), selects evaluating only the chosen side.
+///
+/// Beyond computing the outputs it reports, as an error, what would be undefined or silently
+/// wrong on a device: an index outside its dimension (of any buffer), a read of a shared or
+/// local element never written (every allocation starts poisoned), and a shared-memory race
+/// between barriers -- a thread reading an element another thread wrote since the last
+/// __syncthreads, or writing one another thread read since then. (Several threads writing
+/// one element nobody reads, like the spare row idle copy lanes write, is not a race here.)
+/// For small workloads: every operation walks the tree.
+class GpuInterpreter {
+ public:
+  /// Runs `func` on `args` (one array per func.args buffer, in order, each of that buffer's
+  /// size; written in place). OK, or InvalidArgument naming the first problem found.
+  static absl::Status Run(const codegen::LoweredFunc& func, const std::vector<std::vector<float>*>& args) {
+    GpuInterpreter in;
+    if (args.size() != func.args.size()) return absl::InvalidArgumentError("argument count");
+    for (size_t i = 0; i < args.size(); ++i) {
+      if (static_cast<int64_t>(args[i]->size()) != func.args[i]->NumElements()) {
+        return absl::InvalidArgumentError("argument " + func.args[i]->name + " has the wrong size");
+      }
+      in.global_[func.args[i].get()] = args[i];
+    }
+    std::vector<Thread> threads(1);
+    in.Exec(func.body, threads);
+    return in.error_.empty() ? absl::OkStatus() : absl::InvalidArgumentError(in.error_);
+  }
+
+ private:
+  struct Thread {
+    std::unordered_map<const codegen::VarNode*, int64_t> vars;
+    std::unordered_map<const codegen::BufferNode*, std::vector<float>> locals;
+  };
+  struct Shared {
+    std::vector<float> data;
+    // Per element: the last writer and reader (thread index; -2 for several readers) and the
+    // epoch (barrier interval) they acted in.
+    std::vector<int64_t> writer, write_epoch, reader, read_epoch;
+  };
+  static constexpr float kPoison = std::numeric_limits<float>::quiet_NaN();
+
+  void Fail(const std::string& why) {
+    if (error_.empty()) error_ = why;
+  }
+
+  double Eval(const codegen::Expr& e, Thread& t, int64_t tid) {
+    using codegen::ExprKind;
+    if (!error_.empty()) return 0;
+    switch (e->kind) {
+      case ExprKind::kIntImm:
+        return static_cast<double>(static_cast<const codegen::IntImmNode*>(e.get())->value);
+      case ExprKind::kFloatImm:
+        return static_cast<float>(static_cast<const codegen::FloatImmNode*>(e.get())->value);
+      case ExprKind::kVar: {
+        auto it = t.vars.find(codegen::AsVar(e));
+        if (it == t.vars.end()) Fail("unbound variable " + codegen::AsVar(e)->name);
+        return it == t.vars.end() ? 0 : static_cast<double>(it->second);
+      }
+      case ExprKind::kSelect: {
+        auto* n = static_cast<const codegen::SelectNode*>(e.get());
+        return Eval(n->cond, t, tid) != 0 ? Eval(n->true_value, t, tid) : Eval(n->false_value, t, tid);
+      }
+      case ExprKind::kLoad: {
+        auto* n = static_cast<const codegen::LoadNode*>(e.get());
+        float* slot = Element(n->buffer, n->indices, t, tid, /*write=*/false);
+        if (slot == nullptr) return 0;
+        if (std::isnan(*slot) && n->buffer->scope != codegen::BufferScope::kArg) {
+          Fail("read of " + n->buffer->name + " before it was written");
+        }
+        return *slot;
+      }
+      default:
+        break;
+    }
+    auto* n = static_cast<const codegen::BinaryNode*>(e.get());
+    const double a = Eval(n->a, t, tid), b = Eval(n->b, t, tid);
+    const bool fp = n->a->dtype == codegen::DType::kFloat32;
+    auto f = [](double v) { return static_cast<double>(static_cast<float>(v)); };
+    switch (e->kind) {
+      case ExprKind::kAdd: return fp ? f(a + b) : a + b;
+      case ExprKind::kSub: return fp ? f(a - b) : a - b;
+      case ExprKind::kMul: return fp ? f(a * b) : a * b;
+      case ExprKind::kMin: return a < b ? a : b;
+      case ExprKind::kMax: return a > b ? a : b;
+      case ExprKind::kDiv:
+      case ExprKind::kMod: {
+        const int64_t x = static_cast<int64_t>(a), y = static_cast<int64_t>(b);
+        if (x < 0 || y <= 0) {
+          Fail(absl::StrCat("integer ", e->kind == ExprKind::kDiv ? "division " : "modulo ", x, " by ", y,
+                            " in ", codegen::Print(e)));
+          return 0;
+        }
+        return static_cast<double>(e->kind == ExprKind::kDiv ? x / y : x % y);
+      }
+      case ExprKind::kLT: return a < b;
+      case ExprKind::kLE: return a <= b;
+      case ExprKind::kEQ: return a == b;
+      case ExprKind::kAnd: return a != 0 && b != 0;
+      default:
+        Fail("unknown expression");
+        return 0;
+    }
+  }
+
+  // The element an access names, after the bounds and race checks; null after an error.
+  float* Element(const codegen::Buffer& b, const std::vector<codegen::Expr>& indices, Thread& t, int64_t tid,
+                 bool write) {
+    if (indices.size() != b->shape.size()) {
+      Fail("buffer " + b->name + " indexed with the wrong rank");
+      return nullptr;
+    }
+    int64_t flat = 0;
+    for (size_t d = 0; d < indices.size(); ++d) {
+      const int64_t i = static_cast<int64_t>(Eval(indices[d], t, tid));
+      if (!error_.empty()) return nullptr;
+      if (i < 0 || i >= b->shape[d]) {
+        Fail(absl::StrCat(write ? "write" : "read", " of ", b->name, " out of bounds: index ", i, " of dimension ",
+                          d, " (extent ", b->shape[d], ")"));
+        return nullptr;
+      }
+      flat = flat * b->shape[d] + i;
+    }
+    switch (b->scope) {
+      case codegen::BufferScope::kArg: {
+        auto it = global_.find(b.get());
+        if (it == global_.end()) {
+          Fail("buffer " + b->name + " is not an argument");
+          return nullptr;
+        }
+        return it->second->data() + flat;
+      }
+      case codegen::BufferScope::kLocal: {
+        auto it = t.locals.find(b.get());
+        if (it == t.locals.end()) {
+          Fail("local " + b->name + " used outside its allocation");
+          return nullptr;
+        }
+        return it->second.data() + flat;
+      }
+      case codegen::BufferScope::kShared: {
+        auto it = shared_.find(b.get());
+        if (it == shared_.end()) {
+          Fail("shared " + b->name + " used outside its allocation");
+          return nullptr;
+        }
+        Shared& s = it->second;
+        if (write) {
+          if (s.read_epoch[flat] == epoch_ && s.reader[flat] != tid) {
+            Fail(absl::StrCat("race on shared ", b->name, "[", flat, "]: thread ", tid,
+                              " writes what another thread read since the last barrier"));
+          }
+          s.writer[flat] = tid;
+          s.write_epoch[flat] = epoch_;
+        } else {
+          if (s.write_epoch[flat] == epoch_ && s.writer[flat] != tid) {
+            Fail(absl::StrCat("race on shared ", b->name, "[", flat, "]: thread ", tid, " reads what thread ",
+                              s.writer[flat], " wrote since the last barrier"));
+          }
+          s.reader[flat] = s.read_epoch[flat] == epoch_ && s.reader[flat] != tid ? -2 : tid;
+          s.read_epoch[flat] = epoch_;
+        }
+        return s.data.data() + flat;
+      }
+      case codegen::BufferScope::kHeap:
+        break;
+    }
+    Fail("heap buffer " + b->name + " in a GPU kernel");
+    return nullptr;
+  }
+
+  void Exec(const codegen::Stmt& s, std::vector<Thread>& threads) {
+    using codegen::StmtKind;
+    if (!error_.empty()) return;
+    switch (s->kind) {
+      case StmtKind::kFor: {
+        auto* n = static_cast<const codegen::ForNode*>(s.get());
+        const codegen::VarNode* var = codegen::AsVar(n->var);
+        if (codegen::IsGpuBinding(n->for_kind) && !codegen::IsGpuBlockBinding(n->for_kind)) {
+          // The threads of this axis: every thread so far splits into `extent` threads.
+          std::vector<Thread> split;
+          split.reserve(threads.size() * n->extent);
+          for (const Thread& t : threads) {
+            for (int64_t i = 0; i < n->extent; ++i) {
+              split.push_back(t);
+              split.back().vars[var] = i;
+            }
+          }
+          Exec(n->body, split);
+          return;
+        }
+        if (codegen::IsGpuBlockBinding(n->for_kind)) ++epoch_;  // blocks share no barrier interval
+        for (int64_t i = 0; i < n->extent && error_.empty(); ++i) {
+          for (Thread& t : threads) t.vars[var] = i;
+          Exec(n->body, threads);
+        }
+        return;
+      }
+      case StmtKind::kStore: {
+        auto* n = static_cast<const codegen::StoreNode*>(s.get());
+        for (size_t tid = 0; tid < threads.size() && error_.empty(); ++tid) {
+          const double v = Eval(n->value, threads[tid], tid);
+          float* slot = Element(n->buffer, n->indices, threads[tid], tid, /*write=*/true);
+          if (slot != nullptr) *slot = static_cast<float>(v);
+        }
+        return;
+      }
+      case StmtKind::kSeq:
+        for (const codegen::Stmt& t : static_cast<const codegen::SeqNode*>(s.get())->stmts) Exec(t, threads);
+        return;
+      case StmtKind::kSync:
+        ++epoch_;
+        return;
+      case StmtKind::kAllocate: {
+        auto* n = static_cast<const codegen::AllocateNode*>(s.get());
+        const codegen::BufferNode* b = n->buffer.get();
+        const size_t size = static_cast<size_t>(b->NumElements());
+        if (b->scope == codegen::BufferScope::kShared) {
+          shared_[b] = Shared{std::vector<float>(size, kPoison), std::vector<int64_t>(size, -1),
+                              std::vector<int64_t>(size, -1), std::vector<int64_t>(size, -1),
+                              std::vector<int64_t>(size, -1)};
+          Exec(n->body, threads);
+          shared_.erase(b);
+          return;
+        }
+        if (b->scope != codegen::BufferScope::kLocal) {
+          Fail("buffer " + b->name + " cannot be allocated in a GPU kernel");
+          return;
+        }
+        for (Thread& t : threads) t.locals[b] = std::vector<float>(size, kPoison);
+        Exec(n->body, threads);
+        for (Thread& t : threads) t.locals.erase(b);
+        return;
+      }
+    }
+  }
+
+  std::unordered_map<const codegen::BufferNode*, std::vector<float>*> global_;
+  std::unordered_map<const codegen::BufferNode*, Shared> shared_;
+  int64_t epoch_ = 0;
+  std::string error_;
+};
+
+}  // namespace tune::test
