@@ -5,6 +5,7 @@
 #include <signal.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -12,6 +13,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
@@ -252,6 +254,7 @@ int SubmitCommand(int argc, char** argv) {
   uint64_t seed = 0;
   std::vector<std::string> strategy_options;
   bool detach = false;
+  double reattach_s = 300;
   app.add_option("model", model, "built-in model name or a JSON model file")->required();
   app.add_option("--target", target, "llvm or cuda[:N]: the workers that measure it")->capture_default_str();
   app.add_option("--trials", trials, "measurements per task")->check(CLI::Range(1, 1000000))->capture_default_str();
@@ -264,6 +267,8 @@ int SubmitCommand(int argc, char** argv) {
   app.add_option("--cost-model", cost_model, "auto, none, xgb, xgb-reg");
   app.add_option("--name", name, "shown by tune jobs");
   app.add_flag("--detach", detach, "print the job id and return without watching");
+  app.add_option("--reattach", reattach_s, "seconds to keep reattaching to the job when the daemon goes away")
+      ->check(CLI::Range(0.0, 86400.0))->capture_default_str();
   if (auto rc = Parse(app, argc - 1, argv + 1)) return *rc;
   auto stub_or = flags.TuneStub();
   if (!stub_or.ok()) return Fail(stub_or.status());
@@ -300,27 +305,57 @@ int SubmitCommand(int argc, char** argv) {
   std::fflush(stdout);
   if (detach) return 0;
 
-  grpc::ClientContext ctx;
-  flags.Prepare(ctx, /*unary=*/false);
+  // Watches until the job ends. When the daemon goes away (restarted, say) the job resumes
+  // there from the database: reattach to it, retrying with backoff for --reattach seconds.
   v1::WatchJobRequest watch;
   watch.set_job_id(reply.job_id());
-  auto reader = stub->WatchJob(&ctx, watch);
-  v1::JobEvent e, last;
+  v1::JobEvent last;
   uint32_t shown = ~0u;
-  while (reader->Read(&e)) {
-    last = e;
-    if (e.trials_done() != shown || IsFinished(e.state())) {
-      shown = e.trials_done();
-      double best_total = 0;
-      for (const auto& t : e.tasks()) best_total += t.best_s() * t.count();
-      std::printf("[job %llu] %-9s trials %5u/%-5u  est. model %s ms  elapsed %.0fs  ETA %.0fs\n",
-                  static_cast<unsigned long long>(e.job_id()), JobStateName(e.state()), e.trials_done(),
-                  e.trials_total(), Ms(best_total).c_str(), e.elapsed_s(), e.eta_s());
+  bool finished = false;
+  double backoff = 0.2, lost_since = -1;
+  while (!finished) {
+    grpc::ClientContext ctx;
+    flags.Prepare(ctx, /*unary=*/false);
+    auto reader = stub->WatchJob(&ctx, watch);
+    v1::JobEvent e;
+    bool got = false;
+    while (reader->Read(&e)) {
+      got = true;
+      last = e;
+      finished = IsFinished(e.state());
+      if (e.trials_done() != shown || finished) {
+        shown = e.trials_done();
+        double best_total = 0;
+        for (const auto& t : e.tasks()) best_total += t.best_s() * t.count();
+        std::printf("[job %llu] %-9s trials %5u/%-5u  est. model %s ms  elapsed %.0fs  ETA %.0fs\n",
+                    static_cast<unsigned long long>(e.job_id()), JobStateName(e.state()), e.trials_done(),
+                    e.trials_total(), Ms(best_total).c_str(), e.elapsed_s(), e.eta_s());
+        std::fflush(stdout);
+      }
+    }
+    grpc::Status st = reader->Finish();
+    if (finished) break;
+    // A restarted daemon may answer before it has relaunched the job: NOT_FOUND after a loss
+    // is retried too.
+    const bool transient = st.ok() || st.error_code() == grpc::StatusCode::UNAVAILABLE ||
+                           st.error_code() == grpc::StatusCode::CANCELLED ||
+                           (st.error_code() == grpc::StatusCode::NOT_FOUND && lost_since >= 0);
+    if (!transient) return Fail(FromGrpcStatus(st, "daemon at " + flags.server));
+    const double now = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+    if (got || lost_since < 0) {
+      lost_since = now;
+      backoff = 0.2;
+      std::printf("[job %llu] lost the daemon (%s); reattaching for up to %.0f s\n",
+                  static_cast<unsigned long long>(reply.job_id()),
+                  st.ok() ? "stream ended" : st.error_message().c_str(), reattach_s);
       std::fflush(stdout);
     }
+    if (now - lost_since > reattach_s)
+      return Fail(kExitFailure, absl::StrCat("the daemon at ", flags.server, " did not come back within ", reattach_s,
+                                             " s; job ", reply.job_id(), " resumes when it does (see tune jobs)"));
+    std::this_thread::sleep_for(std::chrono::duration<double>(backoff));
+    backoff = std::min(backoff * 2, 5.0);
   }
-  grpc::Status st = reader->Finish();
-  if (!st.ok()) return Fail(FromGrpcStatus(st, "daemon at " + flags.server));
   std::printf("\n%-44s  %5s  %6s  %4s  %12s  %12s  %8s\n", "task", "count", "trials", "ok", "best ms", "default ms",
               "speedup");
   double best_sum = 0, default_sum = 0;

@@ -121,16 +121,15 @@ TEST_F(JobProcess, ADaemonKilledMidJobResumesItAfterARestart) {
   WriteFileBytes(dir_.Join("one.json"), R"({"name": "one", "layers": [
       {"name": "mm", "op": "matmul", "shape": "192,192,192"}]})");
   const std::vector<std::string> flags = {"--db", dir_.Join("r.db"), "--token-file", dir_.Join("token")};
-  Subprocess worker;
+  Subprocess worker, submit;
   ASSERT_TRUE(StartWorker(worker, "w"));
   {
     Subprocess serve;
     ASSERT_FALSE(StartServe(serve, dir_, "serve1", address_, flags).empty());
-    ProcessResult submit = RunProcess({TuneBinary(), "submit", dir_.Join("one.json"), "--server", address_,
-                                       "--token-file", dir_.Join("token"), "--trials", "12", "--batch", "4",
-                                       "--strategy", "random", "--detach"},
-                                      dir_.path(), 60);
-    ASSERT_EQ(submit.exit_code, 0) << submit;
+    // The client watches the job across the restart.
+    ASSERT_TRUE(submit.Start({TuneBinary(), "submit", dir_.Join("one.json"), "--server", address_, "--token-file",
+                              dir_.Join("token"), "--trials", "12", "--batch", "4", "--strategy", "random"},
+                             dir_.path(), dir_.Join("submit.out"), dir_.Join("submit.err")));
     // Kill the daemon once one search batch is acknowledged (the default schedule's batch
     // comes first) and the next is being measured.
     ASSERT_FALSE(WaitForMatch(dir_.Join("w.out"), "committed[^]*committed[^]*batch [0-9]+: 4 configs", 120).empty())
@@ -148,6 +147,11 @@ TEST_F(JobProcess, ADaemonKilledMidJobResumesItAfterARestart) {
   }
   ASSERT_NE(jobs.find(" done "), std::string::npos) << jobs << ReadFileBytes(dir_.Join("w.out"));
   ExpectEachConfigOnce(1, 12);
+  const ProcessResult& s = submit.Wait();
+  const std::string out = ReadFileBytes(dir_.Join("submit.out"));
+  EXPECT_EQ(s.exit_code, 0) << out << ReadFileBytes(dir_.Join("submit.err"));
+  EXPECT_NE(out.find("reattaching"), std::string::npos) << out;
+  EXPECT_NE(out.find("job 1 done"), std::string::npos) << out;
 }
 
 TEST_F(JobProcess, BadSubmissionsAreRejectedWithAReason) {
