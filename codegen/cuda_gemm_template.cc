@@ -204,8 +204,9 @@ search::Config CudaGemmTemplate::DefaultConfig() const {
   // threads, one output each, K steps of 16, scalar loads, one stage. Otherwise the valid config
   // closest to it (fewest elements per thread, then the most threads up to 256). For conv2d,
   // the implicit GEMM (the direct variant's knobs held at option 0).
-  std::vector<std::string> held;
-  if (workload_.op == OpKind::kConv2d) held = {"variant", "tile_oh", "tile_ow", "tile_c"};
+  // k_split is held at 1 too (a default without split-K), so the walk costs what it did before.
+  std::vector<std::string> held = {"k_split"};
+  if (workload_.op == OpKind::kConv2d) held = {"k_split", "variant", "tile_oh", "tile_ow", "tile_c"};
   return BestScoring([this](const search::Config& c) -> std::optional<int64_t> {
     Tiles t = TilesOf(space_, c);
     if (t.vector != 1 || t.double_buffer || t.pad != 0 || t.unroll_k || t.interleave || t.slices != 1 ||
