@@ -459,7 +459,8 @@ absl::StatusOr<CudaKernel> GenerateCuda(const LoweredFunc& func) {
   for (const Buffer& b : func.args) {
     if (!b->scratch) continue;
     os << "// Scratch argument " << printer.BufferName(b.get()) << ": " << b->NumElements() * b->ElementBytes()
-       << " bytes, the same memory for every launch" << (b->zero_init ? ", zeroed before the first\n" : "\n");
+       << " bytes, the same memory for every launch"
+       << (b->zero_init ? ", zero before the first (each launch leaves it zero)\n" : "\n");
   }
   os << "extern \"C\" __global__ void __launch_bounds__(" << k.threads_per_block() << ") " << k.name << "(";
   for (size_t i = 0; i < params.size(); ++i) os << (i ? ", " : "") << params[i];

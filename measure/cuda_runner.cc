@@ -245,7 +245,9 @@ struct Worker {
     r.number = number;
     // One more launch on a poisoned output: what the repeated launches leave behind (scratch
     // memory, counters) must not change what a launch computes.
-    if (auto st = buffers.back().Fill32(kNanPattern); !st.ok()) return fail(MeasureStatus::kRuntimeError, "poisoning the output", st);
+    if (auto st = buffers.back().Fill32(kNanPattern); !st.ok()) {
+      return fail(MeasureStatus::kRuntimeError, "poisoning the output", st);
+    }
     auto last = launch_n(1);
     if (last.ok()) {
       if (auto st = device->Synchronize(); !st.ok()) last = st;
