@@ -7,6 +7,7 @@
 
 #include "absl/status/statusor.h"
 #include "codegen/ir.h"
+#include "codegen/kernel.h"
 
 namespace tune::codegen {
 
@@ -20,19 +21,24 @@ struct CudaKernel {
   /// `extern __shared__` array at a 16-byte aligned offset (launch with this many bytes;
   /// above 48 KiB the function's limit must be raised first).
   int64_t shared_bytes = 0;
+  /// The scratch arguments (BufferNode::scratch) that follow the tensors, in argument order.
+  std::vector<CudaScratch> scratch;
 
   int64_t threads_per_block() const { return block[0] * block[1] * block[2]; }
   int64_t blocks() const { return grid[0] * grid[1] * grid[2]; }
 };
 
 /// Lowers `func` to CUDA C. Arguments become `float*` parameters in order (const and
-/// __restrict__ for buffers the kernel only reads); indices are 32-bit ints.
+/// __restrict__ for buffers the kernel only reads; `int*` for kInt32 buffers); indices are
+/// 32-bit ints. Scratch arguments must follow every tensor argument.
 ///
 /// GPU-bound loops become blockIdx/threadIdx reads and give the launch shape: each binding
 /// kind may appear in several places (peeled code, for instance) but always with the same
 /// extent, and never nested in itself. kShared buffers share the dynamic shared array,
 /// kLocal ones are per-thread arrays (registers when indexed by constants after unrolling),
-/// kSync is __syncthreads(). Unrolled loops carry `#pragma unroll`.
+/// kSync is __syncthreads(), kFence __threadfence(), kAtomicAdd a `const int` bound to
+/// atomicAdd's result, kIf an if. Loads of coherent buffers are __ldcg (L2, not L1).
+/// Unrolled loops carry `#pragma unroll`.
 ///
 /// A vectorized loop of 2 or 4 lanes whose body is stores only, where no buffer is both read
 /// and written, becomes one float2/float4 access per contiguous (stride 1), provably aligned

@@ -19,6 +19,7 @@ constexpr int64_t kMaxPixelsPerThread = 4;  // direct conv: RH, RW
 constexpr int64_t kMaxBlockZ = 64;          // CUDA's limit on blockDim.z
 constexpr int64_t kMaxGridZ = 65535;        // and on gridDim.z
 constexpr int64_t kVariantImplicitGemm = 0, kVariantDirect = 1;
+constexpr int64_t kMaxSplitWorkspaceBytes = int64_t{64} << 20;  // split-K's partial tiles
 
 /// The sizes a config stands for.
 struct Tiles {
@@ -27,6 +28,7 @@ struct Tiles {
   int64_t pad;
   bool interleave;
   int64_t slices;  // threadIdx.z: groups of threads that split each K step
+  int64_t split;   // k_split: blocks that split the K tiles of one output tile
   int64_t bm() const { return ty * tm; }
   int64_t bn() const { return tx * tn; }
   int64_t threads() const { return tx * ty * slices; }
@@ -38,7 +40,7 @@ Tiles TilesOf(const search::ConfigSpace& s, const search::Config& c) {
   const auto& fk = s.Get(c, "tile_k");
   return Tiles{fm[0], fm[1], fm[2], fn[0], fn[1], fn[2], fk[0], fk[1], s.GetInt(c, "vector"),
                s.GetInt(c, "double_buffer") != 0, s.GetInt(c, "unroll_k") != 0, s.GetInt(c, "pad"),
-               s.GetInt(c, "interleave") != 0, s.GetInt(c, "k_slices")};
+               s.GetInt(c, "interleave") != 0, s.GetInt(c, "k_slices"), s.GetInt(c, "k_split")};
 }
 
 /// The GEMM a workload is: for conv2d (implicit GEMM), M = output channels, N = batch x
@@ -92,6 +94,8 @@ CudaGemmTemplate::CudaGemmTemplate(Workload w, const GpuLimits& limits) : Templa
   s.AddChoice("unroll_k", {1, 0});
   s.AddChoice("interleave", {1, 0});
   s.AddChoice("k_slices", {1, 2, 4});
+  s.AddChoice("k_split", {1, 2, 4, 8});
+  s.AllowMissing("k_split");  // configs recorded before split-K ran K in one block
   const bool conv = wl.op == OpKind::kConv2d;
   if (conv) {
     // The direct variant's own knobs (see cuda_direct_conv.h); knobs of one variant are pinned
@@ -100,7 +104,7 @@ CudaGemmTemplate::CudaGemmTemplate(Workload w, const GpuLimits& limits) : Templa
     s.AddSplit("tile_oh", wl.out_h(), 3, kMaxPixelsPerThread);
     s.AddSplit("tile_ow", wl.out_w(), 3, kMaxPixelsPerThread);
     s.AddSplit("tile_c", wl.in_c, 2, kMaxBk);
-    for (const char* knob : {"tile_n", "tile_k", "interleave", "k_slices"}) {
+    for (const char* knob : {"tile_n", "tile_k", "interleave", "k_slices", "k_split"}) {
       s.AddCondition(knob, "variant", {kVariantImplicitGemm});
     }
     for (const char* knob : {"tile_oh", "tile_ow", "tile_c"}) s.AddCondition(knob, "variant", {kVariantDirect});
@@ -147,6 +151,7 @@ CudaGemmTemplate::CudaGemmTemplate(Workload w, const GpuLimits& limits) : Templa
     Tiles t = TilesOf(*sp, c);
     int64_t floats = (t.double_buffer ? 2 : 1) * ((t.bk + 1) * (t.bm() + t.pad) + (t.bk + 1) * (t.bn() + t.pad));
     if (t.slices > 1) floats += t.slices * t.bm() * t.bn();  // the partial sums of every slice
+    if (t.split > 1) floats += 4;                               // the last-block flag (aligned)
     return floats * 4 <= limits.max_shared_bytes_per_block;
   });
   // The rest concern the implicit GEMM only (its knobs are pinned under the direct variant).
@@ -162,6 +167,25 @@ CudaGemmTemplate::CudaGemmTemplate(Workload w, const GpuLimits& limits) : Templa
     if (IsDirect(*sp, c, conv)) return true;
     Tiles t = TilesOf(*sp, c);
     return t.slices == 1 || t.grid_m * t.grid_n * batch < 2 * limits.multiprocessors;
+  });
+  // Split-K: the K tiles divide evenly over the splits, and splitting pays, like slicing, only
+  // where the output tiles are too few to give every multiprocessor two blocks. The partial
+  // tiles (k_split x M x N floats per batch) stay within a bounded workspace.
+  s.AddConstraint("k_split_divide", [sp, conv](const search::Config& c) {
+    if (IsDirect(*sp, c, conv)) return true;
+    Tiles t = TilesOf(*sp, c);
+    return t.k_tiles % t.split == 0;
+  });
+  s.AddConstraint("k_split_few_blocks", [sp, limits, batch, conv](const search::Config& c) {
+    if (IsDirect(*sp, c, conv)) return true;
+    Tiles t = TilesOf(*sp, c);
+    return t.split == 1 || t.grid_m * t.grid_n * batch < 2 * limits.multiprocessors;
+  });
+  const int64_t outputs = dims.m * dims.n * batch;
+  s.AddConstraint("k_split_workspace", [sp, batch, conv, outputs](const search::Config& c) {
+    if (IsDirect(*sp, c, conv)) return true;
+    Tiles t = TilesOf(*sp, c);
+    return t.split == 1 || (t.split * outputs * 4 <= kMaxSplitWorkspaceBytes && batch * t.split <= kMaxGridZ);
   });
   s.AddConstraint("interleave_needs_8", [sp, conv](const search::Config& c) {
     if (IsDirect(*sp, c, conv)) return true;
@@ -180,11 +204,13 @@ search::Config CudaGemmTemplate::DefaultConfig() const {
   // threads, one output each, K steps of 16, scalar loads, one stage. Otherwise the valid config
   // closest to it (fewest elements per thread, then the most threads up to 256). For conv2d,
   // the implicit GEMM (the direct variant's knobs held at option 0).
-  std::vector<std::string> held;
-  if (workload_.op == OpKind::kConv2d) held = {"variant", "tile_oh", "tile_ow", "tile_c"};
+  // k_split is held at 1 too (a default without split-K), so the walk costs what it did before.
+  std::vector<std::string> held = {"k_split"};
+  if (workload_.op == OpKind::kConv2d) held = {"k_split", "variant", "tile_oh", "tile_ow", "tile_c"};
   return BestScoring([this](const search::Config& c) -> std::optional<int64_t> {
     Tiles t = TilesOf(space_, c);
-    if (t.vector != 1 || t.double_buffer || t.pad != 0 || t.unroll_k || t.interleave || t.slices != 1) {
+    if (t.vector != 1 || t.double_buffer || t.pad != 0 || t.unroll_k || t.interleave || t.slices != 1 ||
+        t.split != 1) {
       return std::nullopt;
     }
     return -(t.tm * t.tn) * 1000000 - std::abs(t.threads() - 256) * 1000 - std::abs(t.bk - 16) * 10 -
@@ -216,14 +242,37 @@ Schedule CudaGemmTemplate::Build(const search::Config& c) const {
   const Buffer a = conv ? buffers.input1 : buffers.input0, b = conv ? buffers.input0 : buffers.input1;
   const Buffer bias = buffers.bias, out = buffers.out;
   sched.args = buffers.args();
+  // Split-K: blockIdx.z (after the batch, z = batch * k_split + split) picks a range of K
+  // tiles; the blocks of an output tile leave their partial tiles in `ws` and count
+  // themselves in `arrivals`; the last to arrive sums the partials and writes the output.
+  const int64_t split = t.split, tiles_per_split = t.k_tiles / split;
+  const GemmDims dims = DimsOf(wl);
+  Buffer ws, arrivals;
+  if (split > 1) {
+    const int arg = static_cast<int>(sched.args.size());
+    std::vector<int64_t> ws_shape = {split, dims.m, dims.n}, count_shape = {t.grid_m, t.grid_n};
+    if (batched) {
+      ws_shape.insert(ws_shape.begin(), wl.batch);
+      count_shape.insert(count_shape.begin(), wl.batch);
+    }
+    ws = MakeScratchBuffer("ws", ws_shape, arg, DType::kFloat32, /*zero_init=*/false, /*coherent=*/true);
+    arrivals = MakeScratchBuffer("arrivals", count_shape, arg + 1, DType::kInt32, /*zero_init=*/true,
+                                 /*coherent=*/false);
+    sched.args.push_back(ws);
+    sched.args.push_back(arrivals);
+  }
 
   Expr bz = MakeVar("bz"), by = MakeVar("by"), bx = MakeVar("bx");
+  const Expr batch_index = batched && split > 1 ? bz / Expr(split) : bz;
+  const Expr split_index = split == 1 ? Expr() : batched ? bz % Expr(split) : bz;
   ThreadBlock threads{MakeVar("tx"), MakeVar("ty"), t.tx, t.ty, MakeVar("tz"), t.slices};
   const int64_t slice_k = bk / t.slices;  // k values of a BK step each slice accumulates
   auto at_batch = [&](std::vector<Expr> rest) {
-    if (batched) rest.insert(rest.begin(), bz);
+    if (batched) rest.insert(rest.begin(), batch_index);
     return rest;
   };
+  // The K tile a split's `tile`-th step reads.
+  auto k_tile = [&](const Expr& tile) { return split == 1 ? tile : split_index * Expr(tiles_per_split) + tile; };
   const Expr row0 = by * Expr(bm), col0 = bx * Expr(bn);
   // Offset in the block tile of a thread's i-th row / j-th column. Interleaved, an 8-wide
   // thread tile is two 4-wide halves half a block tile apart, so a warp's 128-bit shared
@@ -255,10 +304,12 @@ Schedule CudaGemmTemplate::Build(const search::Config& c) const {
   Buffer af = MakeBuffer("a_frag", {t.tm}, BufferScope::kLocal);
   Buffer bf = MakeBuffer("b_frag", {t.tn}, BufferScope::kLocal);
 
-  auto a_src = [&](const Expr& tile, const Expr& r, const Expr& col) {
+  auto a_src = [&](const Expr& step, const Expr& r, const Expr& col) {
+    const Expr tile = k_tile(step);
     return Load(a, at_batch({row0 + r, tile * Expr(bk) + col}));
   };
-  auto b_src = [&](const Expr& tile, const Expr& r, const Expr& col) -> Expr {
+  auto b_src = [&](const Expr& step, const Expr& r, const Expr& col) -> Expr {
+    const Expr tile = k_tile(step);
     if (dense) return Load(b, {col0 + r, tile * Expr(bk) + col});
     if (conv) {
       // im2col on the fly: k -> (c, kh, kw), n -> (image, oh, ow); zero outside the input.
@@ -353,15 +404,46 @@ Schedule CudaGemmTemplate::Build(const search::Config& c) const {
     if (wl.relu) v = Max(v, FloatImm(0.0));
     return v;
   };
+  // This thread's share of the output tile, element by element: emit(i, j, m, n) for row i,
+  // column j of its register tile at C[m][n]. Without K slices every element; with them, slice
+  // s takes rows s, s + slices, ... of every thread's tile (after the partial tiles met).
+  auto walk = [&](const std::function<Stmt(const Expr& i, const Expr& j, const Expr& m, const Expr& n)>& emit) {
+    std::vector<Stmt> rows;
+    if (t.slices == 1) {
+      for (int64_t i = 0; i < t.tm; ++i) {
+        rows.push_back(VectorizedLoop("j", t.tn, [&](const Expr& j, const Expr& quad, const Expr& lane) {
+          Expr n = col0 + col_of(j, quad, lane), m = row0 + out_row(Expr(i));
+          return emit(Expr(i), j, m, n);
+        }));
+      }
+    } else {
+      rows.push_back(UnrolledLoop("r", t.tm / t.slices, [&](const Expr& r) {
+        Expr i = r * Expr(t.slices) + threads.tz;
+        Expr row = out_row(i);
+        return VectorizedLoop("j", t.tn, [&](const Expr& j, const Expr& quad, const Expr& lane) {
+          return emit(i, j, row0 + row, col0 + col_of(j, quad, lane));
+        });
+      }));
+    }
+    return Seq(std::move(rows));
+  };
+  auto ws_at = [&](const Expr& s, const Expr& m, const Expr& n) {
+    std::vector<Expr> at = {s, m, n};
+    if (batched) at.insert(at.begin(), batch_index);
+    return at;
+  };
+  // A finished sum for C[m][n]: the output through the epilogue, or with split-K this split's
+  // partial tile.
+  auto result = [&](Expr v, const Expr& m, const Expr& n) {
+    if (split > 1) return Store(ws, ws_at(split_index, m, n), std::move(v));
+    return Store(out, out_at(m, n), epilogue(std::move(v), m, n));
+  };
   std::vector<Stmt> rows;
   Buffer partial;
   if (t.slices == 1) {
-    for (int64_t i = 0; i < t.tm; ++i) {
-      rows.push_back(VectorizedLoop("j", t.tn, [&](const Expr& j, const Expr& quad, const Expr& lane) {
-        Expr n = col0 + col_of(j, quad, lane), m = row0 + out_row(Expr(i));
-        return Store(out, out_at(m, n), epilogue(Load(acc, {Expr(i), j}), m, n));
-      }));
-    }
+    rows.push_back(walk([&](const Expr& i, const Expr& j, const Expr& m, const Expr& n) {
+      return result(Load(acc, {i, j}), m, n);
+    }));
   } else {
     // Each slice leaves its partial tile in shared memory (consecutive threads, consecutive
     // words); after a barrier, slice s sums rows s, s + slices, ... of every thread's tile over
@@ -373,28 +455,51 @@ Schedule CudaGemmTemplate::Build(const search::Config& c) const {
       });
     }));
     rows.push_back(Sync());
-    rows.push_back(UnrolledLoop("r", t.tm / t.slices, [&](const Expr& r) {
-      Expr i = r * Expr(t.slices) + threads.tz;
-      Expr row = out_row(i);
-      return VectorizedLoop("j", t.tn, [&](const Expr& j, const Expr& quad, const Expr& lane) {
-        Expr n = col0 + col_of(j, quad, lane);
-        Expr sum = Load(partial, {Expr(int64_t{0}), i, j, threads.ty, threads.tx});
-        for (int64_t s = 1; s < t.slices; ++s) sum = sum + Load(partial, {Expr(s), i, j, threads.ty, threads.tx});
-        return Store(out, out_at(row0 + row, n), epilogue(sum, row0 + row, n));
-      });
+    rows.push_back(walk([&](const Expr& i, const Expr& j, const Expr& m, const Expr& n) {
+      Expr sum = Load(partial, {Expr(int64_t{0}), i, j, threads.ty, threads.tx});
+      for (int64_t s = 1; s < t.slices; ++s) sum = sum + Load(partial, {Expr(s), i, j, threads.ty, threads.tx});
+      return result(sum, m, n);
     }));
   }
+  Buffer last;
+  if (split > 1) {
+    // The serial fix-up: every thread fences its partial tile; after a barrier the first thread
+    // counts the block in (fencing again, so the partials of the blocks counted before are
+    // seen) and tells the block through shared memory whether it was the last of the tile's
+    // k_split blocks. The last one sums the partials in split order (the same result whichever
+    // block comes last), writes the output and resets the counter for the next launch.
+    last = MakeBuffer("last", {1}, BufferScope::kShared);
+    Expr first_thread = (threads.tx == Expr(int64_t{0})) && (threads.ty == Expr(int64_t{0}));
+    if (t.slices > 1) first_thread = first_thread && (threads.tz == Expr(int64_t{0}));
+    const std::vector<Expr> counter = at_batch({by, bx});
+    Expr arrived = MakeVar("arrived");
+    rows.push_back(Fence());
+    rows.push_back(Sync());
+    rows.push_back(If(first_thread, AtomicAdd(arrivals, counter, Expr(1), arrived,
+                                              Seq({Fence(), Store(last, {Expr(int64_t{0})},
+                                                                  Select(arrived == Expr(split - 1), FloatImm(1.0),
+                                                                         FloatImm(0.0)))}))));
+    rows.push_back(Sync());
+    Stmt fixup = walk([&](const Expr& i, const Expr& j, const Expr& m, const Expr& n) {
+      Expr sum = Load(ws, ws_at(Expr(int64_t{0}), m, n));
+      for (int64_t s = 1; s < split; ++s) sum = sum + Load(ws, ws_at(Expr(s), m, n));
+      return Store(out, out_at(m, n), epilogue(sum, m, n));
+    });
+    rows.push_back(If(FloatImm(0.0) < Load(last, {Expr(int64_t{0})}),
+                      Seq({fixup, If(first_thread, Store(arrivals, counter, Expr(int64_t{0})))})));
+  }
   Stmt write = Seq(std::move(rows));
-  Stmt body = Seq({init, loop.Emit("kt", t.k_tiles, t.double_buffer), write});
+  Stmt body = Seq({init, loop.Emit("kt", tiles_per_split, t.double_buffer), write});
   if (t.double_buffer) body = Allocate(stage_a, Allocate(stage_b, body));
   if (partial) body = Allocate(partial, body);
+  if (last) body = Allocate(last, body);
   body = Allocate(as, Allocate(bs, Allocate(acc, Allocate(af, Allocate(bf, body)))));
   body = Bind(threads.tx, t.tx, ForKind::kThreadX, body);
   body = Bind(threads.ty, t.ty, ForKind::kThreadY, body);
   if (t.slices > 1) body = Bind(threads.tz, t.slices, ForKind::kThreadZ, body);
   body = Bind(bx, t.grid_n, ForKind::kBlockX, body);
   body = Bind(by, t.grid_m, ForKind::kBlockY, body);
-  if (batched) body = Bind(bz, wl.batch, ForKind::kBlockZ, body);
+  if (batched || split > 1) body = Bind(bz, (batched ? wl.batch : 1) * split, ForKind::kBlockZ, body);
   sched.body = body;
   return sched;
 }

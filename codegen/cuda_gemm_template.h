@@ -23,18 +23,27 @@ namespace tune::codegen {
 /// 128-bit fragment loads and contiguous stores across a warp), k_slices (threadIdx.z: 1, 2
 /// or 4 groups of threads each accumulate their share of every K step; the partial tiles are
 /// summed through shared memory at the end. More warps per block for shapes with few output
-/// tiles, such as 128 x 768 with a long K).
+/// tiles, such as 128 x 768 with a long K), k_split (1, 2, 4 or 8 blocks split the K tiles of
+/// one output tile, on blockIdx.z after the batch: each leaves its partial tile in a global
+/// workspace and counts itself in on a per-tile counter; the last to arrive sums the partials
+/// in split order -- the result does not depend on which block is last -- applies the epilogue,
+/// writes the output and resets the counter, so one launch does it all and the next needs no
+/// memset. The workspace (k_split x M x N floats per batch) and the counters are scratch
+/// arguments after the output, see BufferNode::scratch).
 /// Constraints (before compiling): threads per block a multiple of 32 (or the whole problem
 /// in one block) and within the limits, tiles that split evenly over the threads, an
-/// estimate of registers per thread and the shared memory within the limits.
+/// estimate of registers per thread and the shared memory within the limits; k_slices and
+/// k_split only where the output tiles give fewer than two blocks per multiprocessor, k_split
+/// dividing the K tiles, its workspace at most 64 MiB. Config text recorded before k_split
+/// existed reads as k_split 1.
 ///
 /// conv2d has a `variant` knob: implicit_gemm (the kernel above) or direct (cuda_direct_conv.h:
 /// an OC x OH x OW output tile per block from a shared-memory input halo tile). The direct
 /// variant's own knobs are tile_oh = [OH / (TH RH), TH (threadIdx.y), RH], tile_ow = [OW / (TW
 /// RW), TW (threadIdx.x), RW] and tile_c = [C / BC, BC input channels per step]; tile_m keeps
 /// its meaning (its thread factor on threadIdx.z), as do vector (weight loads), double_buffer,
-/// pad (weight rows) and unroll_k (the channel loop of a step). tile_n, tile_k, interleave and
-/// k_slices are pinned to option 0 under direct, tile_oh/ow/c under implicit_gemm, and the
+/// pad (weight rows) and unroll_k (the channel loop of a step). tile_n, tile_k, interleave,
+/// k_slices and k_split are pinned to option 0 under direct, tile_oh/ow/c under implicit_gemm, and the
 /// thread, register and shared-memory limits hold for both. Config text recorded before the
 /// knob existed reads as implicit_gemm.
 class CudaGemmTemplate : public Template {

@@ -23,6 +23,21 @@ Buffer MakeBuffer(std::string name, std::vector<int64_t> shape, BufferScope scop
   return b;
 }
 
+Buffer MakeScratchBuffer(std::string name, std::vector<int64_t> shape, int arg_index, DType dtype, bool zero_init,
+                         bool coherent) {
+  TUNE_CHECK(dtype == DType::kFloat32 || dtype == DType::kInt32);
+  auto b = std::make_shared<BufferNode>();
+  b->name = std::move(name);
+  b->shape = std::move(shape);
+  b->scope = BufferScope::kArg;
+  b->arg_index = arg_index;
+  b->dtype = dtype;
+  b->scratch = true;
+  b->zero_init = zero_init;
+  b->coherent = coherent;
+  return b;
+}
+
 Expr::Expr(int64_t v) : node_(std::make_shared<IntImmNode>(v)) {}
 
 Expr MakeVar(const std::string& name) { return Expr(std::make_shared<VarNode>(name)); }
@@ -205,6 +220,19 @@ Stmt Allocate(Buffer buffer, Stmt body) {
   return std::make_shared<AllocateNode>(std::move(buffer), std::move(body));
 }
 Stmt Sync() { return std::make_shared<SyncNode>(); }
+Stmt Fence() { return std::make_shared<FenceNode>(); }
+Stmt AtomicAdd(Buffer buffer, std::vector<Expr> indices, Expr value, Expr var, Stmt body) {
+  TUNE_CHECK_MSG(indices.size() == buffer->shape.size(), "rank mismatch in atomicAdd on " + buffer->name);
+  TUNE_CHECK_MSG(buffer->scope == BufferScope::kArg && buffer->dtype == DType::kInt32,
+                 "atomicAdd on " + buffer->name + ", which is not an int32 argument");
+  TUNE_CHECK(AsVar(var) != nullptr && body != nullptr);
+  return std::make_shared<AtomicAddNode>(std::move(buffer), std::move(indices), std::move(value), std::move(var),
+                                         std::move(body));
+}
+Stmt If(Expr cond, Stmt then_case) {
+  TUNE_CHECK(cond.defined() && then_case != nullptr);
+  return std::make_shared<IfNode>(std::move(cond), std::move(then_case));
+}
 
 // ---------------------------------------------------------------------------------------------
 
@@ -252,7 +280,21 @@ void IRVisitor::VisitStmt(const Stmt& s) {
       VisitStmt(static_cast<const AllocateNode*>(s.get())->body);
       return;
     case StmtKind::kSync:
+    case StmtKind::kFence:
       return;
+    case StmtKind::kAtomicAdd: {
+      auto* n = static_cast<const AtomicAddNode*>(s.get());
+      for (auto& i : n->indices) VisitExpr(i);
+      VisitExpr(n->value);
+      VisitStmt(n->body);
+      return;
+    }
+    case StmtKind::kIf: {
+      auto* n = static_cast<const IfNode*>(s.get());
+      VisitExpr(n->cond);
+      VisitStmt(n->then_case);
+      return;
+    }
   }
 }
 
@@ -322,7 +364,27 @@ Stmt IRMutator::MutateStmt(const Stmt& s) {
       return body == n->body ? s : Allocate(n->buffer, body);
     }
     case StmtKind::kSync:
+    case StmtKind::kFence:
       return s;
+    case StmtKind::kAtomicAdd: {
+      auto* n = static_cast<const AtomicAddNode*>(s.get());
+      std::vector<Expr> idx;
+      bool changed = false;
+      for (auto& i : n->indices) {
+        idx.push_back(MutateExpr(i));
+        changed |= idx.back().get() != i.get();
+      }
+      Expr v = MutateExpr(n->value);
+      Stmt body = MutateStmt(n->body);
+      changed |= v.get() != n->value.get() || body != n->body;
+      return changed ? AtomicAdd(n->buffer, std::move(idx), v, n->var, body) : s;
+    }
+    case StmtKind::kIf: {
+      auto* n = static_cast<const IfNode*>(s.get());
+      Expr c = MutateExpr(n->cond);
+      Stmt t = MutateStmt(n->then_case);
+      return c.get() == n->cond.get() && t == n->then_case ? s : If(c, t);
+    }
   }
   return s;
 }
@@ -603,6 +665,21 @@ std::string Print(const Stmt& s, int indent) {
     case StmtKind::kSync:
       os << pad << "__syncthreads();\n";
       break;
+    case StmtKind::kFence:
+      os << pad << "__threadfence();\n";
+      break;
+    case StmtKind::kAtomicAdd: {
+      auto* n = static_cast<const AtomicAddNode*>(s.get());
+      os << pad << "int " << Print(n->var) << " = atomic_add(&" << n->buffer->name << PrintIndices(n->indices) << ", "
+         << Print(n->value) << ");\n"
+         << Print(n->body, indent);
+      break;
+    }
+    case StmtKind::kIf: {
+      auto* n = static_cast<const IfNode*>(s.get());
+      os << pad << "if (" << Print(n->cond) << ") {\n" << Print(n->then_case, indent + 1) << pad << "}\n";
+      break;
+    }
   }
   return os.str();
 }
@@ -612,7 +689,7 @@ std::string Print(const LoweredFunc& func) {
   os << "void " << func.name << "(";
   for (size_t i = 0; i < func.args.size(); ++i) {
     if (i) os << ", ";
-    os << "float " << func.args[i]->name;
+    os << (func.args[i]->dtype == DType::kInt32 ? "int " : "float ") << func.args[i]->name;
     for (int64_t d : func.args[i]->shape) os << "[" << d << "]";
   }
   os << ") {\n" << Print(func.body, 1) << "}\n";

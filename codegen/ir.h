@@ -10,7 +10,9 @@
 
 namespace tune::codegen {
 
-enum class DType { kInt64, kFloat32, kBool };
+/// kInt32: 32-bit integers in memory (GPU arrival counters, see AtomicAddNode); expressions
+/// are never kInt32 (integer expressions are kInt64).
+enum class DType { kInt64, kFloat32, kBool, kInt32 };
 
 // ---------------------------------------------------------------------------------------------
 // Buffers
@@ -24,14 +26,28 @@ enum class BufferScope { kArg, kHeap, kLocal, kShared };
 
 struct BufferNode {
   std::string name;
-  std::vector<int64_t> shape;  // row-major, fp32 elements
+  std::vector<int64_t> shape;  // row-major
   BufferScope scope = BufferScope::kArg;
   int arg_index = -1;  // position in the kernel's argument array when scope == kArg
+  DType dtype = DType::kFloat32;  // element type: kFloat32, or kInt32 (counters of a scratch buffer)
+  /// A kArg buffer that is no workload tensor but scratch memory of a GPU kernel: the caller
+  /// allocates it (after the tensors, in argument order) and passes the same memory to every
+  /// launch. `zero_init`: it must be zero before the first launch, and every launch leaves it
+  /// zero again. `coherent`: blocks of one launch read what other blocks wrote, so its loads
+  /// bypass the SM's L1 cache (__ldcg) and are ordered by __threadfence (FenceNode).
+  bool scratch = false;
+  bool zero_init = false;
+  bool coherent = false;
   int64_t NumElements() const;
+  /// Bytes of one element (4 for both dtypes a buffer may have).
+  int64_t ElementBytes() const { return 4; }
 };
 using Buffer = std::shared_ptr<const BufferNode>;
 Buffer MakeBuffer(std::string name, std::vector<int64_t> shape, BufferScope scope,
                   int arg_index = -1);
+/// A scratch argument of a GPU kernel (see BufferNode::scratch), at `arg_index`.
+Buffer MakeScratchBuffer(std::string name, std::vector<int64_t> shape, int arg_index, DType dtype, bool zero_init,
+                         bool coherent);
 
 // ---------------------------------------------------------------------------------------------
 // Expressions
@@ -124,7 +140,7 @@ bool AsInt(const Expr& e, int64_t* value);
 // Statements
 // ---------------------------------------------------------------------------------------------
 
-enum class StmtKind { kFor, kStore, kSeq, kAllocate, kSync };
+enum class StmtKind { kFor, kStore, kSeq, kAllocate, kSync, kFence, kAtomicAdd, kIf };
 /// How a loop runs. kVectorized: lanes of one SIMD vector (on a GPU: one 64- or 128-bit
 /// access per thread where the addresses allow); kUnrolled: fully unrolled; kParallel:
 /// iterations spread over the runtime thread pool. The GPU bindings (CUDA backend only): the
@@ -174,6 +190,31 @@ struct SeqNode : StmtNode {
 struct SyncNode : StmtNode {
   SyncNode() : StmtNode(StmtKind::kSync) {}
 };
+/// A device-wide memory fence (__threadfence): this thread's earlier global writes are seen by
+/// every thread of the device before its later ones. CUDA backend only.
+struct FenceNode : StmtNode {
+  FenceNode() : StmtNode(StmtKind::kFence) {}
+};
+/// `var` = atomicAdd(&buffer[indices], value), the element's old value, visible in `body`:
+/// { const int var = atomicAdd(...); body }. `buffer` is a kInt32 kArg (scratch) buffer and
+/// `value` an integer expression. CUDA backend only.
+struct AtomicAddNode : StmtNode {
+  Buffer buffer;
+  std::vector<Expr> indices;
+  Expr value;
+  Expr var;
+  Stmt body;
+  AtomicAddNode(Buffer buf, std::vector<Expr> idx, Expr v, Expr result, Stmt b)
+      : StmtNode(StmtKind::kAtomicAdd), buffer(std::move(buf)), indices(std::move(idx)), value(std::move(v)),
+        var(std::move(result)), body(std::move(b)) {}
+};
+/// if (cond) then_case. On a GPU the threads of a block may disagree on `cond` only where
+/// `then_case` holds no barrier (kSync). CUDA backend only.
+struct IfNode : StmtNode {
+  Expr cond;
+  Stmt then_case;
+  IfNode(Expr c, Stmt t) : StmtNode(StmtKind::kIf), cond(std::move(c)), then_case(std::move(t)) {}
+};
 /// Allocates `buffer` (kHeap, kLocal or kShared) for the duration of `body`.
 struct AllocateNode : StmtNode {
   Buffer buffer;
@@ -187,6 +228,10 @@ Stmt Store(Buffer buffer, std::vector<Expr> indices, Expr value);
 Stmt Seq(std::vector<Stmt> stmts);
 Stmt Allocate(Buffer buffer, Stmt body);
 Stmt Sync();
+Stmt Fence();
+/// `var` (a fresh variable) = atomicAdd(&buffer[indices], value) for `body`.
+Stmt AtomicAdd(Buffer buffer, std::vector<Expr> indices, Expr value, Expr var, Stmt body);
+Stmt If(Expr cond, Stmt then_case);
 
 /// A complete kernel: a name, its argument buffers (in argument order) and its body.
 struct LoweredFunc {

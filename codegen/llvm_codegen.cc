@@ -72,7 +72,10 @@ bool UsesGpuConstructs(const Stmt& s) {
   struct Finder : IRVisitor {
     bool found = false;
     void VisitStmt(const Stmt& t) override {
-      if (t->kind == StmtKind::kSync) found = true;
+      if (t->kind == StmtKind::kSync || t->kind == StmtKind::kFence || t->kind == StmtKind::kAtomicAdd ||
+          t->kind == StmtKind::kIf) {
+        found = true;
+      }
       if (t->kind == StmtKind::kFor && IsGpuBinding(static_cast<const ForNode*>(t.get())->for_kind)) found = true;
       if (t->kind == StmtKind::kAllocate &&
           static_cast<const AllocateNode*>(t.get())->buffer->scope == BufferScope::kShared) {
@@ -281,7 +284,10 @@ class Lowering {
       case StmtKind::kFor:
         LowerFor(static_cast<const ForNode*>(s.get()));
         return;
-      case StmtKind::kSync:  // rejected by CompileForHost before lowering
+      case StmtKind::kSync:  // these GPU statements are rejected by CompileForHost before lowering
+      case StmtKind::kFence:
+      case StmtKind::kAtomicAdd:
+      case StmtKind::kIf:
         return;
     }
   }

@@ -143,6 +143,14 @@ class Walker {
       case StmtKind::kSync:
         ++num_syncs;
         return;
+      case StmtKind::kFence:
+        return;
+      case StmtKind::kAtomicAdd:  // split-K's arrival counter: its body runs once per block
+        Walk(static_cast<const codegen::AtomicAddNode*>(s.get())->body);
+        return;
+      case StmtKind::kIf:  // counted as if taken (an upper bound on the work)
+        Walk(static_cast<const codegen::IfNode*>(s.get())->then_case);
+        return;
       case StmtKind::kAllocate: {
         auto* n = static_cast<const AllocateNode*>(s.get());
         double elems = static_cast<double>(n->buffer->NumElements());

@@ -71,6 +71,7 @@ BuildResult Builder::BuildCuda(const codegen::LoweredFunc& func) const {
   out.kernel.launch.grid = generated->grid;
   out.kernel.launch.block = generated->block;
   out.kernel.launch.shared_bytes = generated->shared_bytes;
+  out.kernel.launch.scratch = generated->scratch;
   out.kernel.launch.registers = compiled->resources.registers;
   if (compiled->resources.spill_store_bytes >= 0) {
     out.kernel.launch.spill_bytes = compiled->resources.spill_store_bytes + compiled->resources.spill_load_bytes;

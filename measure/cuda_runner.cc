@@ -144,10 +144,12 @@ struct Worker {
     return Dim3{static_cast<uint32_t>(d[0]), static_cast<uint32_t>(d[1]), static_cast<uint32_t>(d[2])};
   }
 
-  // Kernel parameters: one device pointer per buffer. The pointers live in `ptrs_`.
-  std::vector<void*> Args() {
+  // Kernel parameters: one device pointer per buffer, then one per scratch buffer of the
+  // kernel. The pointers live in `ptrs_`.
+  std::vector<void*> Args(const std::vector<DeviceBuffer>& scratch = {}) {
     ptrs_.clear();
     for (const DeviceBuffer& b : buffers) ptrs_.push_back(b.ptr());
+    for (const DeviceBuffer& b : scratch) ptrs_.push_back(b.ptr());
     std::vector<void*> args;
     for (uint64_t& p : ptrs_) args.push_back(&p);
     return args;
@@ -180,7 +182,18 @@ struct Worker {
     if (!module.ok()) return fail(MeasureStatus::kCompileError, "loading the cubin", module.status());
     auto fn = module->GetFunction(k.symbol);
     if (!fn.ok()) return fail(MeasureStatus::kCompileError, "finding the kernel", fn.status());
-    std::vector<void*> args = Args();
+    // The kernel's scratch memory, allocated for this build and kept across all its launches
+    // (a kernel that leaves its counters dirty fails the check after the repeated launches).
+    std::vector<DeviceBuffer> scratch;
+    for (const codegen::CudaScratch& sc : k.launch.scratch) {
+      auto b = device->Alloc(std::max<int64_t>(sc.bytes, 4));
+      if (!b.ok()) return fail(MeasureStatus::kRuntimeError, "allocating scratch memory", b.status());
+      if (auto st = b->Fill32(sc.zero_init ? 0u : kNanPattern); !st.ok()) {
+        return fail(MeasureStatus::kRuntimeError, "initializing scratch memory", st);
+      }
+      scratch.push_back(std::move(*b));
+    }
+    std::vector<void*> args = Args(scratch);
     const Dim3 grid = Dims(k.launch.grid), block = Dims(k.launch.block);
     auto launch_n = [&](int n) {
       return device->TimeMs([&]() -> absl::Status {
@@ -230,6 +243,16 @@ struct Worker {
       r.costs_s.push_back(*t / 1e3 / number);
     }
     r.number = number;
+    // One more launch on a poisoned output: what the repeated launches leave behind (scratch
+    // memory, counters) must not change what a launch computes.
+    if (auto st = buffers.back().Fill32(kNanPattern); !st.ok()) {
+      return fail(MeasureStatus::kRuntimeError, "poisoning the output", st);
+    }
+    auto last = launch_n(1);
+    if (last.ok()) {
+      if (auto st = device->Synchronize(); !st.ok()) last = st;
+    }
+    if (!last.ok()) return fail(MeasureStatus::kRuntimeError, "last launch", last.status());
     if (std::string why = Check(); !why.empty()) {
       r.costs_s.clear();
       r.status = MeasureStatus::kWrongResult;

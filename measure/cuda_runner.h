@@ -30,7 +30,8 @@ struct CudaRunnerOptions {
 /// same GPU (cuda_reference.h), computed once per task (the first worker sends it back; the
 /// parent keeps it for later workers). Each build's output is filled with NaN before its
 /// first call, compared with the reference (protocol.rtol / atol) after it, and again after
-/// timing.
+/// one more call on a NaN-filled output once timing is done. A kernel's scratch arguments
+/// (CudaLaunch::scratch) are allocated per build and passed to all its launches.
 ///
 /// Timing: after `warmup` calls, `number` launches per sample (grown from 1 until a sample
 /// lasts min_repeat_ms), `repeats` samples timed with CUDA events; with flush_cache a buffer

@@ -66,9 +66,10 @@ search::Config SampleDirect(const Template& t, std::mt19937_64& rng) {
   }
 }
 
-// Random draws see both variants about equally often, never a knob of the other variant away
-// from option 0; the default stays the implicit GEMM, and config text written before the knob
-// existed still reads (as the implicit GEMM).
+// Random draws see both variants (the direct one more often here: this layer has enough
+// output tiles that Sample rejects the implicit GEMM's k_slices and k_split > 1), never a knob
+// of the other variant away from option 0; the default stays the implicit GEMM, and config
+// text written before the knob existed still reads (as the implicit GEMM).
 TEST(CudaDirectConvTest, VariantKnobPinsTheOtherVariantsKnobs) {
   auto t = Template::Create(Conv("1,64,56,56,128,3,3,2,1", true, true), Backend::kCuda);
   ASSERT_TRUE(t.ok()) << t.status();
@@ -82,7 +83,7 @@ TEST(CudaDirectConvTest, VariantKnobPinsTheOtherVariantsKnobs) {
     ASSERT_TRUE(c.ok()) << c.status();
     const bool d = IsDirect(**t, *c);
     direct += d;
-    for (const char* knob : {"tile_n", "tile_k", "interleave", "k_slices"}) {
+    for (const char* knob : {"tile_n", "tile_k", "interleave", "k_slices", "k_split"}) {
       if (d) EXPECT_EQ((*c)[space.KnobIndex(knob)], 0) << knob;
     }
     for (const char* knob : {"tile_oh", "tile_ow", "tile_c"}) {
@@ -90,7 +91,7 @@ TEST(CudaDirectConvTest, VariantKnobPinsTheOtherVariantsKnobs) {
     }
   }
   EXPECT_GT(direct, 100);
-  EXPECT_LT(direct, 300);
+  EXPECT_LT(direct, 340);
 
   const search::Config def = (*t)->DefaultConfig();
   EXPECT_FALSE(IsDirect(**t, def));

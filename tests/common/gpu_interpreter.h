@@ -26,6 +26,12 @@ namespace tune::test {
 /// between barriers -- a thread reading an element another thread wrote since the last
 /// __syncthreads, or writing one another thread read since then. (Several threads writing
 /// one element nobody reads, like the spare row idle copy lanes write, is not a race here.)
+/// An if runs its body for the threads whose condition holds (a barrier inside an if the
+/// threads disagree on is an error); atomicAdd applies thread by thread, in thread order;
+/// __threadfence is a no-op (blocks run one after another, so the last block of a split-K
+/// tile is always the last in block order). Integer (counter) arguments are held as floats.
+/// Arguments keep their contents between runs, so running a kernel twice on the same scratch
+/// memory shows whether it leaves that memory as it found it.
 /// For small workloads: every operation walks the tree.
 class GpuInterpreter {
  public:
@@ -47,6 +53,7 @@ class GpuInterpreter {
 
  private:
   struct Thread {
+    int64_t id = 0;  // linear thread index within the block
     std::unordered_map<const codegen::VarNode*, int64_t> vars;
     std::unordered_map<const codegen::BufferNode*, std::vector<float>> locals;
   };
@@ -202,6 +209,7 @@ class GpuInterpreter {
             for (int64_t i = 0; i < n->extent; ++i) {
               split.push_back(t);
               split.back().vars[var] = i;
+              split.back().id = static_cast<int64_t>(split.size()) - 1;
             }
           }
           Exec(n->body, split);
@@ -216,17 +224,59 @@ class GpuInterpreter {
       }
       case StmtKind::kStore: {
         auto* n = static_cast<const codegen::StoreNode*>(s.get());
-        for (size_t tid = 0; tid < threads.size() && error_.empty(); ++tid) {
-          const double v = Eval(n->value, threads[tid], tid);
-          float* slot = Element(n->buffer, n->indices, threads[tid], tid, /*write=*/true);
+        for (Thread& t : threads) {
+          if (!error_.empty()) break;
+          const double v = Eval(n->value, t, t.id);
+          float* slot = Element(n->buffer, n->indices, t, t.id, /*write=*/true);
           if (slot != nullptr) *slot = static_cast<float>(v);
         }
+        return;
+      }
+      case StmtKind::kFence:
+        return;
+      case StmtKind::kAtomicAdd: {
+        auto* n = static_cast<const codegen::AtomicAddNode*>(s.get());
+        if (n->buffer->scope != codegen::BufferScope::kArg) {
+          Fail("atomicAdd on " + n->buffer->name + ", which is not global memory");
+          return;
+        }
+        const codegen::VarNode* var = codegen::AsVar(n->var);
+        for (Thread& t : threads) {
+          if (!error_.empty()) return;
+          const double v = Eval(n->value, t, t.id);
+          float* slot = Element(n->buffer, n->indices, t, t.id, /*write=*/true);
+          if (slot == nullptr) return;
+          t.vars[var] = static_cast<int64_t>(*slot);
+          *slot = static_cast<float>(*slot + v);
+        }
+        Exec(n->body, threads);
+        for (Thread& t : threads) t.vars.erase(var);
+        return;
+      }
+      case StmtKind::kIf: {
+        auto* n = static_cast<const codegen::IfNode*>(s.get());
+        std::vector<size_t> taken;
+        for (size_t i = 0; i < threads.size() && error_.empty(); ++i) {
+          if (Eval(n->cond, threads[i], threads[i].id) != 0) taken.push_back(i);
+        }
+        if (!error_.empty() || taken.empty()) return;
+        if (taken.size() == threads.size()) {
+          Exec(n->then_case, threads);
+          return;
+        }
+        std::vector<Thread> some;
+        for (size_t i : taken) some.push_back(std::move(threads[i]));
+        ++divergent_;
+        Exec(n->then_case, some);
+        --divergent_;
+        for (size_t j = 0; j < taken.size(); ++j) threads[taken[j]] = std::move(some[j]);
         return;
       }
       case StmtKind::kSeq:
         for (const codegen::Stmt& t : static_cast<const codegen::SeqNode*>(s.get())->stmts) Exec(t, threads);
         return;
       case StmtKind::kSync:
+        if (divergent_ > 0) Fail("__syncthreads inside an if the threads of a block disagree on");
         ++epoch_;
         return;
       case StmtKind::kAllocate: {
@@ -256,6 +306,7 @@ class GpuInterpreter {
   std::unordered_map<const codegen::BufferNode*, std::vector<float>*> global_;
   std::unordered_map<const codegen::BufferNode*, Shared> shared_;
   int64_t epoch_ = 0;
+  int divergent_ = 0;  // depth of ifs that only some threads of the block entered
   std::string error_;
 };
 

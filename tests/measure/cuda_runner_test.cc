@@ -165,6 +165,51 @@ TEST_F(GpuRunnerTest, RandomDirectConvConfigsMatchTheReference) {
   EXPECT_GE(measured, 30);
 }
 
+// Split-K: >= 30 random valid configs with k_split > 1 -- BERT's dense 128 x 768 x 3072 with
+// bias (the shape split-K is for) and with bias + relu, a batched attention product, a matmul
+// with a long K and the last resnet stage as implicit GEMM (512 x 7 x 7, K = 4608) -- match the
+// on-device reference. The runner launches each many times on the same workspace and
+// counters and checks the first launch and, on a NaN-filled output, the last one: so the
+// counters must reset themselves. Each shape's default config is timed alongside; the
+// per-config times are printed.
+TEST_F(GpuRunnerTest, RandomSplitKConfigsMatchTheReference) {
+  std::vector<codegen::Workload> workloads = {Matmul("128,768,3072", codegen::OpKind::kDense, true),
+                                              Matmul("128,768,3072", codegen::OpKind::kDense, true, true),
+                                              Matmul("4,128,64,1024", codegen::OpKind::kBatchMatmul),
+                                              Matmul("64,256,8192"),
+                                              Matmul("1,512,7,7,512,3,3,1,1", codegen::OpKind::kConv2d, true, true)};
+  std::mt19937_64 rng(9);
+  int measured = 0;
+  for (const codegen::Workload& w : workloads) {
+    auto tmpl = codegen::Template::Create(w, codegen::Backend::kCuda);
+    ASSERT_TRUE(tmpl.ok());
+    const search::ConfigSpace& space = (*tmpl)->space();
+    std::vector<search::Config> configs = {(*tmpl)->DefaultConfig()};
+    for (int draw = 0; draw < 100000 && configs.size() < 8; ++draw) {
+      search::Config c = *space.Sample(rng);
+      if (space.GetInt(c, "k_split") > 1) configs.push_back(c);
+    }
+    ASSERT_EQ(configs.size(), 8u) << w.Key();
+    Builder builder = Builder::ForCuda(target_.cpu, 8);
+    std::vector<BuildResult> builds = builder.BuildAll(**tmpl, configs);
+    for (size_t i = 1; i < builds.size(); ++i) {
+      EXPECT_EQ(builds[i].kernel.launch.scratch.size(), 2u) << space.ToJson(configs[i]);
+    }
+    CudaRunner runner({Quick(), target_.device});
+    std::vector<MeasureResult> results = runner.Run(TaskData::Create(w, 10, false), builds);
+    for (size_t i = 0; i < results.size(); ++i) {
+      EXPECT_EQ(results[i].status, MeasureStatus::kOk)
+          << w.Key() << " " << space.ToJson(configs[i]) << ": " << results[i].message;
+      EXPECT_GT(results[i].Median(), 0);
+      if (i > 0) measured += results[i].ok();
+      std::printf("%-44s k_split %lld %9.1f us %s\n", w.Label().c_str(),
+                  static_cast<long long>(space.GetInt(configs[i], "k_split")), results[i].Median() * 1e6,
+                  space.ToJson(configs[i]).c_str());
+    }
+  }
+  EXPECT_GE(measured, 30);
+}
+
 // Failures are data: an out-of-bounds kernel is runtime_error, a kernel that writes nothing
 // is wrong_result, a kernel that never ends is timeout; after each, the next kernel measures.
 TEST_F(GpuRunnerTest, PlantedBadKernelsBecomeRecords) {

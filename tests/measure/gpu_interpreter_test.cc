@@ -3,10 +3,13 @@
 // own checks (bounds, unwritten reads, shared-memory races) on planted kernels.
 #include "tests/common/gpu_interpreter.h"
 
+#include <cmath>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "codegen/gpu_schedule.h"
 #include "codegen/template.h"
 #include "codegen/workload.h"
@@ -31,19 +34,41 @@ Workload Conv(const std::string& shape, bool bias, bool relu) {
   return *w;
 }
 
-// Runs `config` of `tmpl` on the task's inputs; "" when it matches the reference, else why not.
-std::string RunAndCompare(const codegen::Template& tmpl, const search::Config& config, const TaskData& task) {
+// Runs `config` of `tmpl` on the task's inputs `runs` times, with the same scratch memory
+// (zeroed or NaN-filled once, as the CUDA runner does) and a fresh poisoned output each time;
+// "" when every run matches the reference and leaves the zero-initialized scratch zero, else
+// why not.
+std::string RunAndCompare(const codegen::Template& tmpl, const search::Config& config, const TaskData& task,
+                          int runs = 1) {
   absl::StatusOr<codegen::LoweredFunc> f = tmpl.Lower(config, "k");
   if (!f.ok()) return f.status().ToString();
   std::vector<std::vector<float>> inputs = task.inputs;
-  std::vector<float> out(task.reference.size(), -12345.0f);
+  std::vector<float> out;
+  std::vector<std::vector<float>> scratch;
+  for (const codegen::Buffer& b : f->args) {
+    if (b->scratch) scratch.emplace_back(b->NumElements(), b->zero_init ? 0.0f : std::nanf(""));
+  }
   std::vector<std::vector<float>*> args;
   for (auto& in : inputs) args.push_back(&in);
   args.push_back(&out);
-  absl::Status st = GpuInterpreter::Run(*f, args);
-  if (!st.ok()) return st.ToString();
-  std::string why;
-  if (!AllClose(out.data(), task.reference.data(), static_cast<int64_t>(out.size()), 1e-4, 1e-5, &why)) return why;
+  for (auto& sc : scratch) args.push_back(&sc);
+  for (int run = 0; run < runs; ++run) {
+    out.assign(task.reference.size(), -12345.0f);
+    absl::Status st = GpuInterpreter::Run(*f, args);
+    if (!st.ok()) return absl::StrCat("run ", run + 1, ": ", st.ToString());
+    std::string why;
+    if (!AllClose(out.data(), task.reference.data(), static_cast<int64_t>(out.size()), 1e-4, 1e-5, &why)) {
+      return absl::StrCat("run ", run + 1, ": ", why);
+    }
+    size_t s = 0;
+    for (const codegen::Buffer& b : f->args) {
+      if (!b->scratch) continue;
+      const std::vector<float>& v = scratch[s++];
+      for (size_t i = 0; b->zero_init && i < v.size(); ++i) {
+        if (v[i] != 0.0f) return absl::StrCat("run ", run + 1, " left ", b->name, "[", i, "] = ", v[i]);
+      }
+    }
+  }
   return "";
 }
 
@@ -99,6 +124,88 @@ TEST(CudaConvOnCpuTest, RandomImplicitGemmConfigsMatchTheReference) {
       EXPECT_EQ(RunAndCompare(**tmpl, *c, task), "") << w.Key() << " " << space.ToJson(*c);
     }
   }
+}
+
+Workload Gemm(OpKind op, const std::string& shape, bool bias, bool relu) {
+  absl::StatusOr<Workload> w = Workload::Parse(op, shape);
+  EXPECT_TRUE(w.ok()) << w.status();
+  w->bias = bias;
+  w->relu = relu;
+  return *w;
+}
+
+// Split-K: random valid configs with k_split > 1 of dense with bias, dense with bias + relu,
+// matmul, batch_matmul and an implicit-GEMM conv2d (with K slices, double buffering and
+// interleaved tiles among them) compute the reference output, run twice on the same workspace
+// and counters: the blocks of a tile run in order here, so the last one is the fix-up block,
+// and the second run is right only if the first left every counter at zero.
+TEST(CudaGemmOnCpuTest, RandomSplitKConfigsMatchTheReferenceTwice) {
+  const std::vector<Workload> workloads = {
+      Gemm(OpKind::kDense, "8,12,96", true, false), Gemm(OpKind::kDense, "4,16,128", true, true),
+      Gemm(OpKind::kMatmul, "12,8,64", false, false), Gemm(OpKind::kBatchMatmul, "3,8,8,64", false, false),
+      Conv("2,16,5,5,8,3,3,1,1", true, true)};
+  std::mt19937_64 rng(33);
+  int checked = 0, sliced = 0;
+  std::set<int64_t> splits;
+  for (const Workload& w : workloads) {
+    auto tmpl = codegen::Template::Create(w, codegen::Backend::kCuda);
+    ASSERT_TRUE(tmpl.ok()) << tmpl.status();
+    const search::ConfigSpace& space = (*tmpl)->space();
+    const TaskData task = TaskData::Create(w, 7);
+    int split = 0;
+    for (int draw = 0; draw < 20000 && split < 8; ++draw) {
+      absl::StatusOr<search::Config> c = space.Sample(rng);
+      ASSERT_TRUE(c.ok()) << c.status();
+      if (space.GetInt(*c, "k_split") == 1) continue;
+      ++split;
+      splits.insert(space.GetInt(*c, "k_split"));
+      sliced += space.GetInt(*c, "k_slices") > 1;
+      EXPECT_EQ(RunAndCompare(**tmpl, *c, task, /*runs=*/2), "") << w.Key() << " " << space.ToJson(*c);
+    }
+    EXPECT_EQ(split, 8) << w.Key();
+    checked += split;
+  }
+  EXPECT_EQ(checked, 40);
+  EXPECT_GT(sliced, 0);
+  EXPECT_EQ(splits, (std::set<int64_t>{2, 4, 8}));
+}
+
+// A split-K kernel that forgot to reset its counters is right once and wrong the second time
+// (no block sees itself last, so the output stays poisoned): what the two runs guard against.
+TEST(CudaGemmOnCpuTest, ACounterLeftDirtyFailsTheSecondRun) {
+  using namespace codegen;  // NOLINT
+  Buffer out = MakeBuffer("out", {2}, BufferScope::kArg, 0);
+  Buffer ws = MakeScratchBuffer("ws", {2, 2}, 1, DType::kFloat32, false, true);
+  Buffer count = MakeScratchBuffer("count", {1}, 2, DType::kInt32, true, false);
+  Buffer last = MakeBuffer("last", {1}, BufferScope::kShared);
+  Expr s = MakeVar("s"), t = MakeVar("t"), old = MakeVar("old");
+  Expr first = t == Expr(int64_t{0});
+  auto kernel = [&](bool reset) {
+    Stmt fixup = Store(out, {t}, Load(ws, {Expr(int64_t{0}), t}) + Load(ws, {Expr(int64_t{1}), t}));
+    if (reset) fixup = Seq({fixup, If(first, Store(count, {Expr(int64_t{0})}, Expr(int64_t{0})))});
+    Stmt body = Seq({Store(ws, {s, t}, FloatImm(1.0)), Fence(), Sync(),
+                     If(first, AtomicAdd(count, {Expr(int64_t{0})}, Expr(1), old,
+                                         Store(last, {Expr(int64_t{0})},
+                                               Select(old == Expr(1), FloatImm(1.0), FloatImm(0.0))))),
+                     Sync(), If(FloatImm(0.0) < Load(last, {Expr(int64_t{0})}), fixup)});
+    body = Bind(t, 2, ForKind::kThreadX, Allocate(last, body));
+    return LoweredFunc{"k", {out, ws, count}, Bind(s, 2, ForKind::kBlockX, body)};
+  };
+  for (bool reset : {true, false}) {
+    std::vector<float> o, w(4, std::nanf("")), c(1, 0.0f);
+    for (int run = 0; run < 2; ++run) {
+      o.assign(2, -1.0f);
+      ASSERT_TRUE(GpuInterpreter::Run(kernel(reset), {&o, &w, &c}).ok());
+      const bool right = o == std::vector<float>{2.0f, 2.0f};
+      EXPECT_EQ(right, reset || run == 0) << "reset " << reset << " run " << run;
+    }
+    EXPECT_EQ(c[0], reset ? 0.0f : 4.0f);
+  }
+  // A barrier inside an if that only some threads take is reported.
+  Stmt divergent = Bind(t, 2, ForKind::kThreadX, If(first, Sync()));
+  std::vector<float> o(2);
+  EXPECT_THAT(GpuInterpreter::Run(LoweredFunc{"d", {out}, divergent}, {&o}).ToString(),
+              HasSubstr("__syncthreads inside an if"));
 }
 
 // out[b * 64 + t] = tile[63 - t] after staging in[b * 64 + t] in shared memory: correct with
