@@ -17,6 +17,7 @@
 #include "codegen/workload.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/common/nvrtc_compile.h"
 
 namespace tune::codegen {
 namespace {
@@ -621,10 +622,7 @@ TEST(CudaGemmTemplateTest, RandomValidConfigsCompileForSm90) {
                                      Gemm(OpKind::kConv2d, "1,32,112,112,32,3,3,1,1,1,32", true, true),
                                      Gemm(OpKind::kConv2d, "1,144,56,56,144,3,3,2,1,1,144", true, true),
                                      Gemm(OpKind::kConv2d, "2,960,7,7,960,3,3,1,1,1,960")};
-  struct Job {
-    std::string what, source;
-  };
-  std::vector<Job> jobs;
+  std::vector<test::CudaSource> jobs;
   std::mt19937_64 rng(2026);
   for (const Workload& w : workloads) {
     auto t = Template::Create(w, Backend::kCuda);
@@ -668,27 +666,7 @@ TEST(CudaGemmTemplateTest, RandomValidConfigsCompileForSm90) {
     split_jobs += drawn;
   }
   EXPECT_GE(split_jobs, 30);
-  std::vector<std::string> failures(jobs.size());
-  std::vector<int> registers(jobs.size(), -1);
-  std::atomic<size_t> next{0};
-  auto work = [&] {
-    for (size_t i = next++; i < jobs.size(); i = next++) {
-      absl::StatusOr<CompiledCuda> c = CompileCuda(jobs[i].source, "sm_90");
-      if (!c.ok()) {
-        failures[i] = jobs[i].what + ": " + c.status().ToString();
-        continue;
-      }
-      if (c->cubin.compare(0, 4, "\x7f" "ELF") != 0) failures[i] = jobs[i].what + ": not a cubin";
-      registers[i] = c->resources.registers;
-    }
-  };
-  std::thread helper(work);
-  work();
-  helper.join();
-  for (size_t i = 0; i < jobs.size(); ++i) {
-    EXPECT_EQ(failures[i], "") << jobs[i].source;
-    EXPECT_GT(registers[i], 0) << jobs[i].what;
-  }
+  test::ExpectAllCompileForSm90(jobs);
 }
 
 }  // namespace

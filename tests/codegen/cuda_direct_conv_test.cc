@@ -16,6 +16,7 @@
 #include "codegen/workload.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/common/nvrtc_compile.h"
 
 namespace tune::codegen {
 namespace {
@@ -310,10 +311,7 @@ TEST(CudaDirectConvTest, RandomDirectConfigsCompileForSm90) {
       Conv("1,64,56,56,128,3,3,2,1", true, true), Conv("2,128,28,28,128,3,3,1,1", true, true),
       Conv("1,3,224,224,64,7,7,2,3", true, true), Conv("4,64,56,56,128,1,1,2,0"),
       Conv("1,512,7,7,512,3,3,1,1", true, true),  Conv("2,32,28,28,32,3,3,1,2,2", true, false)};
-  struct Job {
-    std::string what, source;
-  };
-  std::vector<Job> jobs;
+  std::vector<test::CudaSource> jobs;
   std::mt19937_64 rng(2027);
   for (const Workload& w : workloads) {
     auto t = Template::Create(w, Backend::kCuda);
@@ -328,27 +326,7 @@ TEST(CudaDirectConvTest, RandomDirectConfigsCompileForSm90) {
     }
   }
   ASSERT_GE(jobs.size(), 30u);
-  std::vector<std::string> failures(jobs.size());
-  std::vector<int> registers(jobs.size(), -1);
-  std::atomic<size_t> next{0};
-  auto work = [&] {
-    for (size_t i = next++; i < jobs.size(); i = next++) {
-      absl::StatusOr<CompiledCuda> c = CompileCuda(jobs[i].source, "sm_90");
-      if (!c.ok()) {
-        failures[i] = jobs[i].what + ": " + c.status().ToString();
-        continue;
-      }
-      if (c->cubin.compare(0, 4, "\x7f" "ELF") != 0) failures[i] = jobs[i].what + ": not a cubin";
-      registers[i] = c->resources.registers;
-    }
-  };
-  std::thread helper(work);
-  work();
-  helper.join();
-  for (size_t i = 0; i < jobs.size(); ++i) {
-    EXPECT_EQ(failures[i], "") << jobs[i].source;
-    EXPECT_GT(registers[i], 0) << jobs[i].what;
-  }
+  test::ExpectAllCompileForSm90(jobs);
 }
 
 }  // namespace
