@@ -23,6 +23,29 @@ constexpr int64_t kMaxBlockDim[3] = {1024, 1024, 64};
 constexpr int64_t kMaxGridDim[3] = {INT32_MAX, 65535, 65535};
 constexpr int64_t kSharedAlignFloats = 4;  // 16 bytes: float4 accesses stay aligned
 
+// cp.async (sm_80+): global -> shared copies of 4, 8 (cached in L1) or 16 bytes (L2 only),
+// their commit and wait. The "memory" clobbers keep the compiler from moving shared-memory
+// accesses across them.
+constexpr const char* kAsyncCopyHelpers = R"(#define TUNE_SMEM(p) static_cast<unsigned>(__cvta_generic_to_shared(p))
+__device__ __forceinline__ void tune_cp_async4(float* dst, const float* src) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(TUNE_SMEM(dst)), "l"(__cvta_generic_to_global(src))
+               : "memory");
+}
+__device__ __forceinline__ void tune_cp_async8(float* dst, const float* src) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(TUNE_SMEM(dst)), "l"(__cvta_generic_to_global(src))
+               : "memory");
+}
+__device__ __forceinline__ void tune_cp_async16(float* dst, const float* src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(TUNE_SMEM(dst)), "l"(__cvta_generic_to_global(src))
+               : "memory");
+}
+__device__ __forceinline__ void tune_cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int kPending>
+__device__ __forceinline__ void tune_cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
+}
+)";
+
 std::string Sanitize(const std::string& name) {
   std::string out;
   for (char c : name) out += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
@@ -62,6 +85,7 @@ struct Survey : IRVisitor {
   std::set<ForKind> open;  // bindings enclosing the current statement
   std::unordered_set<const BufferNode*> stored;
   std::vector<Buffer> shared;
+  bool async_copies = false;  // cp.async statements: the kernel needs the helpers
   std::string error;
 
   void Fail(const std::string& why) {
@@ -107,6 +131,18 @@ struct Survey : IRVisitor {
         CheckBuffer(n->buffer);
         break;
       }
+      case StmtKind::kAsyncCopy: {
+        auto* n = static_cast<const AsyncCopyNode*>(s.get());
+        stored.insert(n->dst.get());
+        CheckBuffer(n->dst);
+        CheckBuffer(n->src);
+        async_copies = true;
+        break;
+      }
+      case StmtKind::kAsyncCommit:
+      case StmtKind::kAsyncWait:
+        async_copies = true;
+        break;
       case StmtKind::kAllocate: {
         auto* n = static_cast<const AllocateNode*>(s.get());
         CheckBuffer(n->buffer);
@@ -283,6 +319,19 @@ class CudaPrinter {
       case StmtKind::kFence:
         os_ << pad << "__threadfence();\n";
         return;
+      case StmtKind::kAsyncCopy: {
+        auto* n = static_cast<const AsyncCopyNode*>(s.get());
+        os_ << pad << "tune_cp_async4(" << BufferName(n->dst.get()) << " + "
+            << PrintExpr(FlattenIndex(n->dst->shape, n->dst_indices)) << ", " << BufferName(n->src.get()) << " + "
+            << PrintExpr(FlattenIndex(n->src->shape, n->src_indices)) << ");\n";
+        return;
+      }
+      case StmtKind::kAsyncCommit:
+        os_ << pad << "tune_cp_async_commit();\n";
+        return;
+      case StmtKind::kAsyncWait:
+        os_ << pad << "tune_cp_async_wait<" << static_cast<const AsyncWaitNode*>(s.get())->pending << ">();\n";
+        return;
       case StmtKind::kAtomicAdd: {
         auto* n = static_cast<const AtomicAddNode*>(s.get());
         os_ << pad << "{\n"
@@ -325,9 +374,43 @@ class CudaPrinter {
     return IsMultipleOf(*base, lanes);
   }
 
+  /// A vectorized loop of asynchronous copies only: one 8- or 16-byte cp.async per copy whose
+  /// source and destination are both contiguous and aligned, one 4-byte copy per lane for the
+  /// rest. False (print it as a loop) when the body holds anything else.
+  bool PrintVectorizedAsync(const ForNode* n, int indent) {
+    const int64_t lanes = n->extent;
+    std::vector<const AsyncCopyNode*> copies;
+    std::vector<Stmt> body = {n->body};
+    if (n->body->kind == StmtKind::kSeq) body = static_cast<const SeqNode*>(n->body.get())->stmts;
+    for (const Stmt& t : body) {
+      if (t->kind != StmtKind::kAsyncCopy) return false;
+      copies.push_back(static_cast<const AsyncCopyNode*>(t.get()));
+    }
+    const std::string pad(indent * 2, ' ');
+    const VarNode* var = AsVar(n->var);
+    os_ << pad << "{  // " << lanes << " lanes of " << VarName(var) << "\n";
+    for (const AsyncCopyNode* c : copies) {
+      const Expr dst = FlattenIndex(c->dst->shape, c->dst_indices), src = FlattenIndex(c->src->shape, c->src_indices);
+      const std::string d = BufferName(c->dst.get()), s = BufferName(c->src.get());
+      Expr dst_base, src_base;
+      if (Widenable(c->dst.get(), dst, var, lanes, &dst_base) && Widenable(c->src.get(), src, var, lanes, &src_base)) {
+        os_ << pad << "  tune_cp_async" << lanes * 4 << "(" << d << " + " << PrintExpr(dst_base) << ", " << s << " + "
+            << PrintExpr(src_base) << ");\n";
+        continue;
+      }
+      for (int64_t l = 0; l < lanes; ++l) {
+        os_ << pad << "  tune_cp_async4(" << d << " + " << PrintExpr(Substitute(dst, {{var, Expr(l)}})) << ", " << s
+            << " + " << PrintExpr(Substitute(src, {{var, Expr(l)}})) << ");\n";
+      }
+    }
+    os_ << pad << "}\n";
+    return true;
+  }
+
   bool PrintVectorized(const ForNode* n, int indent) {
     const int64_t lanes = n->extent;
     if (lanes != 2 && lanes != 4) return false;
+    if (PrintVectorizedAsync(n, indent)) return true;
     std::vector<const StoreNode*> stores;
     if (!FlattenStores(n->body, stores)) return false;
     const VarNode* var = AsVar(n->var);
@@ -462,6 +545,7 @@ absl::StatusOr<CudaKernel> GenerateCuda(const LoweredFunc& func) {
        << " bytes, the same memory for every launch"
        << (b->zero_init ? ", zero before the first (each launch leaves it zero)\n" : "\n");
   }
+  if (survey.async_copies) os << kAsyncCopyHelpers;
   os << "extern \"C\" __global__ void __launch_bounds__(" << k.threads_per_block() << ") " << k.name << "(";
   for (size_t i = 0; i < params.size(); ++i) os << (i ? ", " : "") << params[i];
   os << ") {\n";

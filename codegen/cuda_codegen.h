@@ -37,14 +37,18 @@ struct CudaKernel {
 /// extent, and never nested in itself. kShared buffers share the dynamic shared array,
 /// kLocal ones are per-thread arrays (registers when indexed by constants after unrolling),
 /// kSync is __syncthreads(), kFence __threadfence(), kAtomicAdd a `const int` bound to
-/// atomicAdd's result, kIf an if. Loads of coherent buffers are __ldcg (L2, not L1).
+/// atomicAdd's result, kIf an if, kAsyncCopy / kAsyncCommit / kAsyncWait the cp.async
+/// instructions (through small inline-asm helpers printed before the kernel when it uses
+/// them; sm_80 and later). Loads of coherent buffers are __ldcg (L2, not L1).
 /// Unrolled loops carry `#pragma unroll`.
 ///
 /// A vectorized loop of 2 or 4 lanes whose body is stores only, where no buffer is both read
 /// and written, becomes one float2/float4 access per contiguous (stride 1), provably aligned
 /// global or shared access (its lane-0 flat index a multiple of the lane count; loads under
 /// a select are guarded and stay scalar) and scalar accesses for the rest; otherwise it is unrolled lane by lane. Either way it computes what
-/// the serial loop computes.
+/// the serial loop computes. A vectorized loop of asynchronous copies only becomes one 8- or
+/// 16-byte cp.async per copy whose source and destination are both contiguous and provably
+/// aligned, 4-byte ones lane by lane for the rest.
 ///
 /// InvalidArgument for what a GPU kernel cannot hold: kHeap buffers, a buffer of 2^31 or more
 /// elements, conflicting or nested bindings, a block over 1024 threads or grid or block

@@ -234,6 +234,22 @@ Stmt If(Expr cond, Stmt then_case) {
   return std::make_shared<IfNode>(std::move(cond), std::move(then_case));
 }
 
+Stmt AsyncCopy(Buffer dst, std::vector<Expr> dst_indices, Buffer src, std::vector<Expr> src_indices) {
+  TUNE_CHECK_MSG(dst_indices.size() == dst->shape.size(), "rank mismatch copying to " + dst->name);
+  TUNE_CHECK_MSG(src_indices.size() == src->shape.size(), "rank mismatch copying from " + src->name);
+  TUNE_CHECK_MSG(dst->scope == BufferScope::kShared && dst->dtype == DType::kFloat32,
+                 "asynchronous copy to " + dst->name + ", which is not float shared memory");
+  TUNE_CHECK_MSG(src->scope == BufferScope::kArg && src->dtype == DType::kFloat32,
+                 "asynchronous copy from " + src->name + ", which is not a float argument");
+  return std::make_shared<AsyncCopyNode>(std::move(dst), std::move(dst_indices), std::move(src),
+                                         std::move(src_indices));
+}
+Stmt AsyncCommit() { return std::make_shared<AsyncCommitNode>(); }
+Stmt AsyncWait(int64_t pending) {
+  TUNE_CHECK(pending >= 0) << "wait for " << pending << " groups";
+  return std::make_shared<AsyncWaitNode>(pending);
+}
+
 // ---------------------------------------------------------------------------------------------
 
 void IRVisitor::VisitExpr(const Expr& e) {
@@ -281,7 +297,15 @@ void IRVisitor::VisitStmt(const Stmt& s) {
       return;
     case StmtKind::kSync:
     case StmtKind::kFence:
+    case StmtKind::kAsyncCommit:
+    case StmtKind::kAsyncWait:
       return;
+    case StmtKind::kAsyncCopy: {
+      auto* n = static_cast<const AsyncCopyNode*>(s.get());
+      for (auto& i : n->dst_indices) VisitExpr(i);
+      for (auto& i : n->src_indices) VisitExpr(i);
+      return;
+    }
     case StmtKind::kAtomicAdd: {
       auto* n = static_cast<const AtomicAddNode*>(s.get());
       for (auto& i : n->indices) VisitExpr(i);
@@ -365,7 +389,23 @@ Stmt IRMutator::MutateStmt(const Stmt& s) {
     }
     case StmtKind::kSync:
     case StmtKind::kFence:
+    case StmtKind::kAsyncCommit:
+    case StmtKind::kAsyncWait:
       return s;
+    case StmtKind::kAsyncCopy: {
+      auto* n = static_cast<const AsyncCopyNode*>(s.get());
+      bool changed = false;
+      auto mutate = [&](const std::vector<Expr>& in) {
+        std::vector<Expr> out;
+        for (auto& i : in) {
+          out.push_back(MutateExpr(i));
+          changed |= out.back().get() != i.get();
+        }
+        return out;
+      };
+      std::vector<Expr> d = mutate(n->dst_indices), src = mutate(n->src_indices);
+      return changed ? AsyncCopy(n->dst, std::move(d), n->src, std::move(src)) : s;
+    }
     case StmtKind::kAtomicAdd: {
       auto* n = static_cast<const AtomicAddNode*>(s.get());
       std::vector<Expr> idx;
@@ -667,6 +707,18 @@ std::string Print(const Stmt& s, int indent) {
       break;
     case StmtKind::kFence:
       os << pad << "__threadfence();\n";
+      break;
+    case StmtKind::kAsyncCopy: {
+      auto* n = static_cast<const AsyncCopyNode*>(s.get());
+      os << pad << n->dst->name << PrintIndices(n->dst_indices) << " <- async " << n->src->name
+         << PrintIndices(n->src_indices) << ";\n";
+      break;
+    }
+    case StmtKind::kAsyncCommit:
+      os << pad << "async_commit();\n";
+      break;
+    case StmtKind::kAsyncWait:
+      os << pad << "async_wait(" << static_cast<const AsyncWaitNode*>(s.get())->pending << ");\n";
       break;
     case StmtKind::kAtomicAdd: {
       auto* n = static_cast<const AtomicAddNode*>(s.get());

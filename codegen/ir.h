@@ -140,7 +140,10 @@ bool AsInt(const Expr& e, int64_t* value);
 // Statements
 // ---------------------------------------------------------------------------------------------
 
-enum class StmtKind { kFor, kStore, kSeq, kAllocate, kSync, kFence, kAtomicAdd, kIf };
+enum class StmtKind {
+  kFor, kStore, kSeq, kAllocate, kSync, kFence, kAtomicAdd, kIf,
+  kAsyncCopy, kAsyncCommit, kAsyncWait,  // cp.async (CUDA backend only)
+};
 /// How a loop runs. kVectorized: lanes of one SIMD vector (on a GPU: one 64- or 128-bit
 /// access per thread where the addresses allow); kUnrolled: fully unrolled; kParallel:
 /// iterations spread over the runtime thread pool. The GPU bindings (CUDA backend only): the
@@ -215,6 +218,35 @@ struct IfNode : StmtNode {
   Stmt then_case;
   IfNode(Expr c, Stmt t) : StmtNode(StmtKind::kIf), cond(std::move(c)), then_case(std::move(t)) {}
 };
+/// dst[dst_indices] = src[src_indices], one float copied from global memory (a kArg buffer)
+/// to shared memory (kShared) without passing through registers (cp.async, sm_80 and later).
+/// The copy is in flight from here until this thread waits for its group (AsyncWaitNode):
+/// neither the element nor its source may be touched before, and other threads see it only
+/// after a barrier that follows the wait. In a vectorized loop of 2 or 4 lanes the CUDA
+/// backend issues one 8- or 16-byte copy where both sides are contiguous and aligned, else one
+/// 4-byte copy per lane. CUDA backend only.
+struct AsyncCopyNode : StmtNode {
+  Buffer dst;
+  std::vector<Expr> dst_indices;
+  Buffer src;
+  std::vector<Expr> src_indices;
+  AsyncCopyNode(Buffer d, std::vector<Expr> di, Buffer s, std::vector<Expr> si)
+      : StmtNode(StmtKind::kAsyncCopy), dst(std::move(d)), dst_indices(std::move(di)), src(std::move(s)),
+        src_indices(std::move(si)) {}
+};
+/// cp.async.commit_group: the asynchronous copies this thread issued since its last commit
+/// form one group (possibly empty). CUDA backend only.
+struct AsyncCommitNode : StmtNode {
+  AsyncCommitNode() : StmtNode(StmtKind::kAsyncCommit) {}
+};
+/// cp.async.wait_group `pending`: this thread waits until at most `pending` of its committed
+/// groups, the most recent ones, are still in flight; the copies of all older groups have
+/// landed (for this thread: a barrier after the wait publishes them to the block). Copies not
+/// yet committed are not waited for. CUDA backend only.
+struct AsyncWaitNode : StmtNode {
+  int64_t pending;
+  explicit AsyncWaitNode(int64_t n) : StmtNode(StmtKind::kAsyncWait), pending(n) {}
+};
 /// Allocates `buffer` (kHeap, kLocal or kShared) for the duration of `body`.
 struct AllocateNode : StmtNode {
   Buffer buffer;
@@ -232,6 +264,11 @@ Stmt Fence();
 /// `var` (a fresh variable) = atomicAdd(&buffer[indices], value) for `body`.
 Stmt AtomicAdd(Buffer buffer, std::vector<Expr> indices, Expr value, Expr var, Stmt body);
 Stmt If(Expr cond, Stmt then_case);
+/// An asynchronous copy of one float from `src` (kArg, float) to `dst` (kShared).
+Stmt AsyncCopy(Buffer dst, std::vector<Expr> dst_indices, Buffer src, std::vector<Expr> src_indices);
+Stmt AsyncCommit();
+/// Waits until at most `pending` (>= 0) committed groups are in flight.
+Stmt AsyncWait(int64_t pending);
 
 /// A complete kernel: a name, its argument buffers (in argument order) and its body.
 struct LoweredFunc {

@@ -73,7 +73,8 @@ bool UsesGpuConstructs(const Stmt& s) {
     bool found = false;
     void VisitStmt(const Stmt& t) override {
       if (t->kind == StmtKind::kSync || t->kind == StmtKind::kFence || t->kind == StmtKind::kAtomicAdd ||
-          t->kind == StmtKind::kIf) {
+          t->kind == StmtKind::kIf || t->kind == StmtKind::kAsyncCopy || t->kind == StmtKind::kAsyncCommit ||
+          t->kind == StmtKind::kAsyncWait) {
         found = true;
       }
       if (t->kind == StmtKind::kFor && IsGpuBinding(static_cast<const ForNode*>(t.get())->for_kind)) found = true;
@@ -288,6 +289,9 @@ class Lowering {
       case StmtKind::kFence:
       case StmtKind::kAtomicAdd:
       case StmtKind::kIf:
+      case StmtKind::kAsyncCopy:
+      case StmtKind::kAsyncCommit:
+      case StmtKind::kAsyncWait:
         return;
     }
   }

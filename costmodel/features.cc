@@ -144,6 +144,11 @@ class Walker {
         ++num_syncs;
         return;
       case StmtKind::kFence:
+      case StmtKind::kAsyncCommit:
+      case StmtKind::kAsyncWait:  // each precedes a barrier, which is counted
+        return;
+      case StmtKind::kAsyncCopy:  // a global -> shared move: counted with the stores
+        store_execs += execs_;
         return;
       case StmtKind::kAtomicAdd:  // split-K's arrival counter: its body runs once per block
         Walk(static_cast<const codegen::AtomicAddNode*>(s.get())->body);

@@ -227,6 +227,88 @@ extern "C" __global__ void __launch_bounds__(32) last_block(const float* __restr
   EXPECT_THAT(std::string(bad.status().message()), HasSubstr("argument out follows a scratch argument"));
 }
 
+// Eight threads stage 64 floats through shared memory with cp.async: the first half straight
+// (`rows`, one 16-byte copy per thread) and the second half transposed (`cols`, four 4-byte
+// copies per thread), one commit group, a wait and a barrier before anyone reads them.
+LoweredFunc AsyncCopyKernel() {
+  Buffer in = MakeBuffer("in", {64}, BufferScope::kArg, 0);
+  Buffer out = MakeBuffer("out", {64}, BufferScope::kArg, 1);
+  Buffer rows = MakeBuffer("rows", {32}, BufferScope::kShared);
+  Buffer cols = MakeBuffer("cols", {4, 8}, BufferScope::kShared);
+  Expr t = MakeVar("t"), v = MakeVar("v"), w = MakeVar("w");
+  Stmt issue = For(v, 4, ForKind::kVectorized,
+                   Seq({AsyncCopy(rows, {t * Expr(4) + v}, in, {t * Expr(4) + v}),
+                        AsyncCopy(cols, {v, t}, in, {Expr(32) + t * Expr(4) + v})}));
+  Stmt use = For(w, 4, ForKind::kUnrolled,
+                 Seq({Store(out, {t * Expr(4) + w}, Load(rows, {(t * Expr(4) + w + Expr(4)) % Expr(32)})),
+                      Store(out, {Expr(32) + t * Expr(4) + w}, Load(cols, {w, (t + Expr(1)) % Expr(8)}))}));
+  Stmt body = Allocate(rows, Allocate(cols, Seq({issue, AsyncCommit(), AsyncWait(0), Sync(), use})));
+  return LoweredFunc{"async_stage", {in, out}, Bind(t, 8, ForKind::kThreadX, body)};
+}
+
+TEST(CudaCodegenTest, GoldenAsyncCopy) {
+  const LoweredFunc f = AsyncCopyKernel();
+  EXPECT_EQ(Print(f), Golden(R"(
+void async_stage(float in[64], float out[64]) {
+  // threadIdx.x
+  for (t = 0; t < 8; ++t) {
+    shared float rows[32];
+    shared float cols[4][8];
+    // vectorized
+    for (v = 0; v < 4; ++v) {
+      rows[t*4 + v] <- async in[t*4 + v];
+      cols[v, t] <- async in[32 + t*4 + v];
+    }
+    async_commit();
+    async_wait(0);
+    __syncthreads();
+    // unrolled
+    for (w = 0; w < 4; ++w) {
+      out[t*4 + w] = rows[(t*4 + w + 4) % 32];
+      out[32 + t*4 + w] = cols[w, (t + 1) % 8];
+    }
+  }
+}
+)"));
+  absl::StatusOr<CudaKernel> k = GenerateCuda(f);
+  ASSERT_TRUE(k.ok()) << k.status();
+  const std::string& src = k->source;
+  const size_t kernel = src.find("extern \"C\"");
+  ASSERT_NE(kernel, std::string::npos);
+  EXPECT_THAT(src.substr(0, kernel), HasSubstr("cp.async.cg.shared.global [%0], [%1], 16;"));
+  EXPECT_THAT(src.substr(0, kernel), HasSubstr("cp.async.wait_group %0;"));
+  EXPECT_EQ(src.substr(kernel), Golden(R"(
+extern "C" __global__ void __launch_bounds__(8) async_stage(const float* __restrict__ in, float* __restrict__ out) {
+  extern __shared__ __align__(16) float tune_smem[];
+  {
+    const int t = threadIdx.x;
+    float* __restrict__ rows = tune_smem + 0;
+    float* __restrict__ cols = tune_smem + 32;
+    {  // 4 lanes of v
+      tune_cp_async16(rows + (t * 4), in + (t * 4));
+      tune_cp_async4(cols + t, in + (32 + (t * 4)));
+      tune_cp_async4(cols + (8 + t), in + ((32 + (t * 4)) + 1));
+      tune_cp_async4(cols + (16 + t), in + ((32 + (t * 4)) + 2));
+      tune_cp_async4(cols + (24 + t), in + ((32 + (t * 4)) + 3));
+    }
+    tune_cp_async_commit();
+    tune_cp_async_wait<0>();
+    __syncthreads();
+    #pragma unroll
+    for (int w = 0; w < 4; ++w) {
+      out[((t * 4) + w)] = rows[((((t * 4) + w) + 4) % 32)];
+      out[((32 + (t * 4)) + w)] = cols[((w * 8) + ((t + 1) % 8))];
+    }
+  }
+}
+)"));
+  if (NvrtcAvailable()) test::ExpectAllCompileForSm90({{"async_stage", src}});
+  // Kernels without cp.async carry no helpers.
+  absl::StatusOr<CudaKernel> plain = GenerateCuda(ScaleKernel());
+  ASSERT_TRUE(plain.ok());
+  EXPECT_THAT(plain->source, Not(HasSubstr("tune_cp_async")));
+}
+
 TEST(CudaCodegenTest, HostBackendRejectsGpuKernels) {
   absl::StatusOr<CompiledKernel> k = CompileForHost(ScaleKernel(), CodegenOptions{});
   ASSERT_FALSE(k.ok());
@@ -234,6 +316,9 @@ TEST(CudaCodegenTest, HostBackendRejectsGpuKernels) {
   absl::StatusOr<CompiledKernel> atomic = CompileForHost(LastBlockKernel(), CodegenOptions{});
   ASSERT_FALSE(atomic.ok());
   EXPECT_THAT(std::string(atomic.status().message()), HasSubstr("needs the CUDA backend"));
+  absl::StatusOr<CompiledKernel> async = CompileForHost(AsyncCopyKernel(), CodegenOptions{});
+  ASSERT_FALSE(async.ok());
+  EXPECT_THAT(std::string(async.status().message()), HasSubstr("needs the CUDA backend"));
 }
 
 // ---- The CUDA GEMM template ------------------------------------------------------------------

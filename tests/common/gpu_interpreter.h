@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <deque>
 #include <limits>
 #include <string>
 #include <unordered_map>
@@ -30,6 +31,13 @@ namespace tune::test {
 /// threads disagree on is an error); atomicAdd applies thread by thread, in thread order;
 /// __threadfence is a no-op (blocks run one after another, so the last block of a split-K
 /// tile is always the last in block order). Integer (counter) arguments are held as floats.
+/// Asynchronous copies (cp.async) read their source when issued and land when the issuing
+/// thread waits for their group (at the wait_group that covers it, as late as a device may
+/// land them): until then the destination element is in flight, and any read or write of it
+/// is an error (other copies to it excepted: idle copy lanes share a spare row). Issuing and
+/// landing are both checked for races like a store by the issuing thread, so a copy into a
+/// stage that other threads read since the last barrier is flagged; a copy still in flight
+/// when its shared buffer goes out of scope is an error too.
 /// Arguments keep their contents between runs, so running a kernel twice on the same scratch
 /// memory shows whether it leaves that memory as it found it.
 /// For small workloads: every operation walks the tree.
@@ -52,16 +60,25 @@ class GpuInterpreter {
   }
 
  private:
+  /// An asynchronous copy in flight: the value it read and where it will land.
+  struct PendingCopy {
+    const codegen::BufferNode* buffer;
+    int64_t flat;
+    float value;
+  };
   struct Thread {
     int64_t id = 0;  // linear thread index within the block
     std::unordered_map<const codegen::VarNode*, int64_t> vars;
     std::unordered_map<const codegen::BufferNode*, std::vector<float>> locals;
+    std::vector<PendingCopy> open_group;               // issued since the last commit
+    std::deque<std::vector<PendingCopy>> committed;    // oldest first
   };
   struct Shared {
     std::vector<float> data;
     // Per element: the last writer and reader (thread index; -2 for several readers) and the
     // epoch (barrier interval) they acted in.
     std::vector<int64_t> writer, write_epoch, reader, read_epoch;
+    std::vector<int64_t> in_flight;  // asynchronous copies on their way to the element
   };
   static constexpr float kPoison = std::numeric_limits<float>::quiet_NaN();
 
@@ -170,6 +187,11 @@ class GpuInterpreter {
           return nullptr;
         }
         Shared& s = it->second;
+        if (s.in_flight[flat] > 0 && !issuing_) {
+          Fail(absl::StrCat(write ? "write" : "read", " of shared ", b->name, "[", flat,
+                            "] while an asynchronous copy into it is in flight"));
+          return nullptr;
+        }
         if (write) {
           if (s.read_epoch[flat] == epoch_ && s.reader[flat] != tid) {
             Fail(absl::StrCat("race on shared ", b->name, "[", flat, "]: thread ", tid,
@@ -234,6 +256,42 @@ class GpuInterpreter {
       }
       case StmtKind::kFence:
         return;
+      case StmtKind::kAsyncCopy: {
+        auto* n = static_cast<const codegen::AsyncCopyNode*>(s.get());
+        if (n->src->scope != codegen::BufferScope::kArg || n->dst->scope != codegen::BufferScope::kShared) {
+          Fail("asynchronous copy from " + n->src->name + " to " + n->dst->name + ": not global to shared");
+          return;
+        }
+        for (Thread& t : threads) {
+          if (!error_.empty()) return;
+          float* from = Element(n->src, n->src_indices, t, t.id, /*write=*/false);
+          issuing_ = true;
+          float* to = Element(n->dst, n->dst_indices, t, t.id, /*write=*/true);  // bounds, races at issue
+          issuing_ = false;
+          if (from == nullptr || to == nullptr) return;
+          Shared& sh = shared_.at(n->dst.get());
+          const int64_t flat = to - sh.data.data();
+          ++sh.in_flight[flat];
+          t.open_group.push_back(PendingCopy{n->dst.get(), flat, *from});
+        }
+        return;
+      }
+      case StmtKind::kAsyncCommit:
+        for (Thread& t : threads) {
+          t.committed.push_back(std::move(t.open_group));
+          t.open_group.clear();
+        }
+        return;
+      case StmtKind::kAsyncWait: {
+        const auto pending = static_cast<size_t>(static_cast<const codegen::AsyncWaitNode*>(s.get())->pending);
+        for (Thread& t : threads) {
+          while (t.committed.size() > pending && error_.empty()) {
+            for (const PendingCopy& c : t.committed.front()) Land(c, t);
+            t.committed.pop_front();
+          }
+        }
+        return;
+      }
       case StmtKind::kAtomicAdd: {
         auto* n = static_cast<const codegen::AtomicAddNode*>(s.get());
         if (n->buffer->scope != codegen::BufferScope::kArg) {
@@ -286,8 +344,14 @@ class GpuInterpreter {
         if (b->scope == codegen::BufferScope::kShared) {
           shared_[b] = Shared{std::vector<float>(size, kPoison), std::vector<int64_t>(size, -1),
                               std::vector<int64_t>(size, -1), std::vector<int64_t>(size, -1),
-                              std::vector<int64_t>(size, -1)};
+                              std::vector<int64_t>(size, -1), std::vector<int64_t>(size, 0)};
           Exec(n->body, threads);
+          for (int64_t count : shared_.at(b).in_flight) {
+            if (count > 0) {
+              Fail("an asynchronous copy into shared " + b->name + " is still in flight at the end of its scope");
+              break;
+            }
+          }
           shared_.erase(b);
           return;
         }
@@ -303,10 +367,31 @@ class GpuInterpreter {
     }
   }
 
+  /// An asynchronous copy lands: a write of its element by the issuing thread, now.
+  void Land(const PendingCopy& c, Thread& t) {
+    auto it = shared_.find(c.buffer);
+    if (it == shared_.end()) {
+      Fail("an asynchronous copy into shared " + c.buffer->name + " landed after its scope ended");
+      return;
+    }
+    Shared& s = it->second;
+    --s.in_flight[c.flat];
+    if (s.in_flight[c.flat] > 0) return;  // several copies to one element: the last one lands it
+    if (s.read_epoch[c.flat] == epoch_ && s.reader[c.flat] != t.id) {
+      Fail(absl::StrCat("race on shared ", c.buffer->name, "[", c.flat, "]: an asynchronous copy of thread ", t.id,
+                        " lands on what another thread read since the last barrier"));
+      return;
+    }
+    s.writer[c.flat] = t.id;
+    s.write_epoch[c.flat] = epoch_;
+    s.data[c.flat] = c.value;
+  }
+
   std::unordered_map<const codegen::BufferNode*, std::vector<float>*> global_;
   std::unordered_map<const codegen::BufferNode*, Shared> shared_;
   int64_t epoch_ = 0;
   int divergent_ = 0;  // depth of ifs that only some threads of the block entered
+  bool issuing_ = false;  // an asynchronous copy's destination: copies may share one (a spare row)
   std::string error_;
 };
 

@@ -238,5 +238,48 @@ TEST(GpuInterpreterTest, RunsBlocksAndThreadsAndCatchesWhatADeviceWouldNot) {
               HasSubstr("read of tile before it was written"));
 }
 
+// Eight threads copy in[0..31] to shared memory with cp.async and read their neighbour's part.
+// Right with commit, wait and barrier; without the wait the read finds the copy in flight;
+// without the barrier the copy that lands at the wait races with the neighbour's read; a copy
+// reissued into the stage before a barrier lands on what the neighbour read; a copy never
+// waited for is still in flight at the end of the buffer's scope.
+codegen::LoweredFunc AsyncNeighbours(bool wait, bool barrier, bool reissue, bool commit = true) {
+  using namespace codegen;  // NOLINT
+  Buffer in = MakeBuffer("in", {64}, BufferScope::kArg, 0);
+  Buffer out = MakeBuffer("out", {32}, BufferScope::kArg, 1);
+  Buffer stage = MakeBuffer("stage", {32}, BufferScope::kShared);
+  Expr t = MakeVar("t"), v = MakeVar("v"), w = MakeVar("w"), u = MakeVar("u");
+  std::vector<Stmt> body = {
+      For(v, 4, ForKind::kVectorized, AsyncCopy(stage, {t * Expr(4) + v}, in, {t * Expr(4) + v}))};
+  if (commit) body.push_back(AsyncCommit());
+  if (wait) body.push_back(AsyncWait(0));
+  if (barrier) body.push_back(Sync());
+  body.push_back(For(w, 4, ForKind::kUnrolled,
+                     Store(out, {t * Expr(4) + w}, Load(stage, {((t + Expr(1)) % Expr(8)) * Expr(4) + w}))));
+  if (reissue) {
+    body.push_back(
+        For(u, 4, ForKind::kVectorized, AsyncCopy(stage, {t * Expr(4) + u}, in, {Expr(32) + t * Expr(4) + u})));
+    body.push_back(AsyncCommit());
+    body.push_back(AsyncWait(0));
+  }
+  return LoweredFunc{"neighbours", {in, out},
+                     Bind(t, 8, ForKind::kThreadX, Allocate(stage, Seq(std::move(body))))};
+}
+
+TEST(GpuInterpreterTest, AsyncCopiesLandAtTheirWait) {
+  std::vector<float> in(64), out(32, 0.0f);
+  for (int i = 0; i < 64; ++i) in[i] = static_cast<float>(i);
+  ASSERT_TRUE(GpuInterpreter::Run(AsyncNeighbours(true, true, false), {&in, &out}).ok());
+  for (int i = 0; i < 32; ++i) EXPECT_EQ(out[i], (i + 4) % 32) << i;
+  EXPECT_THAT(GpuInterpreter::Run(AsyncNeighbours(false, true, false), {&in, &out}).ToString(),
+              HasSubstr("read of shared stage[4] while an asynchronous copy into it is in flight"));
+  EXPECT_THAT(GpuInterpreter::Run(AsyncNeighbours(true, false, false), {&in, &out}).ToString(),
+              HasSubstr("race on shared stage[4]: thread 0 reads what thread 1 wrote since the last barrier"));
+  EXPECT_THAT(GpuInterpreter::Run(AsyncNeighbours(true, true, true), {&in, &out}).ToString(),
+              HasSubstr("race on shared stage[0]: thread 0 writes what another thread read since the last barrier"));
+  EXPECT_THAT(GpuInterpreter::Run(AsyncNeighbours(true, true, false, /*commit=*/false), {&in, &out}).ToString(),
+              HasSubstr("in flight"));
+}
+
 }  // namespace
 }  // namespace tune::measure
