@@ -29,7 +29,10 @@ struct Tiles {
   bool interleave;
   int64_t slices;  // threadIdx.z: groups of threads that split each K step
   int64_t split;   // k_split: blocks that split the K tiles of one output tile
+  int64_t async;   // cp_async: shared stages of the asynchronous-copy pipeline, 0 without it
   int64_t bm() const { return ty * tm; }
+  /// Shared-memory stages of the main loop.
+  int64_t stages() const { return async > 0 ? async : double_buffer ? 2 : 1; }
   int64_t bn() const { return tx * tn; }
   int64_t threads() const { return tx * ty * slices; }
 };
@@ -38,9 +41,11 @@ Tiles TilesOf(const search::ConfigSpace& s, const search::Config& c) {
   const auto& fm = s.Get(c, "tile_m");
   const auto& fn = s.Get(c, "tile_n");
   const auto& fk = s.Get(c, "tile_k");
+  const int64_t async = s.GetInt(c, "cp_async");
+  // Under cp_async the double_buffer knob is pinned (and means nothing).
   return Tiles{fm[0], fm[1], fm[2], fn[0], fn[1], fn[2], fk[0], fk[1], s.GetInt(c, "vector"),
-               s.GetInt(c, "double_buffer") != 0, s.GetInt(c, "unroll_k") != 0, s.GetInt(c, "pad"),
-               s.GetInt(c, "interleave") != 0, s.GetInt(c, "k_slices"), s.GetInt(c, "k_split")};
+               async == 0 && s.GetInt(c, "double_buffer") != 0, s.GetInt(c, "unroll_k") != 0, s.GetInt(c, "pad"),
+               s.GetInt(c, "interleave") != 0, s.GetInt(c, "k_slices"), s.GetInt(c, "k_split"), async};
 }
 
 /// The GEMM a workload is: for conv2d (implicit GEMM), M = output channels, N = batch x
@@ -110,6 +115,16 @@ CudaGemmTemplate::CudaGemmTemplate(Workload w, const GpuLimits& limits) : Templa
     for (const char* knob : {"tile_oh", "tile_ow", "tile_c"}) s.AddCondition(knob, "variant", {kVariantDirect});
     for (const char* knob : {"variant", "tile_oh", "tile_ow", "tile_c"}) s.AllowMissing(knob);
   }
+  // The cp.async pipeline: 0 = off (double_buffer decides), else that many shared stages. The
+  // gathered B tile of conv2d is no plain copy, so conv2d keeps 0. Configs recorded before the
+  // knob existed had no pipeline.
+  if (conv) {
+    s.AddChoice("cp_async", {0});
+  } else {
+    s.AddChoice("cp_async", {0, 2, 3, 4});
+    s.AddCondition("double_buffer", "cp_async", {0});
+  }
+  s.AllowMissing("cp_async");
   const search::ConfigSpace* sp = &space_;
   const bool dense = wl.op == OpKind::kDense;
   auto plan = [sp, wl](const search::Config& c) { return PlanDirectConv(wl, DirectTilesOf(*sp, c)); };
@@ -149,7 +164,7 @@ CudaGemmTemplate::CudaGemmTemplate(Workload w, const GpuLimits& limits) : Templa
   s.AddConstraint("shared_memory", [sp, limits, conv, plan](const search::Config& c) {
     if (IsDirect(*sp, c, conv)) return plan(c).SharedFloats() * 4 <= limits.max_shared_bytes_per_block;
     Tiles t = TilesOf(*sp, c);
-    int64_t floats = (t.double_buffer ? 2 : 1) * ((t.bk + 1) * (t.bm() + t.pad) + (t.bk + 1) * (t.bn() + t.pad));
+    int64_t floats = t.stages() * ((t.bk + 1) * (t.bm() + t.pad) + (t.bk + 1) * (t.bn() + t.pad));
     if (t.slices > 1) floats += t.slices * t.bm() * t.bn();  // the partial sums of every slice
     if (t.split > 1) floats += 4;                               // the last-block flag (aligned)
     return floats * 4 <= limits.max_shared_bytes_per_block;
@@ -205,12 +220,12 @@ search::Config CudaGemmTemplate::DefaultConfig() const {
   // closest to it (fewest elements per thread, then the most threads up to 256). For conv2d,
   // the implicit GEMM (the direct variant's knobs held at option 0).
   // k_split is held at 1 too (a default without split-K), so the walk costs what it did before.
-  std::vector<std::string> held = {"k_split"};
-  if (workload_.op == OpKind::kConv2d) held = {"k_split", "variant", "tile_oh", "tile_ow", "tile_c"};
+  std::vector<std::string> held = {"k_split", "cp_async"};
+  if (workload_.op == OpKind::kConv2d) held = {"k_split", "cp_async", "variant", "tile_oh", "tile_ow", "tile_c"};
   return BestScoring([this](const search::Config& c) -> std::optional<int64_t> {
     Tiles t = TilesOf(space_, c);
     if (t.vector != 1 || t.double_buffer || t.pad != 0 || t.unroll_k || t.interleave || t.slices != 1 ||
-        t.split != 1) {
+        t.split != 1 || t.async != 0) {
       return std::nullopt;
     }
     return -(t.tm * t.tn) * 1000000 - std::abs(t.threads() - 256) * 1000 - std::abs(t.bk - 16) * 10 -
@@ -223,7 +238,7 @@ Schedule CudaGemmTemplate::Build(const search::Config& c) const {
   const Tiles t = TilesOf(space_, c);
   const bool batched = wl.op == OpKind::kBatchMatmul, dense = wl.op == OpKind::kDense;
   const bool conv = wl.op == OpKind::kConv2d;
-  const int64_t bm = t.bm(), bn = t.bn(), bk = t.bk, stages = t.double_buffer ? 2 : 1;
+  const int64_t bm = t.bm(), bn = t.bn(), bk = t.bk, stages = t.stages();
 
   Schedule sched;
   ArgBuffers buffers = MakeArgBuffers();
@@ -364,6 +379,14 @@ Schedule CudaGemmTemplate::Build(const search::Config& c) const {
                   return b_dst(stage, r, col, valid, Load(stage_b, {slot}));
                 })});
   };
+  loop.issue = [&](const Expr& tile, const Expr& stage) {
+    return Seq({copy_a.Emit("ca", [&](const Expr& r, const Expr& col, const Expr&, const Expr& valid) {
+                  return AsAsyncCopy(a_dst(stage, r, col, valid, a_src(tile, r, col)));
+                }),
+                copy_b.Emit("cb", [&](const Expr& r, const Expr& col, const Expr&, const Expr& valid) {
+                  return AsAsyncCopy(b_dst(stage, r, col, valid, b_src(tile, r, col)));
+                })});
+  };
   loop.compute = [&](const Expr& stage) {
     Expr kslice = MakeVar("kk");
     Expr kk = t.slices > 1 ? threads.tz * Expr(slice_k) + kslice : kslice;
@@ -489,7 +512,9 @@ Schedule CudaGemmTemplate::Build(const search::Config& c) const {
                       Seq({fixup, If(first_thread, Store(arrivals, counter, Expr(int64_t{0})))})));
   }
   Stmt write = Seq(std::move(rows));
-  Stmt body = Seq({init, loop.Emit("kt", tiles_per_split, t.double_buffer), write});
+  Stmt main_loop = t.async > 0 ? loop.EmitAsync("kt", tiles_per_split, t.async)
+                               : loop.Emit("kt", tiles_per_split, t.double_buffer);
+  Stmt body = Seq({init, main_loop, write});
   if (t.double_buffer) body = Allocate(stage_a, Allocate(stage_b, body));
   if (partial) body = Allocate(partial, body);
   if (last) body = Allocate(last, body);

@@ -29,13 +29,20 @@ namespace tune::codegen {
 /// in split order -- the result does not depend on which block is last -- applies the epilogue,
 /// writes the output and resets the counter, so one launch does it all and the next needs no
 /// memset. The workspace (k_split x M x N floats per batch) and the counters are scratch
-/// arguments after the output, see BufferNode::scratch).
+/// arguments after the output, see BufferNode::scratch), cp_async (0, 2, 3 or 4: with N > 0
+/// the tiles are copied global -> shared by cp.async into N shared stages in rotation, N - 1
+/// tiles in flight while one computes, one barrier per tile and no staging registers, see
+/// PipelinedLoop::EmitAsync; 16-byte copies where a run of `vector` lands contiguous and
+/// aligned in shared memory -- matmul's B tile -- and 4-byte copies per element elsewhere, such
+/// as the transposed A tile; double_buffer is pinned under it. conv2d, whose B tile is
+/// gathered, has only 0).
 /// Constraints (before compiling): threads per block a multiple of 32 (or the whole problem
 /// in one block) and within the limits, tiles that split evenly over the threads, an
 /// estimate of registers per thread and the shared memory within the limits; k_slices and
 /// k_split only where the output tiles give fewer than two blocks per multiprocessor, k_split
-/// dividing the K tiles, its workspace at most 64 MiB. Config text recorded before k_split
-/// existed reads as k_split 1.
+/// dividing the K tiles, its workspace at most 64 MiB; the shared stages (1, 2 for
+/// double_buffer, or cp_async's) count in the shared memory. Config text recorded before
+/// k_split or cp_async existed reads as k_split 1, cp_async 0.
 ///
 /// conv2d has a `variant` knob: implicit_gemm (the kernel above) or direct (cuda_direct_conv.h:
 /// an OC x OH x OW output tile per block from a shared-memory input halo tile). The direct

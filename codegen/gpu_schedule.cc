@@ -1,6 +1,8 @@
 // GPU schedule primitives: bindings, cooperative copies, register-tile loops, pipelining.
 #include "codegen/gpu_schedule.h"
 
+#include <algorithm>
+
 #include "search/check.h"
 
 namespace tune::codegen {
@@ -68,6 +70,33 @@ Stmt PipelinedLoop::Emit(const std::string& prefix, int64_t tiles, bool double_b
   }
   out.push_back(compute(Expr((tiles - 1) % 2)));
   return Seq(std::move(out));
+}
+
+Stmt PipelinedLoop::EmitAsync(const std::string& prefix, int64_t tiles, int64_t stages) const {
+  TUNE_CHECK(tiles >= 1 && stages >= 2) << tiles << " tiles, " << stages << " stages";
+  const int64_t ahead = stages - 1;  // tiles in flight while one is computed
+  std::vector<Stmt> out;
+  for (int64_t i = 0; i < std::min(ahead, tiles); ++i) out.push_back(Seq({issue(Expr(i), Expr(i)), AsyncCommit()}));
+  const int64_t steady = tiles - ahead;  // iterations that issue a tile
+  if (steady > 0) {
+    Expr t = MakeVar(prefix);
+    const Expr next = t + Expr(ahead);
+    out.push_back(For(t, steady, ForKind::kSerial,
+                      Seq({AsyncWait(stages - 2), Sync(), issue(next, next % Expr(stages)), AsyncCommit(),
+                           compute(t % Expr(stages))})));
+  }
+  for (int64_t i = std::max<int64_t>(steady, 0); i < tiles; ++i) {
+    out.push_back(Seq({AsyncWait(tiles - 1 - i), Sync(), compute(Expr(i % stages))}));
+  }
+  return Seq(std::move(out));
+}
+
+Stmt AsAsyncCopy(const Stmt& store) {
+  TUNE_CHECK(store->kind == StmtKind::kStore) << "an asynchronous copy of a statement that is no store";
+  auto* st = static_cast<const StoreNode*>(store.get());
+  TUNE_CHECK(st->value->kind == ExprKind::kLoad) << "an asynchronous copy of a computed value";
+  auto* ld = static_cast<const LoadNode*>(st->value.get());
+  return AsyncCopy(st->buffer, st->indices, ld->buffer, ld->indices);
 }
 
 }  // namespace tune::codegen

@@ -75,16 +75,31 @@ Stmt UnrolledLoop(const std::string& name, int64_t extent, const std::function<S
 ///    for t < tiles - 1 { fetch(t + 1) into registers; compute(t % 2); store the registers
 ///    to stage (t + 1) % 2; sync }; compute((tiles - 1) % 2). One barrier per tile, and the
 ///    global reads of the next tile are in flight while this one computes.
+///  - Asynchronous (EmitAsync, S >= 2 shared stages, cp.async): issue tiles 0 .. S-2 into
+///    stages 0 .. S-2, one commit group each; for t { wait until tile t's group landed
+///    (wait_group S-2); sync; issue tile t + S-1 into stage (t + S-1) % S, the one computed
+///    in the previous iteration, and commit; compute(t % S) }, the last S-1 iterations peeled
+///    (they issue nothing and wait for fewer groups). One barrier per tile; the copies of
+///    S-1 tiles are in flight while one computes, with no registers or shared stores of this
+///    thread on the way.
 /// `load(t, stage)` copies tile t straight to shared memory; `fetch(t)` copies it to the
-/// staging registers and `store(stage)` the registers to shared memory; `compute(stage)`
-/// reads a stage. Stage and tile arguments are expressions (loop variable or constant).
+/// staging registers and `store(stage)` the registers to shared memory; `issue(t, stage)`
+/// starts asynchronous copies of tile t to a stage (no commit); `compute(stage)` reads a
+/// stage. Stage and tile arguments are expressions (loop variable or constant).
 struct PipelinedLoop {
   std::function<Stmt(const Expr& tile, const Expr& stage)> load;
   std::function<Stmt(const Expr& tile)> fetch;
   std::function<Stmt(const Expr& stage)> store;
+  std::function<Stmt(const Expr& tile, const Expr& stage)> issue;
   std::function<Stmt(const Expr& stage)> compute;
   Stmt Emit(const std::string& prefix, int64_t tiles, bool double_buffer) const;
+  /// The asynchronous pipeline over `stages` (>= 2) shared stages; uses issue and compute.
+  Stmt EmitAsync(const std::string& prefix, int64_t tiles, int64_t stages) const;
 };
+
+/// The asynchronous form of `store`, a Store of a plain Load from a kArg buffer into a kShared
+/// one: an AsyncCopy between the same elements. Aborts on any other statement.
+Stmt AsAsyncCopy(const Stmt& store);
 
 }  // namespace tune::codegen
 

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <random>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -370,7 +371,7 @@ TEST(CudaGemmTemplateTest, DefaultIsThePlainSharedMemoryKernel) {
   auto t = Template::Create(Gemm(OpKind::kMatmul, "1024,1024,1024"), Backend::kCuda);
   ASSERT_TRUE(t.ok());
   EXPECT_EQ((*t)->space().ToJson((*t)->DefaultConfig()),
-            R"({"tile_m":[64,16,1],"tile_n":[64,16,1],"tile_k":[64,16],"vector":[1],"double_buffer":[0],"pad":[0],"unroll_k":[0],"interleave":[0],"k_slices":[1],"k_split":[1]})");
+            R"({"tile_m":[64,16,1],"tile_n":[64,16,1],"tile_k":[64,16],"vector":[1],"double_buffer":[0],"pad":[0],"unroll_k":[0],"interleave":[0],"k_slices":[1],"k_split":[1],"cp_async":[0]})");
   // Tiny shapes still have a valid default (one block, fewer than 32 threads).
   auto tiny = Template::Create(Gemm(OpKind::kDense, "1,3,5"), Backend::kCuda);
   ASSERT_TRUE(tiny.ok());
@@ -751,6 +752,98 @@ TEST(CudaGemmTemplateTest, RandomValidConfigsCompileForSm90) {
     split_jobs += drawn;
   }
   EXPECT_GE(split_jobs, 30);
+  test::ExpectAllCompileForSm90(jobs);
+}
+
+// The SGEMM 4096 candidates: a 128 x 128 block tile of 16 x 16 threads with 8 x 8 interleaved
+// register tiles is in the space, with and without the cp.async pipeline. The pipeline copies
+// matmul's B tile 16 bytes at a time and the transposed A tile 4 bytes at a time, into
+// `cp_async` shared stages, with no staging registers; text without the knob reads as 0.
+TEST(CudaGemmTemplateTest, CpAsyncPipeline) {
+  auto t = Template::Create(Gemm(OpKind::kMatmul, "4096,4096,4096"), Backend::kCuda);
+  ASSERT_TRUE(t.ok()) << t.status();
+  const search::ConfigSpace& space = (*t)->space();
+  const std::string old_text =
+      R"({"tile_m": [32, 16, 8], "tile_n": [32, 16, 8], "tile_k": [512, 8], "vector": [4], "double_buffer": [1], )"
+      R"("pad": [4], "unroll_k": [1], "interleave": [1], "k_slices": [1]})";
+  absl::StatusOr<search::Config> old = space.FromJson(old_text);
+  ASSERT_TRUE(old.ok()) << old.status();
+  EXPECT_TRUE(space.IsValid(*old)) << space.WhyInvalid(*old);
+  EXPECT_EQ(space.GetInt(*old, "cp_async"), 0);
+  EXPECT_EQ(space.GetInt(*old, "k_split"), 1);
+  absl::StatusOr<CudaKernel> registers = GenerateCuda(*(*t)->Lower(*old, "sgemm"));
+  ASSERT_TRUE(registers.ok());
+  EXPECT_EQ(registers->block, (std::array<int64_t, 3>{16, 16, 1}));
+  EXPECT_THAT(registers->source, Not(HasSubstr("cp_async")));
+  EXPECT_THAT(registers->source, HasSubstr("a_stage"));
+
+  std::vector<test::CudaSource> jobs;
+  for (int stages : {2, 3, 4}) {
+    std::string text = old_text;
+    text.insert(text.size() - 1, ", \"cp_async\": [" + std::to_string(stages) + "]");
+    absl::StatusOr<search::Config> c = space.FromJson(text);
+    ASSERT_TRUE(c.ok()) << c.status();
+    ASSERT_TRUE(space.IsValid(*c)) << space.WhyInvalid(*c);
+    EXPECT_EQ(space.GetInt(*c, "cp_async"), stages);
+    EXPECT_EQ(*space.FromJson(space.ToJson(*c)), *c);
+    absl::StatusOr<CudaKernel> k = GenerateCuda(*(*t)->Lower(*c, "sgemm"));
+    ASSERT_TRUE(k.ok()) << k.status();
+    // Stages of As [9][132] and Bs [8][132] (A's copy has no idle lanes, so no spare row).
+    EXPECT_EQ(k->shared_bytes, stages * (8 * 132 + 8 * 132) * 4) << stages;
+    EXPECT_THAT(k->source, HasSubstr("tune_cp_async16(Bs + "));
+    EXPECT_THAT(k->source, HasSubstr("tune_cp_async4(As + "));
+    EXPECT_THAT(k->source, HasSubstr("tune_cp_async_wait<" + std::to_string(stages - 2) + ">();"));
+    EXPECT_THAT(k->source, HasSubstr("tune_cp_async_wait<0>();"));
+    EXPECT_THAT(k->source, Not(HasSubstr("a_stage")));
+    jobs.push_back({"cp_async " + std::to_string(stages), k->source});
+  }
+  // Under the pipeline double_buffer is pinned, and conv2d has no pipeline.
+  std::string pinned = old_text;
+  pinned.replace(pinned.find("\"double_buffer\": [1]"), 20, "\"double_buffer\": [0]");
+  pinned.insert(pinned.size() - 1, ", \"cp_async\": [2]");
+  absl::StatusOr<search::Config> p = space.FromJson(pinned);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(space.WhyInvalid(*p), "double_buffer_pinned");
+  auto conv = Template::Create(Gemm(OpKind::kConv2d, "1,64,56,56,64,3,3,1,1"), Backend::kCuda);
+  ASSERT_TRUE(conv.ok());
+  EXPECT_EQ((*conv)->space().knobs()[(*conv)->space().KnobIndex("cp_async")].options.size(), 1u);
+  if (NvrtcAvailable()) test::ExpectAllCompileForSm90(jobs);
+}
+
+// >= 30 random valid configs with the cp.async pipeline (cp_async 2, 3 or 4) of SGEMM 4096 and
+// 1024, BERT's dense 128 x 768 x 3072 (bias + relu) and a batched attention product, 8 each,
+// compile with NVRTC for sm_90.
+TEST(CudaGemmTemplateTest, RandomCpAsyncConfigsCompileForSm90) {
+  if (!NvrtcAvailable()) GTEST_SKIP() << "this build has no NVRTC";
+  const std::vector<Workload> workloads = {Gemm(OpKind::kMatmul, "4096,4096,4096"),
+                                           Gemm(OpKind::kMatmul, "1024,1024,1024"),
+                                           Gemm(OpKind::kDense, "128,768,3072", true, true),
+                                           Gemm(OpKind::kBatchMatmul, "12,128,128,64")};
+  std::vector<test::CudaSource> jobs;
+  std::set<int64_t> stages;
+  std::mt19937_64 rng(4096);
+  for (const Workload& w : workloads) {
+    auto t = Template::Create(w, Backend::kCuda);
+    ASSERT_TRUE(t.ok()) << t.status();
+    const search::ConfigSpace& space = (*t)->space();
+    int drawn = 0;
+    for (int draw = 0; draw < 20000 && drawn < 8; ++draw) {
+      absl::StatusOr<search::Config> c = space.Sample(rng);
+      ASSERT_TRUE(c.ok());
+      if (space.GetInt(*c, "cp_async") == 0) continue;
+      ++drawn;
+      stages.insert(space.GetInt(*c, "cp_async"));
+      absl::StatusOr<LoweredFunc> f = (*t)->Lower(*c, "async_kernel");
+      ASSERT_TRUE(f.ok()) << f.status();
+      absl::StatusOr<CudaKernel> k = GenerateCuda(*f);
+      ASSERT_TRUE(k.ok()) << k.status();
+      EXPECT_THAT(k->source, HasSubstr("tune_cp_async_commit();"));
+      jobs.push_back({w.Key() + " " + space.ToJson(*c), k->source});
+    }
+    EXPECT_EQ(drawn, 8) << w.Key();
+  }
+  EXPECT_EQ(stages, (std::set<int64_t>{2, 3, 4}));
+  EXPECT_GE(jobs.size(), 30u);
   test::ExpectAllCompileForSm90(jobs);
 }
 

@@ -170,6 +170,67 @@ TEST(CudaGemmOnCpuTest, RandomSplitKConfigsMatchTheReferenceTwice) {
   EXPECT_EQ(splits, (std::set<int64_t>{2, 4, 8}));
 }
 
+// >= 30 random configs with the cp.async pipeline (2, 3 or 4 stages; more K tiles than stages
+// and fewer, idle copy lanes, K slices and split-K occur) of dense (bias, relu), matmul and
+// batch_matmul compute the reference on the CPU, with copies landing only at their wait: no
+// read of a stage in flight, no copy into a stage another thread still reads. Each kernel
+// with every wait allowing one more group in flight is caught reading a stage in flight.
+TEST(CudaGemmOnCpuTest, RandomCpAsyncConfigsMatchTheReference) {
+  const std::vector<Workload> workloads = {
+      Gemm(OpKind::kDense, "8,12,96", true, true), Gemm(OpKind::kMatmul, "16,32,64", false, false),
+      Gemm(OpKind::kMatmul, "12,8,40", false, false), Gemm(OpKind::kBatchMatmul, "2,8,16,32", false, false)};
+  std::mt19937_64 rng(80);
+  int checked = 0;
+  std::set<int64_t> stages;
+  bool fewer_tiles_than_stages = false;
+  for (const Workload& w : workloads) {
+    auto tmpl = codegen::Template::Create(w, codegen::Backend::kCuda);
+    ASSERT_TRUE(tmpl.ok()) << tmpl.status();
+    const search::ConfigSpace& space = (*tmpl)->space();
+    const TaskData task = TaskData::Create(w, 8);
+    int drawn = 0;
+    for (int draw = 0; draw < 20000 && drawn < 8; ++draw) {
+      absl::StatusOr<search::Config> c = space.Sample(rng);
+      ASSERT_TRUE(c.ok()) << c.status();
+      const int64_t n = space.GetInt(*c, "cp_async");
+      if (n == 0) continue;
+      ++drawn;
+      stages.insert(n);
+      const int64_t tiles = space.Get(*c, "tile_k")[0] / space.GetInt(*c, "k_split");
+      fewer_tiles_than_stages |= tiles < n - 1;
+      EXPECT_EQ(RunAndCompare(**tmpl, *c, task, /*runs=*/space.GetInt(*c, "k_split") > 1 ? 2 : 1), "")
+          << w.Key() << " " << space.ToJson(*c);
+      // The same kernel waiting for one group fewer computes on a stage still in flight.
+      absl::StatusOr<codegen::LoweredFunc> f = (*tmpl)->Lower(*c, "k");
+      ASSERT_TRUE(f.ok());
+      struct WaitLess : codegen::IRMutator {
+        codegen::Stmt MutateStmt(const codegen::Stmt& s) override {
+          if (s->kind != codegen::StmtKind::kAsyncWait) return IRMutator::MutateStmt(s);
+          return codegen::AsyncWait(static_cast<const codegen::AsyncWaitNode*>(s.get())->pending + 1);
+        }
+      };
+      codegen::LoweredFunc early = *f;
+      early.body = WaitLess().MutateStmt(f->body);
+      std::vector<std::vector<float>> inputs = task.inputs;
+      std::vector<float> out(task.reference.size());
+      std::vector<std::vector<float>> scratch;
+      std::vector<std::vector<float>*> args;
+      for (auto& in : inputs) args.push_back(&in);
+      args.push_back(&out);
+      for (const codegen::Buffer& b : f->args) {
+        if (b->scratch) scratch.emplace_back(b->NumElements(), 0.0f);
+      }
+      for (auto& sc : scratch) args.push_back(&sc);
+      EXPECT_THAT(GpuInterpreter::Run(early, args).ToString(), HasSubstr("in flight")) << space.ToJson(*c);
+    }
+    EXPECT_EQ(drawn, 8) << w.Key();
+    checked += drawn;
+  }
+  EXPECT_GE(checked, 30);
+  EXPECT_EQ(stages, (std::set<int64_t>{2, 3, 4}));
+  EXPECT_TRUE(fewer_tiles_than_stages);
+}
+
 // A split-K kernel that forgot to reset its counters is right once and wrong the second time
 // (no block sees itself last, so the output stays poisoned): what the two runs guard against.
 TEST(CudaGemmOnCpuTest, ACounterLeftDirtyFailsTheSecondRun) {
