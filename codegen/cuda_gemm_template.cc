@@ -310,8 +310,13 @@ Schedule CudaGemmTemplate::Build(const search::Config& c) const {
   // Copies of one K tile: A rows m, cols k; B rows k, cols n (matmul, conv) or rows n, cols k
   // (dense). A copy that does not split evenly over the threads sends its idle lanes to a
   // spare k row (index bk) of its shared buffer.
-  TileCopy copy_a{bm, bk, t.vector, threads};
-  TileCopy copy_b = dense ? TileCopy{bn, bk, t.vector, threads} : TileCopy{bk, bn, t.vector, threads};
+  // Under the pipeline a transposed tile (A; dense's B too) is copied 4 bytes at a time, and
+  // then element by element: consecutive threads take consecutive k of a row, so each copy
+  // instruction of a warp reads whole 32-byte sectors (runs of `vector` per thread would have
+  // every instruction touch `vector` times the sectors, a fraction of each used).
+  const int64_t transposed_vector = t.async > 0 ? 1 : t.vector;
+  TileCopy copy_a{bm, bk, transposed_vector, threads};
+  TileCopy copy_b = dense ? TileCopy{bn, bk, transposed_vector, threads} : TileCopy{bk, bn, t.vector, threads};
   const int64_t a_rows = copy_a.Exact() ? bk : bk + 1, b_rows = copy_b.Exact() ? bk : bk + 1;
   Buffer as = MakeBuffer("As", {stages, a_rows, bm + t.pad}, BufferScope::kShared);
   Buffer bs = MakeBuffer("Bs", {stages, b_rows, bn + t.pad}, BufferScope::kShared);

@@ -34,7 +34,8 @@ namespace tune::codegen {
 /// tiles in flight while one computes, one barrier per tile and no staging registers, see
 /// PipelinedLoop::EmitAsync; 16-byte copies where a run of `vector` lands contiguous and
 /// aligned in shared memory -- matmul's B tile -- and 4-byte copies per element elsewhere, such
-/// as the transposed A tile; double_buffer is pinned under it. conv2d, whose B tile is
+/// as the transposed A tile, consecutive threads on consecutive k of a row so a warp's copy
+/// reads whole 32-byte sectors; double_buffer is pinned under it. conv2d, whose B tile is
 /// gathered, has only 0).
 /// Constraints (before compiling): threads per block a multiple of 32 (or the whole problem
 /// in one block) and within the limits, tiles that split evenly over the threads, an

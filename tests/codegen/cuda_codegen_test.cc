@@ -847,5 +847,46 @@ TEST(CudaGemmTemplateTest, RandomCpAsyncConfigsCompileForSm90) {
   test::ExpectAllCompileForSm90(jobs);
 }
 
+// Under the pipeline the transposed A tile is copied element by element with consecutive
+// threads on consecutive k of a row: thread l of the 128 copies A[by * 64 + l / 8][k0 + l % 8]
+// to As[k][m], so each 4-byte cp.async of a warp reads 4 rows x 32 contiguous bytes (whole
+// sectors), not 16 rows x 2 words 16 bytes apart per instruction as runs of 4 would.
+TEST(CudaGemmTemplateTest, CpAsyncTransposedCopiesReadWholeSectors) {
+  auto t = Template::Create(Gemm(OpKind::kMatmul, "4096,4096,4096"), Backend::kCuda);
+  ASSERT_TRUE(t.ok()) << t.status();
+  const search::ConfigSpace& space = (*t)->space();
+  absl::StatusOr<search::Config> c = space.FromJson(
+      R"({"tile_m": [64, 8, 8], "tile_n": [32, 16, 8], "tile_k": [512, 8], "vector": [4], "double_buffer": [1], )"
+      R"("pad": [4], "unroll_k": [1], "interleave": [1], "k_slices": [1], "cp_async": [3]})");
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_TRUE(space.IsValid(*c)) << space.WhyInvalid(*c);
+  absl::StatusOr<CudaKernel> k = GenerateCuda(*(*t)->Lower(*c, "sgemm"));
+  ASSERT_TRUE(k.ok()) << k.status();
+  EXPECT_THAT(k->source, HasSubstr(Golden(R"(
+          #pragma unroll
+          for (int ca_e = 0; ca_e < 4; ++ca_e) {
+            for (int ca_v = 0; ca_v < 1; ++ca_v) {
+              tune_cp_async4(As + ((((((ca_e * 128) + ((ty * 16) + tx)) % 8) + ca_v) * 68) + (((ca_e * 128) + ((ty * 16) + tx)) / 8)), a + ((((by * 64) + (((ca_e * 128) + ((ty * 16) + tx)) / 8)) * 4096) + ((((ca_e * 128) + ((ty * 16) + tx)) % 8) + ca_v)));
+            }
+          }
+)")));
+  // B, not transposed, keeps its 16-byte copies of 4 consecutive n.
+  EXPECT_THAT(k->source, HasSubstr("for (int cb_e = 0; cb_e < 2; ++cb_e) {"));
+  EXPECT_THAT(k->source, HasSubstr("tune_cp_async16(Bs + "));
+  // Dense: B is transposed too, and copied the same way.
+  auto dense = Template::Create(Gemm(OpKind::kDense, "128,768,3072"), Backend::kCuda);
+  ASSERT_TRUE(dense.ok());
+  absl::StatusOr<search::Config> d = (*dense)->space().FromJson(
+      R"({"tile_m": [2, 8, 8], "tile_n": [12, 16, 4], "tile_k": [384, 8], "vector": [4], "double_buffer": [1], )"
+      R"("pad": [4], "unroll_k": [1], "interleave": [1], "k_slices": [1], "cp_async": [2]})");
+  ASSERT_TRUE(d.ok()) << d.status();
+  ASSERT_TRUE((*dense)->space().IsValid(*d)) << (*dense)->space().WhyInvalid(*d);
+  absl::StatusOr<CudaKernel> dk = GenerateCuda(*(*dense)->Lower(*d, "dense"));
+  ASSERT_TRUE(dk.ok()) << dk.status();
+  EXPECT_THAT(dk->source, HasSubstr("for (int cb_v = 0; cb_v < 1; ++cb_v) {"));
+  EXPECT_THAT(dk->source, HasSubstr("tune_cp_async4(Bs + "));
+  EXPECT_THAT(dk->source, Not(HasSubstr("tune_cp_async16(Bs")));
+}
+
 }  // namespace
 }  // namespace tune::codegen
