@@ -20,6 +20,7 @@ constexpr int64_t kMaxBlockZ = 64;          // CUDA's limit on blockDim.z
 constexpr int64_t kMaxGridZ = 65535;        // and on gridDim.z
 constexpr int64_t kVariantImplicitGemm = 0, kVariantDirect = 1;
 constexpr int64_t kMaxSplitWorkspaceBytes = int64_t{64} << 20;  // split-K's partial tiles
+constexpr int64_t kCpAsyncAAsync = 0, kCpAsyncARegisters = 1;  // cp_async_a
 
 /// The sizes a config stands for.
 struct Tiles {
@@ -30,6 +31,7 @@ struct Tiles {
   int64_t slices;  // threadIdx.z: groups of threads that split each K step
   int64_t split;   // k_split: blocks that split the K tiles of one output tile
   int64_t async;   // cp_async: shared stages of the asynchronous-copy pipeline, 0 without it
+  bool a_registers;  // cp_async_a: under the pipeline, A's tile is register-staged (hybrid)
   int64_t bm() const { return ty * tm; }
   /// Shared-memory stages of the main loop.
   int64_t stages() const { return async > 0 ? async : double_buffer ? 2 : 1; }
@@ -42,10 +44,11 @@ Tiles TilesOf(const search::ConfigSpace& s, const search::Config& c) {
   const auto& fn = s.Get(c, "tile_n");
   const auto& fk = s.Get(c, "tile_k");
   const int64_t async = s.GetInt(c, "cp_async");
-  // Under cp_async the double_buffer knob is pinned (and means nothing).
+  // Under cp_async the double_buffer knob is pinned (and means nothing); without it cp_async_a.
   return Tiles{fm[0], fm[1], fm[2], fn[0], fn[1], fn[2], fk[0], fk[1], s.GetInt(c, "vector"),
                async == 0 && s.GetInt(c, "double_buffer") != 0, s.GetInt(c, "unroll_k") != 0, s.GetInt(c, "pad"),
-               s.GetInt(c, "interleave") != 0, s.GetInt(c, "k_slices"), s.GetInt(c, "k_split"), async};
+               s.GetInt(c, "interleave") != 0, s.GetInt(c, "k_slices"), s.GetInt(c, "k_split"), async,
+               async > 0 && s.GetInt(c, "cp_async_a") == kCpAsyncARegisters};
 }
 
 /// The GEMM a workload is: for conv2d (implicit GEMM), M = output channels, N = batch x
@@ -117,14 +120,22 @@ CudaGemmTemplate::CudaGemmTemplate(Workload w, const GpuLimits& limits) : Templa
   }
   // The cp.async pipeline: 0 = off (double_buffer decides), else that many shared stages. The
   // gathered B tile of conv2d is no plain copy, so conv2d keeps 0. Configs recorded before the
-  // knob existed had no pipeline.
+  // knob existed had no pipeline. cp_async_a: how A's tile, transposed on its way to shared
+  // memory (so no 16-byte copy), travels under the pipeline: 4-byte cp.async copies, or
+  // global loads into registers and stores to the stage (hybrid: B alone is copied
+  // asynchronously). Pinned without the pipeline; configs recorded before it read as async.
+  const std::vector<std::string> a_paths = {"async", "registers"};
   if (conv) {
     s.AddChoice("cp_async", {0});
+    s.AddChoice("cp_async_a", {kCpAsyncAAsync}, {a_paths[0]});
   } else {
     s.AddChoice("cp_async", {0, 2, 3, 4});
     s.AddCondition("double_buffer", "cp_async", {0});
+    s.AddChoice("cp_async_a", {kCpAsyncAAsync, kCpAsyncARegisters}, a_paths);
+    s.AddCondition("cp_async_a", "cp_async", {2, 3, 4});
   }
   s.AllowMissing("cp_async");
+  s.AllowMissing("cp_async_a");
   const search::ConfigSpace* sp = &space_;
   const bool dense = wl.op == OpKind::kDense;
   auto plan = [sp, wl](const search::Config& c) { return PlanDirectConv(wl, DirectTilesOf(*sp, c)); };
@@ -159,6 +170,7 @@ CudaGemmTemplate::CudaGemmTemplate(Workload w, const GpuLimits& limits) : Templa
     Tiles t = TilesOf(*sp, c);
     int64_t regs = t.tm * t.tn + t.tm + t.tn + kRegisterOverhead;
     if (t.double_buffer) regs += (t.bm() + t.bn()) * t.bk / t.threads();
+    if (t.a_registers) regs += t.bm() * t.bk / t.threads();
     return regs <= std::min(limits.max_registers_per_thread, limits.max_registers_per_block / t.threads());
   });
   s.AddConstraint("shared_memory", [sp, limits, conv, plan](const search::Config& c) {
@@ -220,8 +232,10 @@ search::Config CudaGemmTemplate::DefaultConfig() const {
   // closest to it (fewest elements per thread, then the most threads up to 256). For conv2d,
   // the implicit GEMM (the direct variant's knobs held at option 0).
   // k_split is held at 1 too (a default without split-K), so the walk costs what it did before.
-  std::vector<std::string> held = {"k_split", "cp_async"};
-  if (workload_.op == OpKind::kConv2d) held = {"k_split", "cp_async", "variant", "tile_oh", "tile_ow", "tile_c"};
+  std::vector<std::string> held = {"k_split", "cp_async", "cp_async_a"};
+  if (workload_.op == OpKind::kConv2d) {
+    held = {"k_split", "cp_async", "cp_async_a", "variant", "tile_oh", "tile_ow", "tile_c"};
+  }
   return BestScoring([this](const search::Config& c) -> std::optional<int64_t> {
     Tiles t = TilesOf(space_, c);
     if (t.vector != 1 || t.double_buffer || t.pad != 0 || t.unroll_k || t.interleave || t.slices != 1 ||
@@ -310,8 +324,14 @@ Schedule CudaGemmTemplate::Build(const search::Config& c) const {
   // Copies of one K tile: A rows m, cols k; B rows k, cols n (matmul, conv) or rows n, cols k
   // (dense). A copy that does not split evenly over the threads sends its idle lanes to a
   // spare k row (index bk) of its shared buffer.
-  TileCopy copy_a{bm, bk, t.vector, threads};
-  TileCopy copy_b = dense ? TileCopy{bn, bk, t.vector, threads} : TileCopy{bk, bn, t.vector, threads};
+  // Under the pipeline a transposed tile (A; dense's B too) is copied 4 bytes at a time, and
+  // then element by element: consecutive threads take consecutive k of a row, so each copy
+  // instruction of a warp reads whole 32-byte sectors (runs of `vector` per thread would have
+  // every instruction touch `vector` times the sectors, a fraction of each used).
+  // Register-staged (hybrid A), the copy keeps its `vector`-wide runs: 128-bit global loads.
+  const bool a_async = t.async > 0 && !t.a_registers;
+  TileCopy copy_a{bm, bk, a_async ? 1 : t.vector, threads};
+  TileCopy copy_b = dense ? TileCopy{bn, bk, t.async > 0 ? 1 : t.vector, threads} : TileCopy{bk, bn, t.vector, threads};
   const int64_t a_rows = copy_a.Exact() ? bk : bk + 1, b_rows = copy_b.Exact() ? bk : bk + 1;
   Buffer as = MakeBuffer("As", {stages, a_rows, bm + t.pad}, BufferScope::kShared);
   Buffer bs = MakeBuffer("Bs", {stages, b_rows, bn + t.pad}, BufferScope::kShared);
@@ -349,44 +369,72 @@ Schedule CudaGemmTemplate::Build(const search::Config& c) const {
     return Store(bs, {stage, spare(valid, r), col}, std::move(v));
   };
   Buffer stage_a, stage_b;
-  if (t.double_buffer) {
+  if (t.double_buffer || t.a_registers) {
     stage_a = MakeBuffer("a_stage", {copy_a.ElementsPerThread()}, BufferScope::kLocal);
-    stage_b = MakeBuffer("b_stage", {copy_b.ElementsPerThread()}, BufferScope::kLocal);
   }
+  if (t.double_buffer) stage_b = MakeBuffer("b_stage", {copy_b.ElementsPerThread()}, BufferScope::kLocal);
+
+  // Each operand's copies of tile `tile` into stage `stage`: straight (load), to its staging
+  // registers (fetch) and from them (store), or asynchronous (issue).
+  using TileStep = std::function<Stmt(const Expr& tile, const Expr& stage)>;
+  const TileStep load_a = [&](const Expr& tile, const Expr& stage) {
+    return copy_a.Emit("la", [&](const Expr& r, const Expr& col, const Expr&, const Expr& valid) {
+      return a_dst(stage, r, col, valid, a_src(tile, r, col));
+    });
+  };
+  const TileStep load_b = [&](const Expr& tile, const Expr& stage) {
+    return copy_b.Emit("lb", [&](const Expr& r, const Expr& col, const Expr&, const Expr& valid) {
+      return b_dst(stage, r, col, valid, b_src(tile, r, col));
+    });
+  };
+  auto fetch_a = [&](const Expr& tile) {
+    return copy_a.Emit("fa", [&](const Expr& r, const Expr& col, const Expr& slot, const Expr&) {
+      return Store(stage_a, {slot}, a_src(tile, r, col));
+    });
+  };
+  auto fetch_b = [&](const Expr& tile) {
+    return copy_b.Emit("fb", [&](const Expr& r, const Expr& col, const Expr& slot, const Expr&) {
+      return Store(stage_b, {slot}, b_src(tile, r, col));
+    });
+  };
+  auto store_a = [&](const Expr& stage) {
+    return copy_a.Emit("sa", [&](const Expr& r, const Expr& col, const Expr& slot, const Expr& valid) {
+      return a_dst(stage, r, col, valid, Load(stage_a, {slot}));
+    });
+  };
+  auto store_b = [&](const Expr& stage) {
+    return copy_b.Emit("sb", [&](const Expr& r, const Expr& col, const Expr& slot, const Expr& valid) {
+      return b_dst(stage, r, col, valid, Load(stage_b, {slot}));
+    });
+  };
+  const TileStep issue_a = [&](const Expr& tile, const Expr& stage) {
+    return copy_a.Emit("ca", [&](const Expr& r, const Expr& col, const Expr&, const Expr& valid) {
+      return AsAsyncCopy(a_dst(stage, r, col, valid, a_src(tile, r, col)));
+    });
+  };
+  const TileStep issue_b = [&](const Expr& tile, const Expr& stage) {
+    return copy_b.Emit("cb", [&](const Expr& r, const Expr& col, const Expr&, const Expr& valid) {
+      return AsAsyncCopy(b_dst(stage, r, col, valid, b_src(tile, r, col)));
+    });
+  };
 
   PipelinedLoop loop;
-  loop.load = [&](const Expr& tile, const Expr& stage) {
-    return Seq({copy_a.Emit("la", [&](const Expr& r, const Expr& col, const Expr&, const Expr& valid) {
-                  return a_dst(stage, r, col, valid, a_src(tile, r, col));
-                }),
-                copy_b.Emit("lb", [&](const Expr& r, const Expr& col, const Expr&, const Expr& valid) {
-                  return b_dst(stage, r, col, valid, b_src(tile, r, col));
-                })});
-  };
-  loop.fetch = [&](const Expr& tile) {
-    return Seq({copy_a.Emit("fa", [&](const Expr& r, const Expr& col, const Expr& slot, const Expr&) {
-                  return Store(stage_a, {slot}, a_src(tile, r, col));
-                }),
-                copy_b.Emit("fb", [&](const Expr& r, const Expr& col, const Expr& slot, const Expr&) {
-                  return Store(stage_b, {slot}, b_src(tile, r, col));
-                })});
-  };
-  loop.store = [&](const Expr& stage) {
-    return Seq({copy_a.Emit("sa", [&](const Expr& r, const Expr& col, const Expr& slot, const Expr& valid) {
-                  return a_dst(stage, r, col, valid, Load(stage_a, {slot}));
-                }),
-                copy_b.Emit("sb", [&](const Expr& r, const Expr& col, const Expr& slot, const Expr& valid) {
-                  return b_dst(stage, r, col, valid, Load(stage_b, {slot}));
-                })});
-  };
-  loop.issue = [&](const Expr& tile, const Expr& stage) {
-    return Seq({copy_a.Emit("ca", [&](const Expr& r, const Expr& col, const Expr&, const Expr& valid) {
-                  return AsAsyncCopy(a_dst(stage, r, col, valid, a_src(tile, r, col)));
-                }),
-                copy_b.Emit("cb", [&](const Expr& r, const Expr& col, const Expr&, const Expr& valid) {
-                  return AsAsyncCopy(b_dst(stage, r, col, valid, b_src(tile, r, col)));
-                })});
-  };
+  if (t.a_registers) {
+    // Hybrid: B by cp.async, A register-staged within the same stages (see EmitAsync).
+    loop.load = load_a;
+    loop.fetch = fetch_a;
+    loop.store = store_a;
+    loop.issue = issue_b;
+  } else {
+    loop.load = [&](const Expr& tile, const Expr& stage) { return Seq({load_a(tile, stage), load_b(tile, stage)}); };
+    if (t.async == 0) {  // a fetch would make EmitAsync stage through registers
+      loop.fetch = [&](const Expr& tile) { return Seq({fetch_a(tile), fetch_b(tile)}); };
+      loop.store = [&](const Expr& stage) { return Seq({store_a(stage), store_b(stage)}); };
+    }
+    loop.issue = [&](const Expr& tile, const Expr& stage) {
+      return Seq({issue_a(tile, stage), issue_b(tile, stage)});
+    };
+  }
   loop.compute = [&](const Expr& stage) {
     Expr kslice = MakeVar("kk");
     Expr kk = t.slices > 1 ? threads.tz * Expr(slice_k) + kslice : kslice;
@@ -515,7 +563,8 @@ Schedule CudaGemmTemplate::Build(const search::Config& c) const {
   Stmt main_loop = t.async > 0 ? loop.EmitAsync("kt", tiles_per_split, t.async)
                                : loop.Emit("kt", tiles_per_split, t.double_buffer);
   Stmt body = Seq({init, main_loop, write});
-  if (t.double_buffer) body = Allocate(stage_a, Allocate(stage_b, body));
+  if (stage_b) body = Allocate(stage_b, body);
+  if (stage_a) body = Allocate(stage_a, body);
   if (partial) body = Allocate(partial, body);
   if (last) body = Allocate(last, body);
   body = Allocate(as, Allocate(bs, Allocate(acc, Allocate(af, Allocate(bf, body)))));

@@ -34,15 +34,21 @@ namespace tune::codegen {
 /// tiles in flight while one computes, one barrier per tile and no staging registers, see
 /// PipelinedLoop::EmitAsync; 16-byte copies where a run of `vector` lands contiguous and
 /// aligned in shared memory -- matmul's B tile -- and 4-byte copies per element elsewhere, such
-/// as the transposed A tile; double_buffer is pinned under it. conv2d, whose B tile is
-/// gathered, has only 0).
+/// as the transposed A tile, consecutive threads on consecutive k of a row so a warp's copy
+/// reads whole 32-byte sectors; double_buffer is pinned under it. conv2d, whose B tile is
+/// gathered, has only 0), cp_async_a (async or registers, pinned to async without the
+/// pipeline: how the transposed A tile travels under it. registers is a hybrid: B alone is
+/// copied by cp.async, A goes through registers -- `vector`-wide global loads issued before a
+/// tile's FMAs, stored to the stage S-1 tiles ahead after them -- with one tile of look-ahead
+/// for A, as double_buffer, and S-1 for B; see PipelinedLoop::EmitAsync).
 /// Constraints (before compiling): threads per block a multiple of 32 (or the whole problem
 /// in one block) and within the limits, tiles that split evenly over the threads, an
 /// estimate of registers per thread and the shared memory within the limits; k_slices and
 /// k_split only where the output tiles give fewer than two blocks per multiprocessor, k_split
 /// dividing the K tiles, its workspace at most 64 MiB; the shared stages (1, 2 for
-/// double_buffer, or cp_async's) count in the shared memory. Config text recorded before
-/// k_split or cp_async existed reads as k_split 1, cp_async 0.
+/// double_buffer, or cp_async's) count in the shared memory, A's staging registers (hybrid)
+/// in the registers. Config text recorded before k_split, cp_async or cp_async_a existed reads
+/// as k_split 1, cp_async 0, cp_async_a async.
 ///
 /// conv2d has a `variant` knob: implicit_gemm (the kernel above) or direct (cuda_direct_conv.h:
 /// an OC x OH x OW output tile per block from a shared-memory input halo tile). The direct

@@ -75,15 +75,22 @@ Stmt PipelinedLoop::Emit(const std::string& prefix, int64_t tiles, bool double_b
 Stmt PipelinedLoop::EmitAsync(const std::string& prefix, int64_t tiles, int64_t stages) const {
   TUNE_CHECK(tiles >= 1 && stages >= 2) << tiles << " tiles, " << stages << " stages";
   const int64_t ahead = stages - 1;  // tiles in flight while one is computed
+  const bool staged = static_cast<bool>(fetch);  // part of each tile goes through registers
   std::vector<Stmt> out;
-  for (int64_t i = 0; i < std::min(ahead, tiles); ++i) out.push_back(Seq({issue(Expr(i), Expr(i)), AsyncCommit()}));
+  for (int64_t i = 0; i < std::min(ahead, tiles); ++i) {
+    std::vector<Stmt> first = {issue(Expr(i), Expr(i)), AsyncCommit()};
+    if (staged) first.push_back(load(Expr(i), Expr(i)));
+    out.push_back(Seq(std::move(first)));
+  }
   const int64_t steady = tiles - ahead;  // iterations that issue a tile
   if (steady > 0) {
     Expr t = MakeVar(prefix);
-    const Expr next = t + Expr(ahead);
-    out.push_back(For(t, steady, ForKind::kSerial,
-                      Seq({AsyncWait(stages - 2), Sync(), issue(next, next % Expr(stages)), AsyncCommit(),
-                           compute(t % Expr(stages))})));
+    const Expr next = t + Expr(ahead), next_stage = next % Expr(stages);
+    std::vector<Stmt> step = {AsyncWait(stages - 2), Sync(), issue(next, next_stage), AsyncCommit()};
+    if (staged) step.push_back(fetch(next));
+    step.push_back(compute(t % Expr(stages)));
+    if (staged) step.push_back(store(next_stage));
+    out.push_back(For(t, steady, ForKind::kSerial, Seq(std::move(step))));
   }
   for (int64_t i = std::max<int64_t>(steady, 0); i < tiles; ++i) {
     out.push_back(Seq({AsyncWait(tiles - 1 - i), Sync(), compute(Expr(i % stages))}));

@@ -81,7 +81,13 @@ Stmt UnrolledLoop(const std::string& name, int64_t extent, const std::function<S
 ///    in the previous iteration, and commit; compute(t % S) }, the last S-1 iterations peeled
 ///    (they issue nothing and wait for fewer groups). One barrier per tile; the copies of
 ///    S-1 tiles are in flight while one computes, with no registers or shared stores of this
-///    thread on the way.
+///    thread on the way. Hybrid (EmitAsync with `fetch` set): the part of each tile that
+///    cannot be copied asynchronously (a transposed tile) is register-staged alongside:
+///    load(i, i) after issuing tile i in the prologue; in the loop fetch(t + S-1) after the
+///    commit, compute(t % S), then store((t + S-1) % S) -- the stage computed in the previous
+///    iteration, which the barrier at the top of this one released; the barrier of the next
+///    iteration orders the store before any read of it. Those parts see one tile of look-ahead
+///    (as double-buffered), the asynchronous ones S-1.
 /// `load(t, stage)` copies tile t straight to shared memory; `fetch(t)` copies it to the
 /// staging registers and `store(stage)` the registers to shared memory; `issue(t, stage)`
 /// starts asynchronous copies of tile t to a stage (no commit); `compute(stage)` reads a
@@ -93,7 +99,8 @@ struct PipelinedLoop {
   std::function<Stmt(const Expr& tile, const Expr& stage)> issue;
   std::function<Stmt(const Expr& stage)> compute;
   Stmt Emit(const std::string& prefix, int64_t tiles, bool double_buffer) const;
-  /// The asynchronous pipeline over `stages` (>= 2) shared stages; uses issue and compute.
+  /// The asynchronous pipeline over `stages` (>= 2) shared stages; uses issue and compute,
+  /// and load, fetch and store too when fetch is set (hybrid).
   Stmt EmitAsync(const std::string& prefix, int64_t tiles, int64_t stages) const;
 };
 

@@ -371,7 +371,7 @@ TEST(CudaGemmTemplateTest, DefaultIsThePlainSharedMemoryKernel) {
   auto t = Template::Create(Gemm(OpKind::kMatmul, "1024,1024,1024"), Backend::kCuda);
   ASSERT_TRUE(t.ok());
   EXPECT_EQ((*t)->space().ToJson((*t)->DefaultConfig()),
-            R"({"tile_m":[64,16,1],"tile_n":[64,16,1],"tile_k":[64,16],"vector":[1],"double_buffer":[0],"pad":[0],"unroll_k":[0],"interleave":[0],"k_slices":[1],"k_split":[1],"cp_async":[0]})");
+            R"({"tile_m":[64,16,1],"tile_n":[64,16,1],"tile_k":[64,16],"vector":[1],"double_buffer":[0],"pad":[0],"unroll_k":[0],"interleave":[0],"k_slices":[1],"k_split":[1],"cp_async":[0],"cp_async_a":[0]})");
   // Tiny shapes still have a valid default (one block, fewer than 32 threads).
   auto tiny = Template::Create(Gemm(OpKind::kDense, "1,3,5"), Backend::kCuda);
   ASSERT_TRUE(tiny.ok());
@@ -838,6 +838,163 @@ TEST(CudaGemmTemplateTest, RandomCpAsyncConfigsCompileForSm90) {
       absl::StatusOr<CudaKernel> k = GenerateCuda(*f);
       ASSERT_TRUE(k.ok()) << k.status();
       EXPECT_THAT(k->source, HasSubstr("tune_cp_async_commit();"));
+      jobs.push_back({w.Key() + " " + space.ToJson(*c), k->source});
+    }
+    EXPECT_EQ(drawn, 8) << w.Key();
+  }
+  EXPECT_EQ(stages, (std::set<int64_t>{2, 3, 4}));
+  EXPECT_GE(jobs.size(), 30u);
+  test::ExpectAllCompileForSm90(jobs);
+}
+
+// Under the pipeline the transposed A tile is copied element by element with consecutive
+// threads on consecutive k of a row: thread l of the 128 copies A[by * 64 + l / 8][k0 + l % 8]
+// to As[k][m], so each 4-byte cp.async of a warp reads 4 rows x 32 contiguous bytes (whole
+// sectors), not 16 rows x 2 words 16 bytes apart per instruction as runs of 4 would.
+TEST(CudaGemmTemplateTest, CpAsyncTransposedCopiesReadWholeSectors) {
+  auto t = Template::Create(Gemm(OpKind::kMatmul, "4096,4096,4096"), Backend::kCuda);
+  ASSERT_TRUE(t.ok()) << t.status();
+  const search::ConfigSpace& space = (*t)->space();
+  absl::StatusOr<search::Config> c = space.FromJson(
+      R"({"tile_m": [64, 8, 8], "tile_n": [32, 16, 8], "tile_k": [512, 8], "vector": [4], "double_buffer": [1], )"
+      R"("pad": [4], "unroll_k": [1], "interleave": [1], "k_slices": [1], "cp_async": [3]})");
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_TRUE(space.IsValid(*c)) << space.WhyInvalid(*c);
+  absl::StatusOr<CudaKernel> k = GenerateCuda(*(*t)->Lower(*c, "sgemm"));
+  ASSERT_TRUE(k.ok()) << k.status();
+  EXPECT_THAT(k->source, HasSubstr(Golden(R"(
+          #pragma unroll
+          for (int ca_e = 0; ca_e < 4; ++ca_e) {
+            for (int ca_v = 0; ca_v < 1; ++ca_v) {
+              tune_cp_async4(As + ((((((ca_e * 128) + ((ty * 16) + tx)) % 8) + ca_v) * 68) + (((ca_e * 128) + ((ty * 16) + tx)) / 8)), a + ((((by * 64) + (((ca_e * 128) + ((ty * 16) + tx)) / 8)) * 4096) + ((((ca_e * 128) + ((ty * 16) + tx)) % 8) + ca_v)));
+            }
+          }
+)")));
+  // B, not transposed, keeps its 16-byte copies of 4 consecutive n.
+  EXPECT_THAT(k->source, HasSubstr("for (int cb_e = 0; cb_e < 2; ++cb_e) {"));
+  EXPECT_THAT(k->source, HasSubstr("tune_cp_async16(Bs + "));
+  // Dense: B is transposed too, and copied the same way.
+  auto dense = Template::Create(Gemm(OpKind::kDense, "128,768,3072"), Backend::kCuda);
+  ASSERT_TRUE(dense.ok());
+  absl::StatusOr<search::Config> d = (*dense)->space().FromJson(
+      R"({"tile_m": [2, 8, 8], "tile_n": [12, 16, 4], "tile_k": [384, 8], "vector": [4], "double_buffer": [1], )"
+      R"("pad": [4], "unroll_k": [1], "interleave": [1], "k_slices": [1], "cp_async": [2]})");
+  ASSERT_TRUE(d.ok()) << d.status();
+  ASSERT_TRUE((*dense)->space().IsValid(*d)) << (*dense)->space().WhyInvalid(*d);
+  absl::StatusOr<CudaKernel> dk = GenerateCuda(*(*dense)->Lower(*d, "dense"));
+  ASSERT_TRUE(dk.ok()) << dk.status();
+  EXPECT_THAT(dk->source, HasSubstr("for (int cb_v = 0; cb_v < 1; ++cb_v) {"));
+  EXPECT_THAT(dk->source, HasSubstr("tune_cp_async4(Bs + "));
+  EXPECT_THAT(dk->source, Not(HasSubstr("tune_cp_async16(Bs")));
+}
+
+// cp_async_a registers (hybrid): B's tiles go by 16-byte cp.async into the stages, A's are
+// loaded 128 bits at a time into a_stage registers after the commit, before the FMAs, and
+// stored transposed to the stage S-1 tiles ahead after them. The prologue loads A's first S-1
+// tiles straight to their stages; the wait counts are those of the plain pipeline. Without
+// the pipeline the knob is pinned, and text without it reads as async.
+TEST(CudaGemmTemplateTest, CpAsyncHybridPipeline) {
+  auto t = Template::Create(Gemm(OpKind::kMatmul, "4096,4096,4096"), Backend::kCuda);
+  ASSERT_TRUE(t.ok()) << t.status();
+  const search::ConfigSpace& space = (*t)->space();
+  const std::string base =
+      R"({"tile_m": [64, 8, 8], "tile_n": [32, 16, 8], "tile_k": [512, 8], "vector": [4], "double_buffer": [1], )"
+      R"("pad": [4], "unroll_k": [1], "interleave": [1], "k_slices": [1])";
+  absl::StatusOr<search::Config> plain = space.FromJson(base + R"(, "cp_async": [3]})");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(space.GetInt(*plain, "cp_async_a"), 0);
+  absl::StatusOr<search::Config> pinned = space.FromJson(base + R"(, "cp_async": [0], "cp_async_a": [1]})");
+  ASSERT_TRUE(pinned.ok());
+  EXPECT_EQ(space.WhyInvalid(*pinned), "cp_async_a_pinned");
+
+  std::vector<test::CudaSource> jobs;
+  for (int stages : {2, 3, 4}) {
+    const std::string text = base + R"(, "cp_async": [)" + std::to_string(stages) + R"(], "cp_async_a": [1]})";
+    absl::StatusOr<search::Config> c = space.FromJson(text);
+    ASSERT_TRUE(c.ok()) << c.status();
+    ASSERT_TRUE(space.IsValid(*c)) << space.WhyInvalid(*c);
+    EXPECT_EQ(*space.FromJson(space.ToJson(*c)), *c);
+    absl::StatusOr<CudaKernel> k = GenerateCuda(*(*t)->Lower(*c, "sgemm"));
+    ASSERT_TRUE(k.ok()) << k.status();
+    const std::string& src = k->source;
+    EXPECT_EQ(k->shared_bytes, stages * (8 * 68 + 8 * 132) * 4) << stages;
+    EXPECT_THAT(src, HasSubstr("float a_stage[4];"));
+    EXPECT_THAT(src, Not(HasSubstr("b_stage")));
+    EXPECT_THAT(src, Not(HasSubstr("tune_cp_async4(As")));
+    EXPECT_THAT(src, HasSubstr("tune_cp_async16(Bs + "));
+    EXPECT_THAT(src, HasSubstr("tune_cp_async_wait<" + std::to_string(stages - 2) + ">();"));
+    EXPECT_THAT(src, HasSubstr("tune_cp_async_wait<0>();"));
+    // The prologue: S-1 commits, each followed by A's tile loaded straight into its stage.
+    const size_t loop = src.find("for (int kt = 0; kt < " + std::to_string(512 - (stages - 1)) + "; ++kt) {");
+    ASSERT_NE(loop, std::string::npos) << src;
+    const std::string prologue = src.substr(0, loop), steady = src.substr(loop);
+    size_t commits = 0;
+    for (size_t at = prologue.find("tune_cp_async_commit();"); at != std::string::npos;
+         at = prologue.find("tune_cp_async_commit();", at + 1)) {
+      ++commits;
+    }
+    EXPECT_EQ(commits, static_cast<size_t>(stages - 1));
+    EXPECT_THAT(prologue, HasSubstr("for (int la_e = 0; la_e < 1; ++la_e) {"));
+    EXPECT_THAT(prologue,
+                HasSubstr("const float4 wide = *reinterpret_cast<const float4*>(a + ((((by * 64) + ((((la_e * 128) + "
+                          "((ty * 16) + tx)) * 4) / 8)) * 4096) + ((((la_e * 128) + ((ty * 16) + tx)) * 4) % 8)));"));
+    // The steady loop: wait, barrier, B's copies into stage (kt + S-1) % S, commit, A's fetch
+    // of tile kt + S-1, the FMAs on stage kt % S, A's store into stage (kt + S-1) % S.
+    const std::string ahead = std::to_string(stages - 1), s = std::to_string(stages);
+    std::vector<std::string> order = {
+        "tune_cp_async_wait<" + std::to_string(stages - 2) + ">();",
+        "__syncthreads();",
+        "tune_cp_async16(Bs + ((((((kt + " + ahead + ") % " + s + ") * 8)",
+        "tune_cp_async_commit();",
+        "for (int fa_e = 0; fa_e < 1; ++fa_e) {",
+        "a + ((((by * 64) + ((((fa_e * 128) + ((ty * 16) + tx)) * 4) / 8)) * 4096) + (((kt + " + ahead + ") * 8)",
+        "a_stage[(fa_e * 4)] = ",
+        "As + (((((kt % " + s + ") * 8) + kk) * 68)",
+        "acc[((i_1 * 8) + j_1)] = (acc[((i_1 * 8) + j_1)] + (a_frag[i_1] * b_frag[j_1]));",
+        "for (int sa_e = 0; sa_e < 1; ++sa_e) {",
+        "As[((((((kt + " + ahead + ") % " + s + ") * 8) + ((((sa_e * 128) + ((ty * 16) + tx)) * 4) % 8)) * 68)",
+    };
+    size_t at = 0;
+    for (const std::string& piece : order) {
+      const size_t next = steady.find(piece, at);
+      ASSERT_NE(next, std::string::npos) << stages << " stages: missing in order: " << piece << "\n" << steady;
+      at = next + piece.size();
+    }
+    jobs.push_back({"hybrid cp_async " + std::to_string(stages), src});
+  }
+  if (NvrtcAvailable()) test::ExpectAllCompileForSm90(jobs);
+}
+
+// >= 30 random valid hybrid configs (cp_async 2, 3 or 4 with cp_async_a registers) of SGEMM
+// 4096 and 1024, BERT's dense 128 x 768 x 3072 (bias + relu) and a batched attention product,
+// 8 each, compile with NVRTC for sm_90.
+TEST(CudaGemmTemplateTest, RandomCpAsyncHybridConfigsCompileForSm90) {
+  if (!NvrtcAvailable()) GTEST_SKIP() << "this build has no NVRTC";
+  const std::vector<Workload> workloads = {Gemm(OpKind::kMatmul, "4096,4096,4096"),
+                                           Gemm(OpKind::kMatmul, "1024,1024,1024"),
+                                           Gemm(OpKind::kDense, "128,768,3072", true, true),
+                                           Gemm(OpKind::kBatchMatmul, "12,128,128,64")};
+  std::vector<test::CudaSource> jobs;
+  std::set<int64_t> stages;
+  std::mt19937_64 rng(4097);
+  for (const Workload& w : workloads) {
+    auto t = Template::Create(w, Backend::kCuda);
+    ASSERT_TRUE(t.ok()) << t.status();
+    const search::ConfigSpace& space = (*t)->space();
+    int drawn = 0;
+    for (int draw = 0; draw < 20000 && drawn < 8; ++draw) {
+      absl::StatusOr<search::Config> c = space.Sample(rng);
+      ASSERT_TRUE(c.ok());
+      if (space.GetInt(*c, "cp_async") == 0 || space.GetInt(*c, "cp_async_a") != 1) continue;
+      ++drawn;
+      stages.insert(space.GetInt(*c, "cp_async"));
+      absl::StatusOr<LoweredFunc> f = (*t)->Lower(*c, "hybrid_kernel");
+      ASSERT_TRUE(f.ok()) << f.status();
+      absl::StatusOr<CudaKernel> k = GenerateCuda(*f);
+      ASSERT_TRUE(k.ok()) << k.status();
+      EXPECT_THAT(k->source, HasSubstr("tune_cp_async_commit();"));
+      EXPECT_THAT(k->source, HasSubstr("a_stage["));
+      EXPECT_THAT(k->source, Not(HasSubstr("tune_cp_async4(As")));
       jobs.push_back({w.Key() + " " + space.ToJson(*c), k->source});
     }
     EXPECT_EQ(drawn, 8) << w.Key();

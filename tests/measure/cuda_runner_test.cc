@@ -213,7 +213,9 @@ TEST_F(GpuRunnerTest, RandomSplitKConfigsMatchTheReference) {
 // The cp.async pipeline on the device: random configs with cp_async 2, 3 or 4 of SGEMM 4096
 // and 1024, BERT's dense 128 x 768 x 3072 (bias + relu) and a batched attention product (>= 30
 // in all), and for SGEMM 4096 the best register-staged kernel measured so far beside its
-// 128 x 128 and cp.async variants, all match the on-device reference; every time is printed.
+// 128 x 128 and cp.async variants -- A by 4-byte cp.async (cp_async_a 0) and the hybrid, A
+// register-staged (cp_async_a 1) -- all match the on-device reference; every time is printed
+// (cp_async / cp_async_a, so the fixed candidates rank against cp_async 0 in one run).
 TEST_F(GpuRunnerTest, RandomCpAsyncConfigsMatchTheReference) {
   const std::string sgemm =
       R"({"tile_m": [64, 8, 8], "tile_n": [32, 16, 8], "tile_k": [512, 8], "vector": [4], "double_buffer": [1], )"
@@ -224,10 +226,16 @@ TEST_F(GpuRunnerTest, RandomCpAsyncConfigsMatchTheReference) {
   const std::vector<std::string> fixed = {sgemm + "}",
                                           sgemm + R"(, "cp_async": [2]})",
                                           sgemm + R"(, "cp_async": [3]})",
+                                          sgemm + R"(, "cp_async": [2], "cp_async_a": [1]})",
+                                          sgemm + R"(, "cp_async": [3], "cp_async_a": [1]})",
+                                          sgemm + R"(, "cp_async": [4], "cp_async_a": [1]})",
                                           sgemm128 + "}",
                                           sgemm128 + R"(, "cp_async": [2]})",
                                           sgemm128 + R"(, "cp_async": [3]})",
-                                          sgemm128 + R"(, "cp_async": [4]})"};
+                                          sgemm128 + R"(, "cp_async": [4]})",
+                                          sgemm128 + R"(, "cp_async": [2], "cp_async_a": [1]})",
+                                          sgemm128 + R"(, "cp_async": [3], "cp_async_a": [1]})",
+                                          sgemm128 + R"(, "cp_async": [4], "cp_async_a": [1]})"};
   const std::vector<codegen::Workload> workloads = {Matmul("4096,4096,4096"), Matmul("1024,1024,1024"),
                                                     Matmul("128,768,3072", codegen::OpKind::kDense, true, true),
                                                     Matmul("12,128,128,64", codegen::OpKind::kBatchMatmul)};
@@ -263,8 +271,9 @@ TEST_F(GpuRunnerTest, RandomCpAsyncConfigsMatchTheReference) {
           << w.Key() << " " << space.ToJson(configs[i]) << ": " << results[i].message;
       EXPECT_GT(results[i].Median(), 0);
       if (i >= fixed_count) random += results[i].ok();
-      std::printf("%-36s cp_async %lld %10.1f us %7.2f TFLOP/s %s\n", w.Label().c_str(),
-                  static_cast<long long>(space.GetInt(configs[i], "cp_async")), results[i].Median() * 1e6,
+      std::printf("%-36s cp_async %lld/%lld %10.1f us %7.2f TFLOP/s %s\n", w.Label().c_str(),
+                  static_cast<long long>(space.GetInt(configs[i], "cp_async")),
+                  static_cast<long long>(space.GetInt(configs[i], "cp_async_a")), results[i].Median() * 1e6,
                   results[i].ok() ? flop / results[i].Median() * 1e-12 : 0.0, space.ToJson(configs[i]).c_str());
     }
   }

@@ -175,11 +175,13 @@ TEST(CudaGemmOnCpuTest, RandomSplitKConfigsMatchTheReferenceTwice) {
 // batch_matmul compute the reference on the CPU, with copies landing only at their wait: no
 // read of a stage in flight, no copy into a stage another thread still reads. Each kernel
 // with every wait allowing one more group in flight is caught reading a stage in flight.
-TEST(CudaGemmOnCpuTest, RandomCpAsyncConfigsMatchTheReference) {
+// `a_path` picks the configs by cp_async_a (0 async, 1 registers: the hybrid, whose A stores
+// are checked for races with the reads of that stage like any shared store).
+void ExpectRandomCpAsyncConfigsMatchTheReference(int64_t a_path, uint64_t seed) {
   const std::vector<Workload> workloads = {
       Gemm(OpKind::kDense, "8,12,96", true, true), Gemm(OpKind::kMatmul, "16,32,64", false, false),
       Gemm(OpKind::kMatmul, "12,8,40", false, false), Gemm(OpKind::kBatchMatmul, "2,8,16,32", false, false)};
-  std::mt19937_64 rng(80);
+  std::mt19937_64 rng(seed);
   int checked = 0;
   std::set<int64_t> stages;
   bool fewer_tiles_than_stages = false;
@@ -193,7 +195,7 @@ TEST(CudaGemmOnCpuTest, RandomCpAsyncConfigsMatchTheReference) {
       absl::StatusOr<search::Config> c = space.Sample(rng);
       ASSERT_TRUE(c.ok()) << c.status();
       const int64_t n = space.GetInt(*c, "cp_async");
-      if (n == 0) continue;
+      if (n == 0 || space.GetInt(*c, "cp_async_a") != a_path) continue;
       ++drawn;
       stages.insert(n);
       const int64_t tiles = space.Get(*c, "tile_k")[0] / space.GetInt(*c, "k_split");
@@ -229,6 +231,12 @@ TEST(CudaGemmOnCpuTest, RandomCpAsyncConfigsMatchTheReference) {
   EXPECT_GE(checked, 30);
   EXPECT_EQ(stages, (std::set<int64_t>{2, 3, 4}));
   EXPECT_TRUE(fewer_tiles_than_stages);
+}
+
+TEST(CudaGemmOnCpuTest, RandomCpAsyncConfigsMatchTheReference) { ExpectRandomCpAsyncConfigsMatchTheReference(0, 80); }
+
+TEST(CudaGemmOnCpuTest, RandomCpAsyncHybridConfigsMatchTheReference) {
+  ExpectRandomCpAsyncConfigsMatchTheReference(1, 81);
 }
 
 // A split-K kernel that forgot to reset its counters is right once and wrong the second time
