@@ -336,12 +336,8 @@ Expr IRMutator::MutateExpr(const Expr& e) {
     }
     case ExprKind::kLoad: {
       auto* n = static_cast<const LoadNode*>(e.get());
-      std::vector<Expr> idx;
       bool changed = false;
-      for (auto& i : n->indices) {
-        idx.push_back(MutateExpr(i));
-        changed |= idx.back().get() != i.get();
-      }
+      std::vector<Expr> idx = MutateIndices(n->indices, &changed);
       return changed ? Load(n->buffer, std::move(idx)) : e;
     }
     default: {
@@ -353,6 +349,16 @@ Expr IRMutator::MutateExpr(const Expr& e) {
   }
 }
 
+std::vector<Expr> IRMutator::MutateIndices(const std::vector<Expr>& indices, bool* changed) {
+  std::vector<Expr> out;
+  out.reserve(indices.size());
+  for (const Expr& i : indices) {
+    out.push_back(MutateExpr(i));
+    *changed |= out.back().get() != i.get();
+  }
+  return out;
+}
+
 Stmt IRMutator::MutateStmt(const Stmt& s) {
   switch (s->kind) {
     case StmtKind::kFor: {
@@ -362,12 +368,8 @@ Stmt IRMutator::MutateStmt(const Stmt& s) {
     }
     case StmtKind::kStore: {
       auto* n = static_cast<const StoreNode*>(s.get());
-      std::vector<Expr> idx;
       bool changed = false;
-      for (auto& i : n->indices) {
-        idx.push_back(MutateExpr(i));
-        changed |= idx.back().get() != i.get();
-      }
+      std::vector<Expr> idx = MutateIndices(n->indices, &changed);
       Expr v = MutateExpr(n->value);
       changed |= v.get() != n->value.get();
       return changed ? Store(n->buffer, std::move(idx), v) : s;
@@ -395,25 +397,14 @@ Stmt IRMutator::MutateStmt(const Stmt& s) {
     case StmtKind::kAsyncCopy: {
       auto* n = static_cast<const AsyncCopyNode*>(s.get());
       bool changed = false;
-      auto mutate = [&](const std::vector<Expr>& in) {
-        std::vector<Expr> out;
-        for (auto& i : in) {
-          out.push_back(MutateExpr(i));
-          changed |= out.back().get() != i.get();
-        }
-        return out;
-      };
-      std::vector<Expr> d = mutate(n->dst_indices), src = mutate(n->src_indices);
+      std::vector<Expr> d = MutateIndices(n->dst_indices, &changed);
+      std::vector<Expr> src = MutateIndices(n->src_indices, &changed);
       return changed ? AsyncCopy(n->dst, std::move(d), n->src, std::move(src)) : s;
     }
     case StmtKind::kAtomicAdd: {
       auto* n = static_cast<const AtomicAddNode*>(s.get());
-      std::vector<Expr> idx;
       bool changed = false;
-      for (auto& i : n->indices) {
-        idx.push_back(MutateExpr(i));
-        changed |= idx.back().get() != i.get();
-      }
+      std::vector<Expr> idx = MutateIndices(n->indices, &changed);
       Expr v = MutateExpr(n->value);
       Stmt body = MutateStmt(n->body);
       changed |= v.get() != n->value.get() || body != n->body;

@@ -296,6 +296,10 @@ class IRMutator {
   virtual ~IRMutator() = default;
   virtual Expr MutateExpr(const Expr& e);
   virtual Stmt MutateStmt(const Stmt& s);
+
+ protected:
+  /// MutateExpr of each index; sets `*changed` when any of them changed.
+  std::vector<Expr> MutateIndices(const std::vector<Expr>& indices, bool* changed);
 };
 
 /// Replaces variables by expressions (keyed by VarNode address), folding constants.
