@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -218,8 +219,13 @@ int WorkerCommand(int argc, char** argv) {
   return 0;
 }
 
-int WorkersCommand(int argc, char** argv) {
-  CLI::App app{"tune workers: the worker agents a daemon knows", "workers"};
+/// `tune workers` / `tune jobs`: parses the client flags, makes one unary call `call` on the
+/// daemon's Tune service and prints its reply with `print`.
+template <typename Request, typename Reply>
+int ListCommand(int argc, char** argv, const char* about, const char* name,
+                grpc::Status (v1::Tune::Stub::*call)(grpc::ClientContext*, const Request&, Reply*),
+                const std::function<void(const Reply&)>& print) {
+  CLI::App app{about, name};
   ClientFlags flags;
   flags.Add(app);
   if (auto rc = Parse(app, argc - 1, argv + 1)) return *rc;
@@ -227,20 +233,28 @@ int WorkersCommand(int argc, char** argv) {
   if (!stub.ok()) return Fail(stub.status());
   grpc::ClientContext ctx;
   flags.Prepare(ctx);
-  v1::ListWorkersReply reply;
-  grpc::Status st = (*stub)->ListWorkers(&ctx, v1::ListWorkersRequest(), &reply);
+  Reply reply;
+  grpc::Status st = ((**stub).*call)(&ctx, Request(), &reply);
   if (!st.ok()) return Fail(FromGrpcStatus(st, "daemon at " + flags.server));
-  std::printf("%-4s  %-20s  %-16s  %-8s  %-12s  %9s  %8s  %8s  %7s\n", "id", "name", "host", "target", "state",
-              "last seen", "results", "batches", "crashes");
-  for (const auto& w : reply.workers()) {
-    const char* state = WorkerStateName(w.state());
-    std::printf("%-4llu  %-20s  %-16s  %-8s  %-12s  %8.1fs  %8llu  %8llu  %7u\n",
-                static_cast<unsigned long long>(w.worker_id()), w.name().c_str(), w.host().c_str(),
-                w.target().c_str(), state, w.last_seen_s(), static_cast<unsigned long long>(w.results()),
-                static_cast<unsigned long long>(w.batches()), w.crashes());
-  }
-  if (reply.workers().empty()) std::printf("(no workers)\n");
+  print(reply);
   return 0;
+}
+
+int WorkersCommand(int argc, char** argv) {
+  return ListCommand<v1::ListWorkersRequest, v1::ListWorkersReply>(
+      argc, argv, "tune workers: the worker agents a daemon knows", "workers", &v1::Tune::Stub::ListWorkers,
+      [](const v1::ListWorkersReply& reply) {
+        std::printf("%-4s  %-20s  %-16s  %-8s  %-12s  %9s  %8s  %8s  %7s\n", "id", "name", "host", "target",
+                    "state", "last seen", "results", "batches", "crashes");
+        for (const auto& w : reply.workers()) {
+          const char* state = WorkerStateName(w.state());
+          std::printf("%-4llu  %-20s  %-16s  %-8s  %-12s  %8.1fs  %8llu  %8llu  %7u\n",
+                      static_cast<unsigned long long>(w.worker_id()), w.name().c_str(), w.host().c_str(),
+                      w.target().c_str(), state, w.last_seen_s(), static_cast<unsigned long long>(w.results()),
+                      static_cast<unsigned long long>(w.batches()), w.crashes());
+        }
+        if (reply.workers().empty()) std::printf("(no workers)\n");
+      });
 }
 
 std::string Ms(double s) { return s > 0 ? absl::StrCat(absl::SixDigits(s * 1e3)) : "-"; }
@@ -374,25 +388,17 @@ int SubmitCommand(int argc, char** argv) {
 }
 
 int JobsCommand(int argc, char** argv) {
-  CLI::App app{"tune jobs: the jobs a daemon knows", "jobs"};
-  ClientFlags flags;
-  flags.Add(app);
-  if (auto rc = Parse(app, argc - 1, argv + 1)) return *rc;
-  auto stub = flags.TuneStub();
-  if (!stub.ok()) return Fail(stub.status());
-  grpc::ClientContext ctx;
-  flags.Prepare(ctx);
-  v1::ListJobsReply reply;
-  grpc::Status st = (*stub)->ListJobs(&ctx, v1::ListJobsRequest(), &reply);
-  if (!st.ok()) return Fail(FromGrpcStatus(st, "daemon at " + flags.server));
-  std::printf("%-4s  %-20s  %-16s  %-8s  %-9s  %13s\n", "id", "name", "model", "target", "state", "trials");
-  for (const auto& j : reply.jobs()) {
-    std::printf("%-4llu  %-20s  %-16s  %-8s  %-9s  %6u/%-6u\n", static_cast<unsigned long long>(j.job_id()),
-                j.name().c_str(), j.model().c_str(), j.target().c_str(), JobStateName(j.state()), j.trials_done(),
-                j.trials_total());
-  }
-  if (reply.jobs().empty()) std::printf("(no jobs)\n");
-  return 0;
+  return ListCommand<v1::ListJobsRequest, v1::ListJobsReply>(
+      argc, argv, "tune jobs: the jobs a daemon knows", "jobs", &v1::Tune::Stub::ListJobs,
+      [](const v1::ListJobsReply& reply) {
+        std::printf("%-4s  %-20s  %-16s  %-8s  %-9s  %13s\n", "id", "name", "model", "target", "state", "trials");
+        for (const auto& j : reply.jobs()) {
+          std::printf("%-4llu  %-20s  %-16s  %-8s  %-9s  %6u/%-6u\n", static_cast<unsigned long long>(j.job_id()),
+                      j.name().c_str(), j.model().c_str(), j.target().c_str(), JobStateName(j.state()),
+                      j.trials_done(), j.trials_total());
+        }
+        if (reply.jobs().empty()) std::printf("(no jobs)\n");
+      });
 }
 
 }  // namespace
