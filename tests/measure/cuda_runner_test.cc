@@ -5,6 +5,7 @@
 #include "measure/cuda_runner.h"
 
 #include <cstdio>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -88,8 +89,35 @@ class GpuRunnerTest : public ::testing::Test {
     if (!t.ok()) GTEST_SKIP() << "no CUDA device: " << t.status();
     target_ = *t;
   }
+
+  // Measures `builds` (of `configs` in `space`) on random inputs drawn with `seed`: each must
+  // match the on-device reference and time positive.
+  std::vector<MeasureResult> RunExpectingOk(const codegen::Workload& w, const search::ConfigSpace& space,
+                                            const std::vector<search::Config>& configs,
+                                            const std::vector<BuildResult>& builds, uint64_t seed) {
+    CudaRunner runner({Quick(), target_.device});
+    std::vector<MeasureResult> results = runner.Run(TaskData::Create(w, seed, false), builds);
+    EXPECT_EQ(results.size(), configs.size()) << w.Key();
+    for (size_t i = 0; i < results.size() && i < configs.size(); ++i) {
+      EXPECT_EQ(results[i].status, MeasureStatus::kOk)
+          << w.Key() << " " << space.ToJson(configs[i]) << ": " << results[i].message;
+      EXPECT_GT(results[i].Median(), 0);
+    }
+    return results;
+  }
+
   Target target_;
 };
+
+// Appends random valid configs of `space` for which `keep` holds until `configs` has `size`
+// (at most 100000 draws: the caller checks the size).
+void DrawWhere(const search::ConfigSpace& space, std::mt19937_64& rng, size_t size,
+               const std::function<bool(const search::Config&)>& keep, std::vector<search::Config>& configs) {
+  for (int draw = 0; draw < 100000 && configs.size() < size; ++draw) {
+    search::Config c = *space.Sample(rng);
+    if (keep(c)) configs.push_back(c);
+  }
+}
 
 // >= 30 random valid configs of each CUDA template -- GEMM (dense with bias + relu, matmul,
 // batch_matmul, a one-row classifier), implicit-GEMM conv2d (padding, stride 2, batch 2) and
@@ -115,14 +143,7 @@ TEST_F(GpuRunnerTest, RandomGemmConfigsMatchTheReference) {
     while (configs.size() < 11) configs.push_back(*(*tmpl)->space().Sample(rng));
     Builder builder = Builder::ForCuda(target_.cpu, 8);
     std::vector<BuildResult> builds = builder.BuildAll(**tmpl, configs);
-    CudaRunner runner({Quick(), target_.device});
-    std::vector<MeasureResult> results = runner.Run(TaskData::Create(w, 3, false), builds);
-    for (size_t i = 0; i < results.size(); ++i) {
-      EXPECT_EQ(results[i].status, MeasureStatus::kOk)
-          << w.Key() << " " << (*tmpl)->space().ToJson(configs[i]) << ": " << results[i].message;
-      EXPECT_GT(results[i].Median(), 0);
-      measured += results[i].ok();
-    }
+    for (const MeasureResult& r : RunExpectingOk(w, (*tmpl)->space(), configs, builds, 3)) measured += r.ok();
   }
   EXPECT_GE(measured, 100);
 }
@@ -145,18 +166,12 @@ TEST_F(GpuRunnerTest, RandomDirectConvConfigsMatchTheReference) {
     ASSERT_TRUE(tmpl.ok());
     const search::ConfigSpace& space = (*tmpl)->space();
     std::vector<search::Config> configs = {(*tmpl)->DefaultConfig()};
-    while (configs.size() < 7) {
-      search::Config c = *space.Sample(rng);
-      if (space.GetInt(c, "variant") == 1) configs.push_back(c);
-    }
+    DrawWhere(space, rng, 7, [&](const search::Config& c) { return space.GetInt(c, "variant") == 1; }, configs);
+    ASSERT_EQ(configs.size(), 7u) << w.Key();
     Builder builder = Builder::ForCuda(target_.cpu, 8);
     std::vector<BuildResult> builds = builder.BuildAll(**tmpl, configs);
-    CudaRunner runner({Quick(), target_.device});
-    std::vector<MeasureResult> results = runner.Run(TaskData::Create(w, 4, false), builds);
+    std::vector<MeasureResult> results = RunExpectingOk(w, space, configs, builds, 4);
     for (size_t i = 0; i < results.size(); ++i) {
-      EXPECT_EQ(results[i].status, MeasureStatus::kOk)
-          << w.Key() << " " << space.ToJson(configs[i]) << ": " << results[i].message;
-      EXPECT_GT(results[i].Median(), 0);
       if (i > 0) measured += results[i].ok();
       std::printf("%-60s %-14s %9.1f us %s\n", w.Label().c_str(), i == 0 ? "implicit_gemm" : "direct",
                   results[i].Median() * 1e6, space.ToJson(configs[i]).c_str());
@@ -185,22 +200,15 @@ TEST_F(GpuRunnerTest, RandomSplitKConfigsMatchTheReference) {
     ASSERT_TRUE(tmpl.ok());
     const search::ConfigSpace& space = (*tmpl)->space();
     std::vector<search::Config> configs = {(*tmpl)->DefaultConfig()};
-    for (int draw = 0; draw < 100000 && configs.size() < 8; ++draw) {
-      search::Config c = *space.Sample(rng);
-      if (space.GetInt(c, "k_split") > 1) configs.push_back(c);
-    }
+    DrawWhere(space, rng, 8, [&](const search::Config& c) { return space.GetInt(c, "k_split") > 1; }, configs);
     ASSERT_EQ(configs.size(), 8u) << w.Key();
     Builder builder = Builder::ForCuda(target_.cpu, 8);
     std::vector<BuildResult> builds = builder.BuildAll(**tmpl, configs);
     for (size_t i = 1; i < builds.size(); ++i) {
       EXPECT_EQ(builds[i].kernel.launch.scratch.size(), 2u) << space.ToJson(configs[i]);
     }
-    CudaRunner runner({Quick(), target_.device});
-    std::vector<MeasureResult> results = runner.Run(TaskData::Create(w, 10, false), builds);
+    std::vector<MeasureResult> results = RunExpectingOk(w, space, configs, builds, 10);
     for (size_t i = 0; i < results.size(); ++i) {
-      EXPECT_EQ(results[i].status, MeasureStatus::kOk)
-          << w.Key() << " " << space.ToJson(configs[i]) << ": " << results[i].message;
-      EXPECT_GT(results[i].Median(), 0);
       if (i > 0) measured += results[i].ok();
       std::printf("%-44s k_split %lld %9.1f us %s\n", w.Label().c_str(),
                   static_cast<long long>(space.GetInt(configs[i], "k_split")), results[i].Median() * 1e6,
@@ -255,21 +263,15 @@ TEST_F(GpuRunnerTest, RandomCpAsyncConfigsMatchTheReference) {
       }
     }
     const size_t fixed_count = configs.size();
-    for (int draw = 0; draw < 100000 && configs.size() < fixed_count + 8; ++draw) {
-      search::Config c = *space.Sample(rng);
-      if (space.GetInt(c, "cp_async") > 0) configs.push_back(c);
-    }
+    DrawWhere(space, rng, fixed_count + 8, [&](const search::Config& c) { return space.GetInt(c, "cp_async") > 0; },
+              configs);
     ASSERT_EQ(configs.size(), fixed_count + 8) << w.Key();
     Builder builder = Builder::ForCuda(target_.cpu, 8);
     std::vector<BuildResult> builds = builder.BuildAll(**tmpl, configs);
-    CudaRunner runner({Quick(), target_.device});
-    std::vector<MeasureResult> results = runner.Run(TaskData::Create(w, 12, false), builds);
+    std::vector<MeasureResult> results = RunExpectingOk(w, space, configs, builds, 12);
     const double flop =
         2.0 * static_cast<double>(w.m) * w.n * w.k * (w.op == codegen::OpKind::kBatchMatmul ? w.batch : 1);
     for (size_t i = 0; i < results.size(); ++i) {
-      EXPECT_EQ(results[i].status, MeasureStatus::kOk)
-          << w.Key() << " " << space.ToJson(configs[i]) << ": " << results[i].message;
-      EXPECT_GT(results[i].Median(), 0);
       if (i >= fixed_count) random += results[i].ok();
       std::printf("%-36s cp_async %lld/%lld %10.1f us %7.2f TFLOP/s %s\n", w.Label().c_str(),
                   static_cast<long long>(space.GetInt(configs[i], "cp_async")),
