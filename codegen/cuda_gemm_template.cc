@@ -11,7 +11,7 @@ namespace tune::codegen {
 namespace {
 
 constexpr int64_t kWarp = 32;
-constexpr int64_t kMaxThreadTile = 8;     // TM, TN
+constexpr int64_t kMaxThreadTile = 16;    // TM, TN
 constexpr int64_t kMaxBk = 32;
 constexpr int64_t kRegisterOverhead = 28;  // addresses, loop counters, indices (estimate)
 constexpr int64_t kMaxUnrolledFma = 8192;  // code size bound for a fully unrolled K step
@@ -32,6 +32,7 @@ struct Tiles {
   int64_t split;   // k_split: blocks that split the K tiles of one output tile
   int64_t async;   // cp_async: shared stages of the asynchronous-copy pipeline, 0 without it
   bool a_registers;  // cp_async_a: under the pipeline, A's tile is register-staged (hybrid)
+  bool unroll_stages;  // the main loop unrolled by its stage count (constant stage indices)
   int64_t bm() const { return ty * tm; }
   /// Shared-memory stages of the main loop.
   int64_t stages() const { return async > 0 ? async : double_buffer ? 2 : 1; }
@@ -48,8 +49,12 @@ Tiles TilesOf(const search::ConfigSpace& s, const search::Config& c) {
   return Tiles{fm[0], fm[1], fm[2], fn[0], fn[1], fn[2], fk[0], fk[1], s.GetInt(c, "vector"),
                async == 0 && s.GetInt(c, "double_buffer") != 0, s.GetInt(c, "unroll_k") != 0, s.GetInt(c, "pad"),
                s.GetInt(c, "interleave") != 0, s.GetInt(c, "k_slices"), s.GetInt(c, "k_split"), async,
-               async > 0 && s.GetInt(c, "cp_async_a") == kCpAsyncARegisters};
+               async > 0 && s.GetInt(c, "cp_async_a") == kCpAsyncARegisters, s.GetInt(c, "unroll_stages") != 0};
 }
+
+/// Whether a thread's `per_thread` rows (or columns) are interleaved: with the knob on, a tile
+/// of 8 or 16 is walked as 2 or 4 runs of 4, each a block tile's half or quarter apart.
+bool Interleaved(const Tiles& t, int64_t per_thread) { return t.interleave && (per_thread == 8 || per_thread == 16); }
 
 /// The GEMM a workload is: for conv2d (implicit GEMM), M = output channels, N = batch x
 /// output pixels, K = input channels x kernel window.
@@ -136,6 +141,11 @@ CudaGemmTemplate::CudaGemmTemplate(Workload w, const GpuLimits& limits) : Templa
   }
   s.AllowMissing("cp_async");
   s.AllowMissing("cp_async_a");
+  // The main loop unrolled by its stage count (PipelinedLoop::unroll_stages); implicit GEMM
+  // only. Configs recorded before the knob had a rolled loop.
+  s.AddChoice("unroll_stages", {0, 1});
+  if (conv) s.AddCondition("unroll_stages", "variant", {kVariantImplicitGemm});
+  s.AllowMissing("unroll_stages");
   const search::ConfigSpace* sp = &space_;
   const bool dense = wl.op == OpKind::kDense;
   auto plan = [sp, wl](const search::Config& c) { return PlanDirectConv(wl, DirectTilesOf(*sp, c)); };
@@ -217,12 +227,19 @@ CudaGemmTemplate::CudaGemmTemplate(Workload w, const GpuLimits& limits) : Templa
   s.AddConstraint("interleave_needs_8", [sp, conv](const search::Config& c) {
     if (IsDirect(*sp, c, conv)) return true;
     Tiles t = TilesOf(*sp, c);
-    return !t.interleave || t.tm == 8 || t.tn == 8;
+    return !t.interleave || Interleaved(t, t.tm) || Interleaved(t, t.tn);
   });
   s.AddConstraint("unroll_size", [sp, conv, plan](const search::Config& c) {
     if (IsDirect(*sp, c, conv)) return plan(c).UnrolledFma() <= kMaxUnrolledFma;
     Tiles t = TilesOf(*sp, c);
-    return !t.unroll_k || t.bk * t.tm * t.tn <= kMaxUnrolledFma;
+    const int64_t copies = t.unroll_stages ? t.stages() : 1;  // of the K step's body
+    return !t.unroll_k || t.bk * t.tm * t.tn * copies <= kMaxUnrolledFma;
+  });
+  // Unrolling by the stages needs two or more of them.
+  s.AddConstraint("unroll_stages_pipelined", [sp, conv](const search::Config& c) {
+    if (IsDirect(*sp, c, conv)) return true;
+    Tiles t = TilesOf(*sp, c);
+    return !t.unroll_stages || t.stages() >= 2;
   });
 }
 
@@ -232,9 +249,9 @@ search::Config CudaGemmTemplate::DefaultConfig() const {
   // closest to it (fewest elements per thread, then the most threads up to 256). For conv2d,
   // the implicit GEMM (the direct variant's knobs held at option 0).
   // k_split is held at 1 too (a default without split-K), so the walk costs what it did before.
-  std::vector<std::string> held = {"k_split", "cp_async", "cp_async_a"};
+  std::vector<std::string> held = {"k_split", "cp_async", "cp_async_a", "unroll_stages"};
   if (workload_.op == OpKind::kConv2d) {
-    held = {"k_split", "cp_async", "cp_async_a", "variant", "tile_oh", "tile_ow", "tile_c"};
+    held = {"k_split", "cp_async", "cp_async_a", "unroll_stages", "variant", "tile_oh", "tile_ow", "tile_c"};
   }
   return BestScoring([this](const search::Config& c) -> std::optional<int64_t> {
     Tiles t = TilesOf(space_, c);
@@ -309,9 +326,9 @@ Schedule CudaGemmTemplate::Build(const search::Config& c) const {
   // (i = quad * 4 + lane; quad undefined when the loop was not split in fours.)
   auto tile_offset = [&](const Expr& thread, int64_t per_thread, int64_t block, const Expr& i, const Expr& quad,
                          const Expr& lane) -> Expr {
-    if (!t.interleave || per_thread != 8) return thread * Expr(per_thread) + i;
+    if (!Interleaved(t, per_thread)) return thread * Expr(per_thread) + i;
     TUNE_CHECK(quad.defined()) << "an interleaved tile is walked in fours";
-    return quad * Expr(block / 2) + thread * Expr(4) + lane;
+    return quad * Expr(block / (per_thread / 4)) + thread * Expr(4) + lane;
   };
   auto row_of = [&](const Expr& i, const Expr& quad, const Expr& lane) {
     return tile_offset(threads.ty, t.tm, bm, i, quad, lane);
@@ -460,8 +477,8 @@ Schedule CudaGemmTemplate::Build(const search::Config& c) const {
   // Row i of a thread's tile in the block tile; interleaved, (i / 4) * BM/2 + ty * 4 + i % 4
   // (constants fold when i is one).
   auto out_row = [&](const Expr& i) -> Expr {
-    if (!t.interleave || t.tm != 8) return threads.ty * Expr(t.tm) + i;
-    return (i / Expr(4)) * Expr(bm / 2) + threads.ty * Expr(4) + i % Expr(4);
+    if (!Interleaved(t, t.tm)) return threads.ty * Expr(t.tm) + i;
+    return (i / Expr(4)) * Expr(bm / (t.tm / 4)) + threads.ty * Expr(4) + i % Expr(4);
   };
   // C[m][n] -> the output: out[n][m] for the GEMMs, out[image][oc = m][pixel] for conv2d.
   const int64_t pixels = conv ? wl.out_h() * wl.out_w() : 0;
@@ -560,6 +577,7 @@ Schedule CudaGemmTemplate::Build(const search::Config& c) const {
                       Seq({fixup, If(first_thread, Store(arrivals, counter, Expr(int64_t{0})))})));
   }
   Stmt write = Seq(std::move(rows));
+  loop.unroll_stages = t.unroll_stages;
   Stmt main_loop = t.async > 0 ? loop.EmitAsync("kt", tiles_per_split, t.async)
                                : loop.Emit("kt", tiles_per_split, t.double_buffer);
   Stmt body = Seq({init, main_loop, write});

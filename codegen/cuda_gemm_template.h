@@ -19,8 +19,9 @@ namespace tune::codegen {
 /// along N (threadIdx.x), TN], tile_k = [K / BK, BK], vector (global load width 1, 2 or 4),
 /// double_buffer (two register-staged shared stages, see PipelinedLoop), pad (floats added
 /// to each shared row against bank conflicts; 4 keeps rows 16-byte aligned), unroll_k,
-/// interleave (an 8-wide thread tile as two 4-wide halves BM/2 or BN/2 apart: conflict-free
-/// 128-bit fragment loads and contiguous stores across a warp), k_slices (threadIdx.z: 1, 2
+/// interleave (an 8- or 16-wide thread tile as two or four 4-wide runs BM/2 or BM/4 (BN/2,
+/// BN/4) apart: conflict-free 128-bit fragment loads and contiguous stores across a warp;
+/// TM and TN go up to 16, so a thread may own 16 x 8 or 8 x 16 outputs), k_slices (threadIdx.z: 1, 2
 /// or 4 groups of threads each accumulate their share of every K step; the partial tiles are
 /// summed through shared memory at the end. More warps per block for shapes with few output
 /// tiles, such as 128 x 768 with a long K), k_split (1, 2, 4 or 8 blocks split the K tiles of
@@ -40,15 +41,18 @@ namespace tune::codegen {
 /// pipeline: how the transposed A tile travels under it. registers is a hybrid: B alone is
 /// copied by cp.async, A goes through registers -- `vector`-wide global loads issued before a
 /// tile's FMAs, stored to the stage S-1 tiles ahead after them -- with one tile of look-ahead
-/// for A, as double_buffer, and S-1 for B; see PipelinedLoop::EmitAsync).
+/// for A, as double_buffer, and S-1 for B; see PipelinedLoop::EmitAsync), unroll_stages (0 or
+/// 1: the main loop unrolled by its stage count, 2 or cp_async's, so stage indices are
+/// constants -- PipelinedLoop::unroll_stages; needs two or more stages and counts in the
+/// bound on unrolled code).
 /// Constraints (before compiling): threads per block a multiple of 32 (or the whole problem
 /// in one block) and within the limits, tiles that split evenly over the threads, an
 /// estimate of registers per thread and the shared memory within the limits; k_slices and
 /// k_split only where the output tiles give fewer than two blocks per multiprocessor, k_split
 /// dividing the K tiles, its workspace at most 64 MiB; the shared stages (1, 2 for
 /// double_buffer, or cp_async's) count in the shared memory, A's staging registers (hybrid)
-/// in the registers. Config text recorded before k_split, cp_async or cp_async_a existed reads
-/// as k_split 1, cp_async 0, cp_async_a async.
+/// in the registers. Config text recorded before k_split, cp_async, cp_async_a or
+/// unroll_stages existed reads as k_split 1, cp_async 0, cp_async_a async, unroll_stages 0.
 ///
 /// conv2d has a `variant` knob: implicit_gemm (the kernel above) or direct (cuda_direct_conv.h:
 /// an OC x OH x OW output tile per block from a shared-memory input halo tile). The direct

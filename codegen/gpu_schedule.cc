@@ -63,12 +63,32 @@ Stmt PipelinedLoop::Emit(const std::string& prefix, int64_t tiles, bool double_b
     return For(t, tiles, ForKind::kSerial, Seq({load(t, zero), Sync(), compute(zero), Sync()}));
   }
   std::vector<Stmt> out = {load(Expr(int64_t{0}), Expr(int64_t{0})), Sync()};
-  if (tiles > 1) {
-    Expr next_stage = (t + Expr(1)) % Expr(2);
-    out.push_back(For(t, tiles - 1, ForKind::kSerial,
-                      Seq({fetch(t + Expr(1)), compute(t % Expr(2)), store(next_stage), Sync()})));
+  // Iteration `tile` of the loop: the next tile to the registers, this one's FMAs, the
+  // registers to the other stage.
+  auto iteration = [&](const Expr& tile, const Expr& stage, const Expr& other) {
+    return Seq({fetch(tile + Expr(1)), compute(stage), store(other), Sync()});
+  };
+  if (tiles > 1 && !unroll_stages) {
+    out.push_back(For(t, tiles - 1, ForKind::kSerial, iteration(t, t % Expr(2), (t + Expr(1)) % Expr(2))));
+  } else if (tiles > 1) {
+    out.push_back(StageUnrolled(t, tiles - 1, 2, [&](const Expr& tile, int64_t r) {
+      return iteration(tile, Expr(r), Expr((r + 1) % 2));
+    }));
   }
   out.push_back(compute(Expr((tiles - 1) % 2)));
+  return Seq(std::move(out));
+}
+
+Stmt PipelinedLoop::StageUnrolled(const Expr& var, int64_t iterations, int64_t stages,
+                                  const std::function<Stmt(const Expr& tile, int64_t stage)>& iteration) {
+  std::vector<Stmt> out;
+  const int64_t rounds = iterations / stages;
+  if (rounds > 0) {
+    std::vector<Stmt> round;
+    for (int64_t r = 0; r < stages; ++r) round.push_back(iteration(var * Expr(stages) + Expr(r), r));
+    out.push_back(For(var, rounds, ForKind::kSerial, Seq(std::move(round))));
+  }
+  for (int64_t i = rounds * stages; i < iterations; ++i) out.push_back(iteration(Expr(i), i % stages));
   return Seq(std::move(out));
 }
 
@@ -83,14 +103,22 @@ Stmt PipelinedLoop::EmitAsync(const std::string& prefix, int64_t tiles, int64_t 
     out.push_back(Seq(std::move(first)));
   }
   const int64_t steady = tiles - ahead;  // iterations that issue a tile
-  if (steady > 0) {
-    Expr t = MakeVar(prefix);
-    const Expr next = t + Expr(ahead), next_stage = next % Expr(stages);
+  // Iteration `tile` of the steady loop, its stage and the stage of the tile it issues.
+  auto iteration = [&](const Expr& tile, const Expr& stage, const Expr& next_stage) {
+    const Expr next = tile + Expr(ahead);
     std::vector<Stmt> step = {AsyncWait(stages - 2), Sync(), issue(next, next_stage), AsyncCommit()};
     if (staged) step.push_back(fetch(next));
-    step.push_back(compute(t % Expr(stages)));
+    step.push_back(compute(stage));
     if (staged) step.push_back(store(next_stage));
-    out.push_back(For(t, steady, ForKind::kSerial, Seq(std::move(step))));
+    return Seq(std::move(step));
+  };
+  Expr t = MakeVar(prefix);
+  if (steady > 0 && !unroll_stages) {
+    out.push_back(For(t, steady, ForKind::kSerial, iteration(t, t % Expr(stages), (t + Expr(ahead)) % Expr(stages))));
+  } else if (steady > 0) {
+    out.push_back(StageUnrolled(t, steady, stages, [&](const Expr& tile, int64_t r) {
+      return iteration(tile, Expr(r), Expr((r + ahead) % stages));
+    }));
   }
   for (int64_t i = std::max<int64_t>(steady, 0); i < tiles; ++i) {
     out.push_back(Seq({AsyncWait(tiles - 1 - i), Sync(), compute(Expr(i % stages))}));

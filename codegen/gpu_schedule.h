@@ -98,10 +98,20 @@ struct PipelinedLoop {
   std::function<Stmt(const Expr& stage)> store;
   std::function<Stmt(const Expr& tile, const Expr& stage)> issue;
   std::function<Stmt(const Expr& stage)> compute;
+  /// Unrolls the main loop by its stage count (2 double-buffered, S asynchronous), so every
+  /// stage index is a constant: no stage arithmetic per tile and shared addresses that fold
+  /// into immediate offsets, for twice (S times) the code. The remainder iterations are peeled.
+  bool unroll_stages = false;
   Stmt Emit(const std::string& prefix, int64_t tiles, bool double_buffer) const;
   /// The asynchronous pipeline over `stages` (>= 2) shared stages; uses issue and compute,
   /// and load, fetch and store too when fetch is set (hybrid).
   Stmt EmitAsync(const std::string& prefix, int64_t tiles, int64_t stages) const;
+
+ private:
+  /// for var < iterations / stages: iteration(var * stages + r, r) for r < stages; then the
+  /// remaining iterations with constant tiles.
+  static Stmt StageUnrolled(const Expr& var, int64_t iterations, int64_t stages,
+                            const std::function<Stmt(const Expr& tile, int64_t stage)>& iteration);
 };
 
 /// The asynchronous form of `store`, a Store of a plain Load from a kArg buffer into a kShared

@@ -7,6 +7,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -237,6 +238,42 @@ TEST(CudaGemmOnCpuTest, RandomCpAsyncConfigsMatchTheReference) { ExpectRandomCpA
 
 TEST(CudaGemmOnCpuTest, RandomCpAsyncHybridConfigsMatchTheReference) {
   ExpectRandomCpAsyncConfigsMatchTheReference(1, 81);
+}
+
+// Thread tiles of 16 rows or columns, interleaved as four runs of 4 a quarter block tile apart,
+// and main loops unrolled by their stage count (unroll_stages): double-buffered and
+// asynchronous (plain and hybrid), with loop counts that leave no remainder and ones whose
+// last iterations are peeled. Each matches the reference; so does the rolled loop.
+TEST(CudaGemmOnCpuTest, WideInterleavedTilesAndUnrolledStagesMatchTheReference) {
+  const Workload w = Gemm(OpKind::kMatmul, "128,64,40", false, false);
+  auto tmpl = codegen::Template::Create(w, codegen::Backend::kCuda);
+  ASSERT_TRUE(tmpl.ok()) << tmpl.status();
+  const search::ConfigSpace& space = (*tmpl)->space();
+  const TaskData task = TaskData::Create(w, 8);
+  // (tile_m, tile_n): 16 x 8 and 8 x 16 per thread, 32 threads, one or two blocks.
+  const std::vector<std::pair<std::string, std::string>> tiles = {{"[1,8,16]", "[2,4,8]"}, {"[2,8,8]", "[1,4,16]"}};
+  // (tile_k, cp_async, cp_async_a): 5 tiles of 8 or 10 of 4; loop iterations 4 and 9 when
+  // double-buffered, 3, 7 and 4 under 3, 4 and 2 asynchronous stages.
+  const std::vector<std::tuple<std::string, int, int>> loops = {
+      {"[5,8]", 0, 0}, {"[10,4]", 0, 0}, {"[5,8]", 3, 0}, {"[10,4]", 4, 0}, {"[5,8]", 2, 1}};
+  int checked = 0;
+  for (const auto& [tm, tn] : tiles) {
+    for (const auto& [tk, stages, a_path] : loops) {
+      for (int unroll : {0, 1}) {
+        const std::string text = absl::StrCat(
+            "{\"tile_m\":", tm, ",\"tile_n\":", tn, ",\"tile_k\":", tk,
+            ",\"vector\":[4],\"double_buffer\":[1],\"pad\":[4],\"unroll_k\":[1],\"interleave\":[1],"
+            "\"k_slices\":[1],\"k_split\":[1],\"cp_async\":[",
+            stages, "],\"cp_async_a\":[", a_path, "],\"unroll_stages\":[", unroll, "]}");
+        absl::StatusOr<search::Config> c = space.FromJson(text);
+        ASSERT_TRUE(c.ok()) << c.status();
+        ASSERT_TRUE(space.IsValid(*c)) << text << ": " << space.WhyInvalid(*c);
+        EXPECT_EQ(RunAndCompare(**tmpl, *c, task), "") << text;
+        ++checked;
+      }
+    }
+  }
+  EXPECT_EQ(checked, 20);
 }
 
 // A split-K kernel that forgot to reset its counters is right once and wrong the second time
