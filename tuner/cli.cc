@@ -143,6 +143,7 @@ struct CommonFlags {
   std::string cost_model = "auto";
   bool no_transfer = false;
   bool show_kernel = false;
+  std::vector<std::string> configs;  // tune op --config
 };
 
 void AddTuneFlags(CLI::App& app, CommonFlags& f) {
@@ -242,8 +243,13 @@ int TuneTasks(const std::string& title, const std::vector<TuneTask>& tasks, cons
   // Validate every task before anything is written.
   const bool cuda = target->kind == "cuda";
   for (const auto& t : tasks) {
-    auto tmpl = codegen::Template::Create(t.workload, cuda ? codegen::Backend::kCuda : codegen::Backend::kLlvm);
+    auto tmpl = MakeTemplate(t.workload, *target);
     if (!tmpl.ok()) return Fail(tmpl.status());
+    for (const std::string& text : f.configs) {
+      if (auto config = ParseGiven(**tmpl, text); !config.ok()) {
+        return Fail(kExitUsage, "--config: " + std::string(config.status().message()));
+      }
+    }
   }
   auto db = dataset::RecordDatabase::Open(f.db_path, /*create=*/true);
   if (!db.ok()) return Fail(db.status());
@@ -267,6 +273,7 @@ int TuneTasks(const std::string& title, const std::vector<TuneTask>& tasks, cons
   o.protocol.repeats = f.repeats;
   o.protocol.min_repeat_ms = f.min_repeat_ms;
   o.protocol.flush_cache = f.flush_cache;
+  o.given_configs = f.configs;
   o.command = command;
   // NVRTC compiles on every host core; LLVM builds keep to two so timing runs stay quiet.
   if (cuda) o.build_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -363,6 +370,9 @@ int OpCommand(int argc, char** argv) {
   app.add_option("--shape", shape, "the operator's shape")->required();
   app.add_flag("--bias", bias, "fuse a bias add");
   app.add_flag("--relu", relu, "fuse a ReLU");
+  app.add_option("--config", f.configs,
+                 "a config (JSON, as `tune db best` shows it) measured before the search, repeatable; "
+                 "--trials N with N configs measures just those");
   AddTuneFlags(app, f);
   if (auto code = Parse(app, argc - 1, argv + 1)) return *code;
   auto op = codegen::ParseOpName(kind);

@@ -22,6 +22,7 @@ namespace {
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr char kDefaultStrategy[] = "default";
 constexpr char kFinalistStrategy[] = "finalist";
+constexpr char kGivenStrategy[] = "given";
 
 double Now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -137,6 +138,7 @@ struct Tuner::TaskRun {
   std::unique_ptr<search::CostModel> model;
   std::vector<search::Config> history;  // every measured config of this task (for Fit)
   std::vector<double> history_costs;
+  std::vector<search::Config> given;  // TuneOptions::given_configs not yet measured, in order
   TaskOutcome outcome;
   TaskProgress progress;
   int64_t target_id = 0, run_id = 0;
@@ -147,6 +149,15 @@ absl::StatusOr<std::vector<TaskOutcome>> Tuner::Run(const std::vector<TuneTask>&
   start_ = Now();
   auto scheduler = TaskScheduler::Create(options_.task_scheduler, options_.seed);
   if (!scheduler.ok()) return scheduler.status();
+  // Given configs are checked against every task's space before anything is written.
+  for (const TuneTask& task : tasks) {
+    if (options_.given_configs.empty()) break;
+    auto tmpl = MakeTemplate(task.workload, target_);
+    if (!tmpl.ok()) return tmpl.status();
+    for (const std::string& text : options_.given_configs) {
+      if (auto st = ParseGiven(**tmpl, text); !st.ok()) return st.status();
+    }
+  }
   auto target_id = db_->UpsertTarget({0, target_.Key(), target_.ToJson()});
   if (!target_id.ok()) return target_id.status();
   auto run_id = db_->StartRun(options_.command, target_.Key());
@@ -211,6 +222,19 @@ void Tuner::Report(const TaskRun& t, bool done) {
   e.eta_s = done_trials_ > 0 ? e.elapsed_s / done_trials_ * std::max(0, remaining) : 0;
   e.task_done = done;
   progress_(e);
+}
+
+absl::StatusOr<search::Config> ParseGiven(const codegen::Template& tmpl, const std::string& text) {
+  auto config = tmpl.space().FromJson(text);
+  if (!config.ok()) {
+    return absl::InvalidArgumentError("config " + text + " for " + tmpl.workload().Key() + ": " +
+                                      std::string(config.status().message()));
+  }
+  if (!tmpl.space().IsValid(*config)) {
+    return absl::InvalidArgumentError("config " + text + " is not valid for " + tmpl.workload().Key() + " (" +
+                                      tmpl.name() + ": it breaks a constraint of the space on this target)");
+  }
+  return config;
 }
 
 absl::StatusOr<std::unique_ptr<codegen::Template>> MakeTemplate(const codegen::Workload& w,
@@ -293,6 +317,13 @@ absl::Status Tuner::Prepare(TaskRun& t, int64_t target_id, int64_t run_id) {
     if (counted > 0) t.progress.best_history.push_back(outcome.best_s);
   }
   t.progress.trials = outcome.trials;
+  for (const std::string& text : options_.given_configs) {
+    auto config = ParseGiven(*t.tmpl, text);
+    if (!config.ok()) return config.status();
+    bool measured = std::find(t.history.begin(), t.history.end(), *config) != t.history.end() ||
+                    std::find(t.given.begin(), t.given.end(), *config) != t.given.end();
+    if (!measured) t.given.push_back(*config);
+  }
 
   if (measurer_->NeedsTaskData()) {
     t.data = std::make_unique<measure::TaskData>(
@@ -433,7 +464,17 @@ absl::Status Tuner::RunBatch(TaskRun& t, int want) {
     t.progress.done = true;
     return absl::OkStatus();
   }
-  std::vector<search::Config> configs = t.strategy->Propose(want);
+  // Given configs first, in batches of their own; then the strategy's proposals.
+  std::vector<search::Config> configs;
+  std::string strategy = t.strategy->name();
+  if (!t.given.empty()) {
+    const size_t n = std::min(t.given.size(), static_cast<size_t>(want));
+    configs.assign(t.given.begin(), t.given.begin() + static_cast<std::ptrdiff_t>(n));
+    t.given.erase(t.given.begin(), t.given.begin() + static_cast<std::ptrdiff_t>(n));
+    strategy = kGivenStrategy;
+  } else {
+    configs = t.strategy->Propose(want);
+  }
   if (configs.empty()) {  // space exhausted
     t.progress.done = true;
     return absl::OkStatus();
@@ -444,7 +485,7 @@ absl::Status Tuner::RunBatch(TaskRun& t, int want) {
     protocol.cutoff_s = options_.cutoff_factor * outcome.best_s;
   }
   auto results = measurer_->Measure(*t.tmpl, t.data.get(), configs, protocol);
-  if (auto st = Commit(t, configs, results, t.strategy->name(), protocol); !st.ok()) return st;
+  if (auto st = Commit(t, configs, results, strategy, protocol); !st.ok()) return st;
   std::vector<search::MeasuredConfig> measured;
   for (size_t i = 0; i < configs.size(); ++i) {
     const auto& r = results[i];

@@ -58,6 +58,12 @@ struct TuneOptions {
   /// A candidate whose first call is this many times slower than the task's best so far is
   /// not timed further (MeasureProtocol::cutoff_s); 0 = off.
   double cutoff_factor = 10;
+  /// Configs (ToJson text) measured first for every task, before the strategy proposes any,
+  /// recorded with strategy "given": known-good schedules to check or to start the search
+  /// from (the strategy learns from them as from its own). Each must be a valid config of
+  /// every task's space (Run fails with InvalidArgument before measuring otherwise); with
+  /// --resume, ones already recorded are not measured again. They count against the budget.
+  std::vector<std::string> given_configs;
   measure::MeasureProtocol protocol;
   std::string command;       // recorded with the run
 };
@@ -116,6 +122,9 @@ class Measurer {
 /// The template of `w` for `target` (the CPU one, or the CUDA one with the device's limits).
 absl::StatusOr<std::unique_ptr<codegen::Template>> MakeTemplate(const codegen::Workload& w,
                                                                 const measure::Target& target);
+/// `text` (ConfigSpace::ToJson) as a config of `tmpl`: InvalidArgument, naming the workload,
+/// when it does not parse or breaks a constraint.
+absl::StatusOr<search::Config> ParseGiven(const codegen::Template& tmpl, const std::string& text);
 /// Builds in this process for `target` (LLVM, or NVRTC for CUDA) with `build_threads`
 /// compilations at once, and measures with a runner from `runners`.
 std::unique_ptr<Measurer> MakeLocalMeasurer(const measure::Target& target, RunnerFactory runners, int build_threads);

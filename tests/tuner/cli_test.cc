@@ -373,6 +373,37 @@ TEST_F(CliTest, ModelFileTuneThenQueryDb) {
   EXPECT_THAT(none.err, HasSubstr("99")) << none;
 }
 
+TEST_F(CliTest, BadGivenConfig) {
+  ExpectRejected({"op", "matmul", "--shape", "16,16,16", "--config", "{\"tile_m\":[1,1,16]}", "--db", "x.db"},
+                 {"--config", "tile_n", "missing"});
+  ExpectRejected({"op", "matmul", "--shape", "16,16,16", "--config", "[1,2", "--db", "x.db"}, {"[1,2"});
+}
+
+// `tune op --config` measures the given config first; with --trials equal to their number,
+// nothing else: `tune db best` then shows it, as given.
+TEST_F(CliTest, GivenConfigIsMeasured) {
+  std::vector<std::string> args = {"op", "matmul", "--shape", "16,16,16", "--trials", "1", "--db", "g.db"};
+  args.insert(args.end(), kQuick.begin(), kQuick.end());
+  test::ProcessResult first = Tune(dir_, args);
+  ASSERT_TRUE(first.exited && first.exit_code == 0) << first;
+  test::ProcessResult best = Tune(dir_, {"db", "best", "--db", "g.db"});
+  ASSERT_TRUE(best.exited && best.exit_code == 0) << best;
+  const size_t at = best.out.find("{\"tile_m\"");
+  ASSERT_NE(at, std::string::npos) << best;
+  const std::string config = best.out.substr(at, best.out.find('\n', at) - at);
+  args = {"op", "matmul", "--shape", "16,16,16", "--trials", "1", "--finalists", "0", "--config", config,
+          "--db", "h.db"};
+  args.insert(args.end(), kQuick.begin(), kQuick.end());
+  test::ProcessResult given = Tune(dir_, args);
+  ASSERT_TRUE(given.exited && given.exit_code == 0) << given;
+  test::ProcessResult history = Tune(dir_, {"db", "history", "--db", "h.db"});
+  ASSERT_TRUE(history.exited && history.exit_code == 0) << history;
+  EXPECT_EQ(CountLinesWith(history.out, "given"), 1) << history;
+  for (const std::string& line : Lines(history.out)) {
+    if (line.find("given") != std::string::npos) EXPECT_THAT(line, HasSubstr(config)) << history;
+  }
+}
+
 TEST_F(CliTest, ShowKernelPrintsPseudoC) {
   std::vector<std::string> args = {"op", "conv2d", "--shape", "1,8,10,10,8,3,3,1,1", "--trials", "4",
                                    "--show-kernel", "--db", "k.db"};

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <set>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -486,6 +487,97 @@ TEST(TunerTest, ResumeMeasuresOnlyNewConfigs) {
     EXPECT_EQ(outcomes[0].trials, 12);
     EXPECT_EQ(outcomes[0].measured_now, 0);
     EXPECT_EQ(RecordsOf(*db, task_id).size(), 13u);
+  }
+}
+
+// Given configs (tune op --config) are measured first, in order and in batches of their own,
+// recorded as "given", count against the budget, teach the strategy (it does not propose them
+// again), and are not measured twice: a repeat is dropped, and --resume skips recorded ones.
+TEST(TunerTest, GivenConfigsAreMeasuredFirstAndOnce) {
+  test::TempDir dir;
+  const std::string path = dir.Join("given.db");
+  TuneTask task = SmallTask();
+  auto tmpl = codegen::Template::Create(task.workload);
+  ASSERT_TRUE(tmpl.ok()) << tmpl.status();
+  const search::ConfigSpace& space = (*tmpl)->space();
+  std::mt19937_64 rng(7);
+  std::vector<std::string> given;
+  while (given.size() < 3) {
+    absl::StatusOr<search::Config> c = space.Sample(rng);
+    ASSERT_TRUE(c.ok()) << c.status();
+    const std::string text = space.ToJson(*c);
+    if (std::find(given.begin(), given.end(), text) == given.end()) given.push_back(text);
+  }
+  int64_t task_id = 0;
+  {
+    auto db = OpenDb(path);
+    ASSERT_NE(db, nullptr);
+    TuneOptions options = FastOptions(/*trials=*/7, /*batch=*/2);
+    options.given_configs = {given[0], given[1], given[0], given[2]};  // a repeat is measured once
+    std::vector<TaskOutcome> outcomes = RunTuner(db.get(), {task}, options);
+    ASSERT_EQ(outcomes.size(), 1u);
+    EXPECT_EQ(outcomes[0].trials, 7);
+    task_id = outcomes[0].task_id;
+    std::vector<dataset::Record> records = RecordsOf(*db, task_id);
+    ASSERT_EQ(records.size(), 8u);
+    EXPECT_EQ(records[0].strategy, kDefault);
+    for (int i = 0; i < 3; ++i) {
+      EXPECT_EQ(records[1 + i].strategy, "given");
+      EXPECT_EQ(records[1 + i].config_json, given[i]);
+    }
+    std::map<std::string, int> configs = SearchConfigs(records);
+    EXPECT_EQ(configs.size(), 7u) << "the search proposes none of the given configs again";
+    EXPECT_EQ(CountStrategy(records, "random"), 4);
+  }
+  {
+    // Resumed with the same and one more budget: the recorded given configs are not measured
+    // again; the budget left goes to the search.
+    auto db = OpenDb(path);
+    ASSERT_NE(db, nullptr);
+    TuneOptions options = FastOptions(/*trials=*/8, /*batch=*/2);
+    options.resume = true;
+    options.given_configs = given;
+    std::vector<TaskOutcome> outcomes = RunTuner(db.get(), {task}, options);
+    ASSERT_EQ(outcomes.size(), 1u);
+    EXPECT_EQ(outcomes[0].measured_now, 1);
+    std::vector<dataset::Record> records = RecordsOf(*db, task_id);
+    EXPECT_EQ(CountStrategy(records, "given"), 3);
+  }
+}
+
+// A given config that does not parse, or breaks a constraint, fails the run before anything is
+// written: no run, no task, no record.
+TEST(TunerTest, InvalidGivenConfigWritesNothing) {
+  test::TempDir dir;
+  TuneTask task = SmallTask();
+  auto tmpl = codegen::Template::Create(task.workload);
+  ASSERT_TRUE(tmpl.ok()) << tmpl.status();
+  const search::ConfigSpace& space = (*tmpl)->space();
+  // An unconstrained point that is not valid: some knob combination breaks a constraint.
+  std::mt19937_64 rng(3);
+  std::string invalid;
+  for (int i = 0; i < 100000 && invalid.empty(); ++i) {
+    search::Config c = space.Draw(rng);
+    if (!space.IsValid(c)) invalid = space.ToJson(c);
+  }
+  ASSERT_FALSE(invalid.empty());
+  for (const std::string& text : {std::string("{\"tile_m\": [1, 2]}"), std::string("not json"), invalid}) {
+    const std::string path = dir.Join("invalid" + std::to_string(text.size()) + ".db");
+    auto db = OpenDb(path);
+    ASSERT_NE(db, nullptr);
+    TuneOptions options = FastOptions(/*trials=*/2, /*batch=*/2);
+    options.given_configs = {text};
+    Tuner tuner(db.get(), measure::Target::HostCpu(1), LocalRunnerFactory(1), options);
+    absl::StatusOr<std::vector<TaskOutcome>> outcomes = tuner.Run({task});
+    ASSERT_FALSE(outcomes.ok()) << text;
+    EXPECT_TRUE(absl::IsInvalidArgument(outcomes.status())) << outcomes.status();
+    EXPECT_THAT(std::string(outcomes.status().message()), HasSubstr(task.workload.Key()));
+    auto runs = db->Runs();
+    ASSERT_TRUE(runs.ok());
+    EXPECT_TRUE(runs->empty()) << text;
+    auto tasks = db->Tasks();
+    ASSERT_TRUE(tasks.ok());
+    EXPECT_TRUE(tasks->empty()) << text;
   }
 }
 
