@@ -21,6 +21,7 @@ constexpr int64_t kMaxGridZ = 65535;        // and on gridDim.z
 constexpr int64_t kVariantImplicitGemm = 0, kVariantDirect = 1;
 constexpr int64_t kMaxSplitWorkspaceBytes = int64_t{64} << 20;  // split-K's partial tiles
 constexpr int64_t kCpAsyncAAsync = 0, kCpAsyncARegisters = 1;  // cp_async_a
+constexpr int64_t kFmaOrderRows = 0, kFmaOrderBlocked = 1;       // fma_order
 
 /// The sizes a config stands for.
 struct Tiles {
@@ -33,6 +34,7 @@ struct Tiles {
   int64_t async;   // cp_async: shared stages of the asynchronous-copy pipeline, 0 without it
   bool a_registers;  // cp_async_a: under the pipeline, A's tile is register-staged (hybrid)
   bool unroll_stages;  // the main loop unrolled by its stage count (constant stage indices)
+  bool fma_blocked;    // fma_order: the register tile's FMAs in 2 x 2 blocks, serpentine
   int64_t bm() const { return ty * tm; }
   /// Shared-memory stages of the main loop.
   int64_t stages() const { return async > 0 ? async : double_buffer ? 2 : 1; }
@@ -49,12 +51,35 @@ Tiles TilesOf(const search::ConfigSpace& s, const search::Config& c) {
   return Tiles{fm[0], fm[1], fm[2], fn[0], fn[1], fn[2], fk[0], fk[1], s.GetInt(c, "vector"),
                async == 0 && s.GetInt(c, "double_buffer") != 0, s.GetInt(c, "unroll_k") != 0, s.GetInt(c, "pad"),
                s.GetInt(c, "interleave") != 0, s.GetInt(c, "k_slices"), s.GetInt(c, "k_split"), async,
-               async > 0 && s.GetInt(c, "cp_async_a") == kCpAsyncARegisters, s.GetInt(c, "unroll_stages") != 0};
+               async > 0 && s.GetInt(c, "cp_async_a") == kCpAsyncARegisters, s.GetInt(c, "unroll_stages") != 0,
+               s.GetInt(c, "fma_order") == kFmaOrderBlocked};
 }
 
 /// Whether a thread's `per_thread` rows (or columns) are interleaved: with the knob on, a tile
 /// of 8 or 16 is walked as 2 or 4 runs of 4, each a block tile's half or quarter apart.
 bool Interleaved(const Tiles& t, int64_t per_thread) { return t.interleave && (per_thread == 8 || per_thread == 16); }
+
+/// The register tile's FMAs, fma(i, j) for every row i < TM and column j < TN: unrolled loops
+/// row by row, or (fma_order blocked) a sequence of 2 x 2 blocks, rows of blocks in turn and
+/// the blocks of every other row in reverse, so that each FMA shares one operand with the FMA
+/// before it and the other with the one before that.
+Stmt Fmas(const Tiles& t, const std::function<Stmt(const Expr& i, const Expr& j)>& fma) {
+  if (!t.fma_blocked) {
+    return UnrolledLoop("i", t.tm, [&](const Expr& i) {
+      return UnrolledLoop("j", t.tn, [&](const Expr& j) { return fma(i, j); });
+    });
+  }
+  std::vector<Stmt> seq;
+  for (int64_t ib = 0; ib < t.tm / 2; ++ib) {
+    for (int64_t step = 0; step < t.tn / 2; ++step) {
+      const int64_t jb = ib % 2 == 0 ? step : t.tn / 2 - 1 - step;
+      for (int64_t i = 2 * ib; i < 2 * ib + 2; ++i) {
+        for (int64_t j = 2 * jb; j < 2 * jb + 2; ++j) seq.push_back(fma(Expr(i), Expr(j)));
+      }
+    }
+  }
+  return Seq(std::move(seq));
+}
 
 /// The GEMM a workload is: for conv2d (implicit GEMM), M = output channels, N = batch x
 /// output pixels, K = input channels x kernel window.
@@ -146,6 +171,12 @@ CudaGemmTemplate::CudaGemmTemplate(Workload w, const GpuLimits& limits) : Templa
   s.AddChoice("unroll_stages", {0, 1});
   if (conv) s.AddCondition("unroll_stages", "variant", {kVariantImplicitGemm});
   s.AllowMissing("unroll_stages");
+  // The order of the register tile's FMAs in the source (the code generator's input to
+  // ptxas' scheduling and operand reuse): row by row, or 2 x 2 blocks in serpentine order, each
+  // FMA sharing an operand with the one before and the rest with the one before that.
+  s.AddChoice("fma_order", {kFmaOrderRows, kFmaOrderBlocked}, {"rows", "blocked"});
+  if (conv) s.AddCondition("fma_order", "variant", {kVariantImplicitGemm});
+  s.AllowMissing("fma_order");
   const search::ConfigSpace* sp = &space_;
   const bool dense = wl.op == OpKind::kDense;
   auto plan = [sp, wl](const search::Config& c) { return PlanDirectConv(wl, DirectTilesOf(*sp, c)); };
@@ -235,6 +266,11 @@ CudaGemmTemplate::CudaGemmTemplate(Workload w, const GpuLimits& limits) : Templa
     const int64_t copies = t.unroll_stages ? t.stages() : 1;  // of the K step's body
     return !t.unroll_k || t.bk * t.tm * t.tn * copies <= kMaxUnrolledFma;
   });
+  s.AddConstraint("fma_blocked_even", [sp, conv](const search::Config& c) {
+    if (IsDirect(*sp, c, conv)) return true;
+    Tiles t = TilesOf(*sp, c);
+    return !t.fma_blocked || (t.tm % 2 == 0 && t.tn % 2 == 0);
+  });
   // Unrolling by the stages needs two or more of them.
   s.AddConstraint("unroll_stages_pipelined", [sp, conv](const search::Config& c) {
     if (IsDirect(*sp, c, conv)) return true;
@@ -249,9 +285,10 @@ search::Config CudaGemmTemplate::DefaultConfig() const {
   // closest to it (fewest elements per thread, then the most threads up to 256). For conv2d,
   // the implicit GEMM (the direct variant's knobs held at option 0).
   // k_split is held at 1 too (a default without split-K), so the walk costs what it did before.
-  std::vector<std::string> held = {"k_split", "cp_async", "cp_async_a", "unroll_stages"};
+  std::vector<std::string> held = {"k_split", "cp_async", "cp_async_a", "unroll_stages", "fma_order"};
   if (workload_.op == OpKind::kConv2d) {
-    held = {"k_split", "cp_async", "cp_async_a", "unroll_stages", "variant", "tile_oh", "tile_ow", "tile_c"};
+    held = {"k_split", "cp_async", "cp_async_a", "unroll_stages", "fma_order", "variant", "tile_oh", "tile_ow",
+            "tile_c"};
   }
   return BestScoring([this](const search::Config& c) -> std::optional<int64_t> {
     Tiles t = TilesOf(space_, c);
@@ -462,10 +499,8 @@ Schedule CudaGemmTemplate::Build(const search::Config& c) const {
         VectorizedLoop("j", t.tn, [&](const Expr& j, const Expr& quad, const Expr& lane) {
           return Store(bf, {j}, Load(bs, {stage, kk, col_of(j, quad, lane)}));
         }),
-        UnrolledLoop("i", t.tm, [&](const Expr& i) {
-          return UnrolledLoop("j", t.tn, [&](const Expr& j) {
-            return Store(acc, {i, j}, Load(acc, {i, j}) + Load(af, {i}) * Load(bf, {j}));
-          });
+        Fmas(t, [&](const Expr& i, const Expr& j) {
+          return Store(acc, {i, j}, Load(acc, {i, j}) + Load(af, {i}) * Load(bf, {j}));
         }),
     });
     return For(kslice, slice_k, t.unroll_k ? ForKind::kUnrolled : ForKind::kSerial, step);

@@ -44,15 +44,19 @@ namespace tune::codegen {
 /// for A, as double_buffer, and S-1 for B; see PipelinedLoop::EmitAsync), unroll_stages (0 or
 /// 1: the main loop unrolled by its stage count, 2 or cp_async's, so stage indices are
 /// constants -- PipelinedLoop::unroll_stages; needs two or more stages and counts in the
-/// bound on unrolled code).
+/// bound on unrolled code), fma_order (rows or blocked: the register tile's FMAs written row by
+/// row, or as 2 x 2 blocks in serpentine order so each shares one operand with the FMA before
+/// it and the other with the one before that -- the order ptxas starts its scheduling and
+/// operand reuse from; blocked needs even TM and TN).
 /// Constraints (before compiling): threads per block a multiple of 32 (or the whole problem
 /// in one block) and within the limits, tiles that split evenly over the threads, an
 /// estimate of registers per thread and the shared memory within the limits; k_slices and
 /// k_split only where the output tiles give fewer than two blocks per multiprocessor, k_split
 /// dividing the K tiles, its workspace at most 64 MiB; the shared stages (1, 2 for
 /// double_buffer, or cp_async's) count in the shared memory, A's staging registers (hybrid)
-/// in the registers. Config text recorded before k_split, cp_async, cp_async_a or
-/// unroll_stages existed reads as k_split 1, cp_async 0, cp_async_a async, unroll_stages 0.
+/// in the registers. Config text recorded before k_split, cp_async, cp_async_a, unroll_stages
+/// or fma_order existed reads as k_split 1, cp_async 0, cp_async_a async, unroll_stages 0,
+/// fma_order rows.
 ///
 /// conv2d has a `variant` knob: implicit_gemm (the kernel above) or direct (cuda_direct_conv.h:
 /// an OC x OH x OW output tile per block from a shared-memory input halo tile). The direct

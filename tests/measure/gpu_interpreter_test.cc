@@ -243,7 +243,8 @@ TEST(CudaGemmOnCpuTest, RandomCpAsyncHybridConfigsMatchTheReference) {
 // Thread tiles of 16 rows or columns, interleaved as four runs of 4 a quarter block tile apart,
 // and main loops unrolled by their stage count (unroll_stages): double-buffered and
 // asynchronous (plain and hybrid), with loop counts that leave no remainder and ones whose
-// last iterations are peeled. Each matches the reference; so does the rolled loop.
+// last iterations are peeled. Each matches the reference; so does the rolled loop. The rolled
+// ones take their FMAs in 2 x 2 blocks (fma_order blocked), the unrolled ones row by row.
 TEST(CudaGemmOnCpuTest, WideInterleavedTilesAndUnrolledStagesMatchTheReference) {
   const Workload w = Gemm(OpKind::kMatmul, "128,64,40", false, false);
   auto tmpl = codegen::Template::Create(w, codegen::Backend::kCuda);
@@ -264,7 +265,8 @@ TEST(CudaGemmOnCpuTest, WideInterleavedTilesAndUnrolledStagesMatchTheReference) 
             "{\"tile_m\":", tm, ",\"tile_n\":", tn, ",\"tile_k\":", tk,
             ",\"vector\":[4],\"double_buffer\":[1],\"pad\":[4],\"unroll_k\":[1],\"interleave\":[1],"
             "\"k_slices\":[1],\"k_split\":[1],\"cp_async\":[",
-            stages, "],\"cp_async_a\":[", a_path, "],\"unroll_stages\":[", unroll, "]}");
+            stages, "],\"cp_async_a\":[", a_path, "],\"unroll_stages\":[", unroll, "],\"fma_order\":[", 1 - unroll,
+            "]}");
         absl::StatusOr<search::Config> c = space.FromJson(text);
         ASSERT_TRUE(c.ok()) << c.status();
         ASSERT_TRUE(space.IsValid(*c)) << text << ": " << space.WhyInvalid(*c);
