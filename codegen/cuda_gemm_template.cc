@@ -21,7 +21,7 @@ constexpr int64_t kMaxGridZ = 65535;        // and on gridDim.z
 constexpr int64_t kVariantImplicitGemm = 0, kVariantDirect = 1;
 constexpr int64_t kMaxSplitWorkspaceBytes = int64_t{64} << 20;  // split-K's partial tiles
 constexpr int64_t kCpAsyncAAsync = 0, kCpAsyncARegisters = 1;  // cp_async_a
-constexpr int64_t kFmaOrderRows = 0, kFmaOrderBlocked = 1;       // fma_order
+constexpr int64_t kFmaOrderRows = 0, kFmaOrderBlocked = 1, kFmaOrderColumns = 2, kFmaOrderQuads = 3;  // fma_order
 
 /// The sizes a config stands for.
 struct Tiles {
@@ -34,7 +34,7 @@ struct Tiles {
   int64_t async;   // cp_async: shared stages of the asynchronous-copy pipeline, 0 without it
   bool a_registers;  // cp_async_a: under the pipeline, A's tile is register-staged (hybrid)
   bool unroll_stages;  // the main loop unrolled by its stage count (constant stage indices)
-  bool fma_blocked;    // fma_order: the register tile's FMAs in 2 x 2 blocks, serpentine
+  int64_t fma_order;  // the order of the register tile's FMAs in the source (kFmaOrder*)
   int64_t bm() const { return ty * tm; }
   /// Shared-memory stages of the main loop.
   int64_t stages() const { return async > 0 ? async : double_buffer ? 2 : 1; }
@@ -52,29 +52,50 @@ Tiles TilesOf(const search::ConfigSpace& s, const search::Config& c) {
                async == 0 && s.GetInt(c, "double_buffer") != 0, s.GetInt(c, "unroll_k") != 0, s.GetInt(c, "pad"),
                s.GetInt(c, "interleave") != 0, s.GetInt(c, "k_slices"), s.GetInt(c, "k_split"), async,
                async > 0 && s.GetInt(c, "cp_async_a") == kCpAsyncARegisters, s.GetInt(c, "unroll_stages") != 0,
-               s.GetInt(c, "fma_order") == kFmaOrderBlocked};
+               s.GetInt(c, "fma_order")};
 }
 
 /// Whether a thread's `per_thread` rows (or columns) are interleaved: with the knob on, a tile
 /// of 8 or 16 is walked as 2 or 4 runs of 4, each a block tile's half or quarter apart.
 bool Interleaved(const Tiles& t, int64_t per_thread) { return t.interleave && (per_thread == 8 || per_thread == 16); }
 
-/// The register tile's FMAs, fma(i, j) for every row i < TM and column j < TN: unrolled loops
-/// row by row, or (fma_order blocked) a sequence of 2 x 2 blocks, rows of blocks in turn and
-/// the blocks of every other row in reverse, so that each FMA shares one operand with the FMA
-/// before it and the other with the one before that.
+/// The register tile's FMAs, fma(i, j) for every row i < TM and column j < TN, in the order of
+/// fma_order: rows (unrolled loops, row by row: consecutive FMAs share the row's A value),
+/// columns (column by column), blocked (2 x 2 blocks, the rows of blocks in turn, every other
+/// row of blocks in reverse: each FMA shares one operand with the FMA before it and the other
+/// with the one before that), quads (per 4 rows -- one 128-bit fragment load -- column pairs in
+/// turn, each pair over the rows two by two, the row pairs in alternating order).
 Stmt Fmas(const Tiles& t, const std::function<Stmt(const Expr& i, const Expr& j)>& fma) {
-  if (!t.fma_blocked) {
+  if (t.fma_order == kFmaOrderRows) {
     return UnrolledLoop("i", t.tm, [&](const Expr& i) {
       return UnrolledLoop("j", t.tn, [&](const Expr& j) { return fma(i, j); });
     });
   }
+  if (t.fma_order == kFmaOrderColumns) {
+    return UnrolledLoop("j", t.tn, [&](const Expr& j) {
+      return UnrolledLoop("i", t.tm, [&](const Expr& i) { return fma(i, j); });
+    });
+  }
   std::vector<Stmt> seq;
-  for (int64_t ib = 0; ib < t.tm / 2; ++ib) {
-    for (int64_t step = 0; step < t.tn / 2; ++step) {
-      const int64_t jb = ib % 2 == 0 ? step : t.tn / 2 - 1 - step;
-      for (int64_t i = 2 * ib; i < 2 * ib + 2; ++i) {
-        for (int64_t j = 2 * jb; j < 2 * jb + 2; ++j) seq.push_back(fma(Expr(i), Expr(j)));
+  auto emit = [&](int64_t i, int64_t j) { seq.push_back(fma(Expr(i), Expr(j))); };
+  if (t.fma_order == kFmaOrderBlocked) {
+    for (int64_t ib = 0; ib < t.tm / 2; ++ib) {
+      for (int64_t step = 0; step < t.tn / 2; ++step) {
+        const int64_t jb = ib % 2 == 0 ? step : t.tn / 2 - 1 - step;
+        for (int64_t i = 2 * ib; i < 2 * ib + 2; ++i) {
+          for (int64_t j = 2 * jb; j < 2 * jb + 2; ++j) emit(i, j);
+        }
+      }
+    }
+  } else {  // quads
+    for (int64_t q = 0; q < t.tm / 4; ++q) {
+      for (int64_t p = 0; p < t.tn / 2; ++p) {
+        for (int64_t half : {p % 2, 1 - p % 2}) {
+          for (int64_t i = 4 * q + 2 * half; i < 4 * q + 2 * half + 2; ++i) {
+            emit(i, 2 * p);
+            emit(i, 2 * p + 1);
+          }
+        }
       }
     }
   }
@@ -171,10 +192,10 @@ CudaGemmTemplate::CudaGemmTemplate(Workload w, const GpuLimits& limits) : Templa
   s.AddChoice("unroll_stages", {0, 1});
   if (conv) s.AddCondition("unroll_stages", "variant", {kVariantImplicitGemm});
   s.AllowMissing("unroll_stages");
-  // The order of the register tile's FMAs in the source (the code generator's input to
-  // ptxas' scheduling and operand reuse): row by row, or 2 x 2 blocks in serpentine order, each
-  // FMA sharing an operand with the one before and the rest with the one before that.
-  s.AddChoice("fma_order", {kFmaOrderRows, kFmaOrderBlocked}, {"rows", "blocked"});
+  // The order of the register tile's FMAs in the source, where ptxas' scheduling and operand
+  // reuse start from (see Fmas).
+  s.AddChoice("fma_order", {kFmaOrderRows, kFmaOrderBlocked, kFmaOrderColumns, kFmaOrderQuads},
+              {"rows", "blocked", "columns", "quads"});
   if (conv) s.AddCondition("fma_order", "variant", {kVariantImplicitGemm});
   s.AllowMissing("fma_order");
   const search::ConfigSpace* sp = &space_;
@@ -266,10 +287,12 @@ CudaGemmTemplate::CudaGemmTemplate(Workload w, const GpuLimits& limits) : Templa
     const int64_t copies = t.unroll_stages ? t.stages() : 1;  // of the K step's body
     return !t.unroll_k || t.bk * t.tm * t.tn * copies <= kMaxUnrolledFma;
   });
-  s.AddConstraint("fma_blocked_even", [sp, conv](const search::Config& c) {
+  s.AddConstraint("fma_order_fits", [sp, conv](const search::Config& c) {
     if (IsDirect(*sp, c, conv)) return true;
     Tiles t = TilesOf(*sp, c);
-    return !t.fma_blocked || (t.tm % 2 == 0 && t.tn % 2 == 0);
+    if (t.fma_order == kFmaOrderBlocked) return t.tm % 2 == 0 && t.tn % 2 == 0;
+    if (t.fma_order == kFmaOrderQuads) return t.tm % 4 == 0 && t.tn % 2 == 0;
+    return true;
   });
   // Unrolling by the stages needs two or more of them.
   s.AddConstraint("unroll_stages_pipelined", [sp, conv](const search::Config& c) {

@@ -44,10 +44,10 @@ namespace tune::codegen {
 /// for A, as double_buffer, and S-1 for B; see PipelinedLoop::EmitAsync), unroll_stages (0 or
 /// 1: the main loop unrolled by its stage count, 2 or cp_async's, so stage indices are
 /// constants -- PipelinedLoop::unroll_stages; needs two or more stages and counts in the
-/// bound on unrolled code), fma_order (rows or blocked: the register tile's FMAs written row by
-/// row, or as 2 x 2 blocks in serpentine order so each shares one operand with the FMA before
-/// it and the other with the one before that -- the order ptxas starts its scheduling and
-/// operand reuse from; blocked needs even TM and TN).
+/// bound on unrolled code), fma_order (rows, blocked, columns or quads: the order the register
+/// tile's FMAs are written in, where ptxas' scheduling and operand reuse start from -- row by
+/// row, 2 x 2 blocks in serpentine order, column by column, or per 4-row fragment column pairs
+/// over row pairs; blocked needs even TM and TN, quads TM a multiple of 4 and TN even).
 /// Constraints (before compiling): threads per block a multiple of 32 (or the whole problem
 /// in one block) and within the limits, tiles that split evenly over the threads, an
 /// estimate of registers per thread and the shared memory within the limits; k_slices and

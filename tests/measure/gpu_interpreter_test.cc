@@ -243,8 +243,8 @@ TEST(CudaGemmOnCpuTest, RandomCpAsyncHybridConfigsMatchTheReference) {
 // Thread tiles of 16 rows or columns, interleaved as four runs of 4 a quarter block tile apart,
 // and main loops unrolled by their stage count (unroll_stages): double-buffered and
 // asynchronous (plain and hybrid), with loop counts that leave no remainder and ones whose
-// last iterations are peeled. Each matches the reference; so does the rolled loop. The rolled
-// ones take their FMAs in 2 x 2 blocks (fma_order blocked), the unrolled ones row by row.
+// last iterations are peeled. Each matches the reference; so does the rolled loop. The FMA
+// orders (fma_order rows, blocked, columns, quads) take turns.
 TEST(CudaGemmOnCpuTest, WideInterleavedTilesAndUnrolledStagesMatchTheReference) {
   const Workload w = Gemm(OpKind::kMatmul, "128,64,40", false, false);
   auto tmpl = codegen::Template::Create(w, codegen::Backend::kCuda);
@@ -258,6 +258,7 @@ TEST(CudaGemmOnCpuTest, WideInterleavedTilesAndUnrolledStagesMatchTheReference) 
   const std::vector<std::tuple<std::string, int, int>> loops = {
       {"[5,8]", 0, 0}, {"[10,4]", 0, 0}, {"[5,8]", 3, 0}, {"[10,4]", 4, 0}, {"[5,8]", 2, 1}};
   int checked = 0;
+  std::set<int64_t> orders;
   for (const auto& [tm, tn] : tiles) {
     for (const auto& [tk, stages, a_path] : loops) {
       for (int unroll : {0, 1}) {
@@ -265,17 +266,19 @@ TEST(CudaGemmOnCpuTest, WideInterleavedTilesAndUnrolledStagesMatchTheReference) 
             "{\"tile_m\":", tm, ",\"tile_n\":", tn, ",\"tile_k\":", tk,
             ",\"vector\":[4],\"double_buffer\":[1],\"pad\":[4],\"unroll_k\":[1],\"interleave\":[1],"
             "\"k_slices\":[1],\"k_split\":[1],\"cp_async\":[",
-            stages, "],\"cp_async_a\":[", a_path, "],\"unroll_stages\":[", unroll, "],\"fma_order\":[", 1 - unroll,
-            "]}");
+            stages, "],\"cp_async_a\":[", a_path, "],\"unroll_stages\":[", unroll, "],\"fma_order\":[",
+            (checked / 2) % 4, "]}");
         absl::StatusOr<search::Config> c = space.FromJson(text);
         ASSERT_TRUE(c.ok()) << c.status();
         ASSERT_TRUE(space.IsValid(*c)) << text << ": " << space.WhyInvalid(*c);
+        orders.insert(space.GetInt(*c, "fma_order"));
         EXPECT_EQ(RunAndCompare(**tmpl, *c, task), "") << text;
         ++checked;
       }
     }
   }
   EXPECT_EQ(checked, 20);
+  EXPECT_EQ(orders, (std::set<int64_t>{0, 1, 2, 3}));
 }
 
 // A split-K kernel that forgot to reset its counters is right once and wrong the second time
