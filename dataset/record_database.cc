@@ -738,12 +738,27 @@ absl::StatusOr<std::vector<TaskInfo>> RecordDatabase::Tasks() const {
 namespace {
 constexpr const char* kJobsSql =
     "CREATE TABLE IF NOT EXISTS jobs(id INTEGER PRIMARY KEY, request_json TEXT NOT NULL, "
-    "state TEXT NOT NULL, message TEXT NOT NULL, submitted REAL NOT NULL)";
+    "state TEXT NOT NULL, message TEXT NOT NULL, submitted REAL NOT NULL, "
+    "trials_done INTEGER NOT NULL DEFAULT 0, trials_total INTEGER NOT NULL DEFAULT 0)";
+
+/// Creates the jobs table, or adds the trial columns to one made before they existed.
+absl::Status EnsureJobsTable(sqlite3* db) {
+  if (absl::Status s = Exec(db, kJobsSql); !s.ok()) return s;
+  absl::StatusOr<int64_t> has =
+      QueryInt(db, "SELECT count(*) FROM pragma_table_info('jobs') WHERE name = 'trials_done'");
+  if (!has.ok()) return has.status();
+  if (*has > 0) return absl::OkStatus();
+  for (const char* sql : {"ALTER TABLE jobs ADD COLUMN trials_done INTEGER NOT NULL DEFAULT 0",
+                          "ALTER TABLE jobs ADD COLUMN trials_total INTEGER NOT NULL DEFAULT 0"}) {
+    if (absl::Status s = Exec(db, sql); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
 }  // namespace
 
 absl::StatusOr<int64_t> RecordDatabase::AddJob(const std::string& request_json, const std::string& state) {
   sqlite3* db = impl_->db;
-  if (absl::Status s = Exec(db, kJobsSql); !s.ok()) return s;
+  if (absl::Status s = EnsureJobsTable(db); !s.ok()) return s;
   absl::StatusOr<Statement> insert = Statement::Prepare(
       db, "INSERT INTO jobs(request_json, state, message, submitted) VALUES (?1, ?2, '', ?3)");
   if (!insert.ok()) return insert.status();
@@ -755,13 +770,16 @@ absl::StatusOr<int64_t> RecordDatabase::AddJob(const std::string& request_json, 
   return sqlite3_last_insert_rowid(db);
 }
 
-absl::Status RecordDatabase::SetJobState(int64_t id, const std::string& state, const std::string& message) {
+absl::Status RecordDatabase::SetJobState(int64_t id, const std::string& state, const std::string& message,
+                                         int64_t trials_done, int64_t trials_total) {
   sqlite3* db = impl_->db;
-  if (absl::Status s = Exec(db, kJobsSql); !s.ok()) return s;
-  absl::StatusOr<Statement> update =
-      Statement::Prepare(db, "UPDATE jobs SET state = ?1, message = ?2 WHERE id = ?3");
+  if (absl::Status s = EnsureJobsTable(db); !s.ok()) return s;
+  absl::StatusOr<Statement> update = Statement::Prepare(
+      db, "UPDATE jobs SET state = ?1, message = ?2, trials_done = CASE WHEN ?4 >= 0 THEN ?4 ELSE trials_done END, "
+          "trials_total = CASE WHEN ?5 >= 0 THEN ?5 ELSE trials_total END WHERE id = ?3");
   if (!update.ok()) return update.status();
-  for (absl::Status s : {update->BindText(1, state), update->BindText(2, message), update->BindInt64(3, id)}) {
+  for (absl::Status s : {update->BindText(1, state), update->BindText(2, message), update->BindInt64(3, id),
+                         update->BindInt64(4, trials_done), update->BindInt64(5, trials_total)}) {
     if (!s.ok()) return s;
   }
   return update->Run();
@@ -772,8 +790,14 @@ absl::StatusOr<std::vector<JobRow>> RecordDatabase::Jobs() const {
   absl::StatusOr<int64_t> has = QueryInt(impl_->db, "SELECT count(*) FROM sqlite_master WHERE name = 'jobs'");
   if (!has.ok()) return has.status();
   if (*has == 0) return jobs;
+  // A jobs table from before the trial columns reads as 0 trials (nothing is altered here).
+  absl::StatusOr<int64_t> counted =
+      QueryInt(impl_->db, "SELECT count(*) FROM pragma_table_info('jobs') WHERE name = 'trials_done'");
+  if (!counted.ok()) return counted.status();
   absl::StatusOr<Statement> query = Statement::Prepare(
-      impl_->db, "SELECT id, request_json, state, message, submitted FROM jobs ORDER BY id");
+      impl_->db, *counted > 0 ? "SELECT id, request_json, state, message, submitted, trials_done, trials_total "
+                                "FROM jobs ORDER BY id"
+                              : "SELECT id, request_json, state, message, submitted, 0, 0 FROM jobs ORDER BY id");
   if (!query.ok()) return query.status();
   while (true) {
     absl::StatusOr<bool> row = query->Step();
@@ -785,6 +809,8 @@ absl::StatusOr<std::vector<JobRow>> RecordDatabase::Jobs() const {
     j.state = query->Text(2);
     j.message = query->Text(3);
     j.submitted = query->Double(4);
+    j.trials_done = query->Int64(5);
+    j.trials_total = query->Int64(6);
     jobs.push_back(std::move(j));
   }
 }

@@ -60,6 +60,8 @@ struct JobRow {
   std::string state;         // "queued", "running", "done", "cancelled", "failed"
   std::string message;
   double submitted = 0;      // seconds since the epoch
+  int64_t trials_done = 0;   // stored when the job ends (0 before)
+  int64_t trials_total = 0;
 };
 
 /// SQLite-backed store. Opening creates or migrates the schema (versioned with
@@ -90,7 +92,10 @@ class RecordDatabase {
 
   /// Jobs (the `jobs` table is created on first use; files without it have no jobs).
   absl::StatusOr<int64_t> AddJob(const std::string& request_json, const std::string& state);
-  absl::Status SetJobState(int64_t id, const std::string& state, const std::string& message);
+  /// Sets a job's state and message; with trials_done / trials_total >= 0 its trial counts too
+  /// (stored when it ends, so a later daemon can list it).
+  absl::Status SetJobState(int64_t id, const std::string& state, const std::string& message,
+                           int64_t trials_done = -1, int64_t trials_total = -1);
   /// Every job, oldest first.
   absl::StatusOr<std::vector<JobRow>> Jobs() const;
 

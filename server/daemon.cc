@@ -90,6 +90,7 @@ struct Job {
   std::string message;
   std::map<int, v1::TaskProgress> tasks_progress;  // by task index
   uint32_t trials_total = 0;
+  uint32_t stored_trials_done = 0;  // a job that ended under an earlier daemon: its trials then
   double eta_s = 0;
   uint64_t version = 0;     // bumped on every change, for watchers
 
@@ -98,7 +99,7 @@ struct Job {
     v1::JobEvent e;
     e.set_job_id(id);
     e.set_state(state);
-    uint32_t done = 0;
+    uint32_t done = tasks_progress.empty() ? stored_trials_done : 0;
     for (const auto& [i, t] : tasks_progress) {
       *e.add_tasks() = t;
       done += t.trials();
@@ -149,14 +150,41 @@ struct Daemon::Impl {
     return stopping;
   }
 
-  /// Sets a job's state and stores it, unless the daemon is stopping: then the stored state
-  /// stays "running" (or "queued") and a restarted daemon resumes the job.
+  /// Sets a job's state and stores it (with its trial counts once it has ended), unless the
+  /// daemon is stopping: then the stored state stays "running" (or "queued") and a restarted
+  /// daemon resumes the job.
   void SetJob(Job* job, v1::JobState state, const std::string& why = "") {
     job->SetState(state, why);
     if (Stopping()) return;
+    int64_t done = -1, total = -1;
+    if (IsFinished(state)) {
+      const v1::JobEvent e = job->Event();
+      done = e.trials_done();
+      total = e.trials_total();
+    }
     std::lock_guard<std::mutex> lock(db_mu);
-    if (auto st = db->SetJobState(static_cast<int64_t>(job->id), JobStateName(state), why); !st.ok())
+    if (auto st = db->SetJobState(static_cast<int64_t>(job->id), JobStateName(state), why, done, total); !st.ok())
       spdlog::warn("job {}: cannot store its state: {}", job->id, std::string(st.message()));
+  }
+
+  /// A job that ended under an earlier daemon, as the database has it: listed and watchable
+  /// (its final state), never run.
+  void AddEnded(const dataset::JobRow& row, v1::JobState state) {
+    auto job = std::make_unique<Job>();
+    job->id = static_cast<uint64_t>(row.id);
+    if (!google::protobuf::util::JsonStringToMessage(row.request_json, &job->request).ok()) return;
+    const v1::SubmitJobRequest& req = job->request;
+    job->model_name = req.has_zoo_name() ? req.zoo_name() : req.name().empty() ? "submitted" : req.name();
+    if (req.has_model_json()) {
+      if (auto model = tuner::ParseModelJson(req.model_json(), job->model_name); model.ok()) job->model_name = model->name;
+    }
+    job->submitted_at = row.submitted;
+    job->state = state;
+    job->message = row.message;
+    job->trials_total = static_cast<uint32_t>(row.trials_total);
+    job->stored_trials_done = static_cast<uint32_t>(row.trials_done);
+    std::lock_guard<std::mutex> lock(jobs_mu);
+    jobs.push_back(std::move(job));
   }
 
   /// Creates the job's in-memory entry and starts its thread. Caller validated the request.
@@ -680,10 +708,15 @@ absl::StatusOr<int> Daemon::Start() {
   d.server = builder.BuildAndStart();
   if (!d.server || port <= 0)
     return absl::UnavailableError(absl::StrCat("cannot listen on ", d.options.listen));
-  // Jobs a previous daemon left unfinished resume, skipping the configs already recorded.
+  // Jobs a previous daemon left unfinished resume, skipping the configs already recorded; the
+  // ones that ended are listed as they ended.
   auto stored = d.db->Jobs();
   if (!stored.ok()) return stored.status();
   for (const dataset::JobRow& row : *stored) {
+    if (const v1::JobState state = JobStateFromName(row.state); IsFinished(state)) {
+      d.AddEnded(row, state);
+      continue;
+    }
     if (row.state != "queued" && row.state != "running") continue;
     v1::SubmitJobRequest req;
     if (!google::protobuf::util::JsonStringToMessage(row.request_json, &req).ok()) {

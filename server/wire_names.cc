@@ -14,6 +14,13 @@ const char* JobStateName(v1::JobState state) {
   }
 }
 
+v1::JobState JobStateFromName(const std::string& name) {
+  for (v1::JobState s : {v1::JOB_QUEUED, v1::JOB_RUNNING, v1::JOB_DONE, v1::JOB_CANCELLED, v1::JOB_FAILED}) {
+    if (name == JobStateName(s)) return s;
+  }
+  return v1::JOB_STATE_UNSPECIFIED;
+}
+
 bool IsFinished(v1::JobState state) {
   return state == v1::JOB_DONE || state == v1::JOB_CANCELLED || state == v1::JOB_FAILED;
 }

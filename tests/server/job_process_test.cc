@@ -4,6 +4,7 @@
 #include <signal.h>
 
 #include <map>
+#include <regex>
 #include <set>
 #include <thread>
 
@@ -91,6 +92,18 @@ TEST_F(JobProcess, ThreeWorkersTuneAModelToCompletionWithOneRecordPerConfig) {
   ProcessResult jobs = RunProcess({TuneBinary(), "jobs", "--server", address_, "--token-file", dir_.Join("token")},
                                   dir_.path(), 60);
   EXPECT_NE(jobs.out.find("done"), std::string::npos) << jobs;
+  // A later daemon on the same database lists the finished job as it ended, trials and all.
+  serve.Kill(SIGTERM);
+  serve.Wait();
+  Subprocess serve2;
+  ASSERT_FALSE(StartServe(serve2, dir_, "serve2", address_, {"--db", dir_.Join("r.db"), "--token-file",
+                                                             dir_.Join("token")})
+                   .empty());
+  ProcessResult later = RunProcess({TuneBinary(), "jobs", "--server", address_, "--token-file", dir_.Join("token")},
+                                   dir_.path(), 60);
+  ASSERT_EQ(later.exit_code, 0) << later;
+  EXPECT_TRUE(std::regex_search(later.out, std::regex("\\b1 +\\S*tiny.json +tiny +llvm +done +18/18"))) << later;
+  ExpectEachConfigOnce(3, 6);  // and measured nothing again
 }
 
 TEST_F(JobProcess, AWorkerKilledMidBatchLosesNothing) {
