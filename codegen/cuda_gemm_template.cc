@@ -276,7 +276,7 @@ CudaGemmTemplate::CudaGemmTemplate(Workload w, const GpuLimits& limits) : Templa
     Tiles t = TilesOf(*sp, c);
     return t.split == 1 || (t.split * outputs * 4 <= kMaxSplitWorkspaceBytes && batch * t.split <= kMaxGridZ);
   });
-  s.AddConstraint("interleave_needs_8", [sp, conv](const search::Config& c) {
+  s.AddConstraint("interleave_needs_8_or_16", [sp, conv](const search::Config& c) {
     if (IsDirect(*sp, c, conv)) return true;
     Tiles t = TilesOf(*sp, c);
     return !t.interleave || Interleaved(t, t.tm) || Interleaved(t, t.tn);
