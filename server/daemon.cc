@@ -73,6 +73,13 @@ absl::Status ValidateListenAddress(const std::string& address) {
   return absl::OkStatus();
 }
 
+/// The model a job request names: a zoo model, or the model file it carries.
+absl::StatusOr<tuner::ZooModel> ModelOf(const v1::SubmitJobRequest& req) {
+  if (req.has_zoo_name()) return tuner::GetZooModel(req.zoo_name());
+  if (req.has_model_json()) return tuner::ParseModelJson(req.model_json(), req.name().empty() ? "submitted" : req.name());
+  return absl::InvalidArgumentError("no model given");
+}
+
 /// A tuning job run by the daemon: its request, and the progress the tuner reports.
 struct Job {
   uint64_t id = 0;
@@ -169,15 +176,12 @@ struct Daemon::Impl {
 
   /// A job that ended under an earlier daemon, as the database has it: listed and watchable
   /// (its final state), never run.
-  void AddEnded(const dataset::JobRow& row, v1::JobState state) {
+  void AddEnded(const dataset::JobRow& row, const v1::SubmitJobRequest& req, v1::JobState state) {
     auto job = std::make_unique<Job>();
     job->id = static_cast<uint64_t>(row.id);
-    if (!google::protobuf::util::JsonStringToMessage(row.request_json, &job->request).ok()) return;
-    const v1::SubmitJobRequest& req = job->request;
-    job->model_name = req.has_zoo_name() ? req.zoo_name() : req.name().empty() ? "submitted" : req.name();
-    if (req.has_model_json()) {
-      if (auto model = tuner::ParseModelJson(req.model_json(), job->model_name); model.ok()) job->model_name = model->name;
-    }
+    job->request = req;
+    absl::StatusOr<tuner::ZooModel> model = ModelOf(req);
+    job->model_name = model.ok() ? model->name : "?";
     job->submitted_at = row.submitted;
     job->state = state;
     job->message = row.message;
@@ -189,9 +193,7 @@ struct Daemon::Impl {
 
   /// Creates the job's in-memory entry and starts its thread. Caller validated the request.
   absl::StatusOr<Job*> Launch(uint64_t id, const v1::SubmitJobRequest& req, bool resumed) {
-    absl::StatusOr<tuner::ZooModel> model = absl::InvalidArgumentError("no model given");
-    if (req.has_zoo_name()) model = tuner::GetZooModel(req.zoo_name());
-    else if (req.has_model_json()) model = tuner::ParseModelJson(req.model_json(), req.name().empty() ? "submitted" : req.name());
+    absl::StatusOr<tuner::ZooModel> model = ModelOf(req);
     if (!model.ok()) return model.status();
     auto job = std::make_unique<Job>();
     job->id = id;
@@ -333,9 +335,7 @@ struct Daemon::Impl {
       if (target != "llvm" && target != "cuda" && target.rfind("cuda:", 0) != 0)
         return invalid("target must be llvm or cuda[:N], got '" + target + "'");
       if (req->trials() < 1 || req->trials() > 1000000) return invalid("trials must be in 1..1000000");
-      absl::StatusOr<tuner::ZooModel> model = absl::InvalidArgumentError("no model given");
-      if (req->has_zoo_name()) model = tuner::GetZooModel(req->zoo_name());
-      else if (req->has_model_json()) model = tuner::ParseModelJson(req->model_json(), req->name().empty() ? "submitted" : req->name());
+      absl::StatusOr<tuner::ZooModel> model = ModelOf(*req);
       if (!model.ok()) return invalid(std::string(model.status().message()));
       if (!req->strategy().empty()) {
         search::ConfigSpace probe;
@@ -713,14 +713,15 @@ absl::StatusOr<int> Daemon::Start() {
   auto stored = d.db->Jobs();
   if (!stored.ok()) return stored.status();
   for (const dataset::JobRow& row : *stored) {
-    if (const v1::JobState state = JobStateFromName(row.state); IsFinished(state)) {
-      d.AddEnded(row, state);
-      continue;
-    }
-    if (row.state != "queued" && row.state != "running") continue;
+    const v1::JobState state = JobStateFromName(row.state);
+    if (!IsFinished(state) && state != v1::JOB_QUEUED && state != v1::JOB_RUNNING) continue;
     v1::SubmitJobRequest req;
     if (!google::protobuf::util::JsonStringToMessage(row.request_json, &req).ok()) {
-      (void)d.db->SetJobState(row.id, "failed", "stored request cannot be read");
+      if (!IsFinished(state)) (void)d.db->SetJobState(row.id, "failed", "stored request cannot be read");
+      continue;
+    }
+    if (IsFinished(state)) {
+      d.AddEnded(row, req, state);
       continue;
     }
     if (auto job = d.Launch(static_cast<uint64_t>(row.id), req, /*resumed=*/true); !job.ok())
