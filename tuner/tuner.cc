@@ -138,7 +138,7 @@ struct Tuner::TaskRun {
   std::unique_ptr<search::CostModel> model;
   std::vector<search::Config> history;  // every measured config of this task (for Fit)
   std::vector<double> history_costs;
-  std::vector<search::Config> given;  // TuneOptions::given_configs not yet measured, in order
+  std::vector<search::Config> given;  // TuneOptions::given_configs not yet measured, in order, once each
   TaskOutcome outcome;
   TaskProgress progress;
   int64_t target_id = 0, run_id = 0;
@@ -149,26 +149,30 @@ absl::StatusOr<std::vector<TaskOutcome>> Tuner::Run(const std::vector<TuneTask>&
   start_ = Now();
   auto scheduler = TaskScheduler::Create(options_.task_scheduler, options_.seed);
   if (!scheduler.ok()) return scheduler.status();
-  // Given configs are checked against every task's space before anything is written.
-  for (const TuneTask& task : tasks) {
-    if (options_.given_configs.empty()) break;
-    auto tmpl = MakeTemplate(task.workload, target_);
+  const int n = static_cast<int>(tasks.size());
+  std::vector<TaskRun> runs(n);
+  // Every task's template, and the given configs parsed in its space, before anything is
+  // written: a config that does not fit fails the run with nothing recorded.
+  for (int i = 0; i < n; ++i) {
+    auto tmpl = MakeTemplate(tasks[i].workload, target_);
     if (!tmpl.ok()) return tmpl.status();
+    runs[i].tmpl = std::move(*tmpl);
     for (const std::string& text : options_.given_configs) {
-      if (auto st = ParseGiven(**tmpl, text); !st.ok()) return st.status();
+      auto config = ParseGiven(*runs[i].tmpl, text);
+      if (!config.ok()) return config.status();
+      std::vector<search::Config>& given = runs[i].given;
+      if (std::find(given.begin(), given.end(), *config) == given.end()) given.push_back(*config);
     }
   }
   auto target_id = db_->UpsertTarget({0, target_.Key(), target_.ToJson()});
   if (!target_id.ok()) return target_id.status();
   auto run_id = db_->StartRun(options_.command, target_.Key());
   if (!run_id.ok()) return run_id.status();
-  int n = static_cast<int>(tasks.size());
   task_count_ = n;
   total_budget_ = options_.total_trials > 0 ? std::min(options_.total_trials, options_.trials_per_task * n)
                                             : options_.trials_per_task * n;
   done_trials_ = 0;
 
-  std::vector<TaskRun> runs(n);
   for (int i = 0; i < n; ++i) {
     runs[i].index = i;
     runs[i].task = tasks[i];
@@ -249,9 +253,6 @@ absl::StatusOr<std::unique_ptr<codegen::Template>> MakeTemplate(const codegen::W
 }
 
 absl::Status Tuner::Prepare(TaskRun& t, int64_t target_id, int64_t run_id) {
-  auto tmpl = MakeTemplate(t.task.workload, target_);
-  if (!tmpl.ok()) return tmpl.status();
-  t.tmpl = std::move(*tmpl);
   const search::ConfigSpace& space = t.tmpl->space();
   t.target_id = target_id;
   t.run_id = run_id;
@@ -317,13 +318,12 @@ absl::Status Tuner::Prepare(TaskRun& t, int64_t target_id, int64_t run_id) {
     if (counted > 0) t.progress.best_history.push_back(outcome.best_s);
   }
   t.progress.trials = outcome.trials;
-  for (const std::string& text : options_.given_configs) {
-    auto config = ParseGiven(*t.tmpl, text);
-    if (!config.ok()) return config.status();
-    bool measured = std::find(t.history.begin(), t.history.end(), *config) != t.history.end() ||
-                    std::find(t.given.begin(), t.given.end(), *config) != t.given.end();
-    if (!measured) t.given.push_back(*config);
-  }
+  // Given configs already recorded (--resume) are not measured again.
+  t.given.erase(std::remove_if(t.given.begin(), t.given.end(),
+                               [&](const search::Config& c) {
+                                 return std::find(t.history.begin(), t.history.end(), c) != t.history.end();
+                               }),
+                t.given.end());
 
   if (measurer_->NeedsTaskData()) {
     t.data = std::make_unique<measure::TaskData>(
