@@ -741,13 +741,19 @@ constexpr const char* kJobsSql =
     "state TEXT NOT NULL, message TEXT NOT NULL, submitted REAL NOT NULL, "
     "trials_done INTEGER NOT NULL DEFAULT 0, trials_total INTEGER NOT NULL DEFAULT 0)";
 
+/// Whether the jobs table has the trial columns (tables made before them do not).
+absl::StatusOr<bool> JobsHaveTrials(sqlite3* db) {
+  absl::StatusOr<int64_t> n = QueryInt(db, "SELECT count(*) FROM pragma_table_info('jobs') WHERE name = 'trials_done'");
+  if (!n.ok()) return n.status();
+  return *n > 0;
+}
+
 /// Creates the jobs table, or adds the trial columns to one made before they existed.
 absl::Status EnsureJobsTable(sqlite3* db) {
   if (absl::Status s = Exec(db, kJobsSql); !s.ok()) return s;
-  absl::StatusOr<int64_t> has =
-      QueryInt(db, "SELECT count(*) FROM pragma_table_info('jobs') WHERE name = 'trials_done'");
+  absl::StatusOr<bool> has = JobsHaveTrials(db);
   if (!has.ok()) return has.status();
-  if (*has > 0) return absl::OkStatus();
+  if (*has) return absl::OkStatus();
   for (const char* sql : {"ALTER TABLE jobs ADD COLUMN trials_done INTEGER NOT NULL DEFAULT 0",
                           "ALTER TABLE jobs ADD COLUMN trials_total INTEGER NOT NULL DEFAULT 0"}) {
     if (absl::Status s = Exec(db, sql); !s.ok()) return s;
@@ -791,11 +797,10 @@ absl::StatusOr<std::vector<JobRow>> RecordDatabase::Jobs() const {
   if (!has.ok()) return has.status();
   if (*has == 0) return jobs;
   // A jobs table from before the trial columns reads as 0 trials (nothing is altered here).
-  absl::StatusOr<int64_t> counted =
-      QueryInt(impl_->db, "SELECT count(*) FROM pragma_table_info('jobs') WHERE name = 'trials_done'");
+  absl::StatusOr<bool> counted = JobsHaveTrials(impl_->db);
   if (!counted.ok()) return counted.status();
   absl::StatusOr<Statement> query = Statement::Prepare(
-      impl_->db, *counted > 0 ? "SELECT id, request_json, state, message, submitted, trials_done, trials_total "
+      impl_->db, *counted ? "SELECT id, request_json, state, message, submitted, trials_done, trials_total "
                                 "FROM jobs ORDER BY id"
                               : "SELECT id, request_json, state, message, submitted, 0, 0 FROM jobs ORDER BY id");
   if (!query.ok()) return query.status();
