@@ -7,7 +7,9 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "search/check.h"
+#include "search/strategy_registry.h"
 
 namespace tune::search {
 namespace {
@@ -22,15 +24,36 @@ uint64_t Mix(uint64_t x) {
 
 }  // namespace
 
+void BanditStrategy::Register(StrategyRegistry& registry) {
+  StrategyOptionKey arms = {
+      "bandit_arms", [](StrategyOptions& o, const std::string& v) {
+        std::vector<std::string> names = absl::StrSplit(v, ',', absl::SkipEmpty());
+        if (names.empty()) {
+          return BadOptionValue("bandit_arms", v, "a comma-separated list of strategies");
+        }
+        for (const std::string& name : names) {
+          if (name == "bandit") return BadOptionValue("bandit_arms", v, "strategies other than bandit");
+        }
+        o.bandit.arms = std::move(names);
+        return absl::OkStatus();
+      }};
+  registry.Register({"bandit",
+                     [](const ConfigSpace* space, const StrategyOptions& options)
+                         -> absl::StatusOr<std::unique_ptr<SearchStrategy>> {
+                       return Create(space, options);
+                     },
+                     {std::move(arms)}});
+}
+
 absl::StatusOr<std::unique_ptr<BanditStrategy>> BanditStrategy::Create(
     const ConfigSpace* space, const StrategyOptions& options) {
   TUNE_CHECK(space != nullptr) << "BanditStrategy needs a space";
-  if (options.bandit_arms.empty()) {
+  if (options.bandit.arms.empty()) {
     return absl::InvalidArgumentError("bandit strategy needs at least one arm");
   }
   std::vector<Arm> arms;
-  for (size_t i = 0; i < options.bandit_arms.size(); ++i) {
-    const std::string& name = options.bandit_arms[i];
+  for (size_t i = 0; i < options.bandit.arms.size(); ++i) {
+    const std::string& name = options.bandit.arms[i];
     if (name == "bandit") {
       return absl::InvalidArgumentError("a bandit cannot be an arm of a bandit");
     }

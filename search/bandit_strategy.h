@@ -10,14 +10,25 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "search/search_strategy.h"
 #include "search/space.h"
-#include "search/strategy.h"
 
 namespace tune::search {
 
+class StrategyRegistry;
+
+/// Which strategies BanditStrategy chooses between. Each arm is made by SearchStrategy::Create
+/// from the same StrategyOptions (so the other strategies' settings reach the arms) with a seed
+/// of its own. Keys for SetStrategyOption in brackets.
+struct BanditOptions {
+  /// [bandit_arms, a comma-separated list] Registered strategy names other than "bandit", at
+  /// least one; a name may repeat (each copy is an arm with its own seed).
+  std::vector<std::string> arms = {"random", "bo_ei"};
+};
+
 /// "bandit": chooses, for every slot of a batch, which of several strategies (its arms,
-/// StrategyOptions::bandit_arms, each made by SearchStrategy::Create with a seed derived from
-/// options.seed and the arm's position) proposes it.
+/// StrategyOptions::bandit.arms, each made by SearchStrategy::Create from the same options with
+/// a seed derived from options.seed and the arm's position) proposes it.
 ///
 /// Reward: a reported result earns its proposing arm 1 if it improved the best ok cost seen
 /// so far (the first ok result earns nothing: there is nothing to improve on), else 0.
@@ -46,7 +57,11 @@ class BanditStrategy : public SearchStrategy {
     bool exhausted = false;
   };
 
-  /// InvalidArgument when `options.bandit_arms` is empty, names "bandit", or names a strategy
+  /// Registers "bandit" with `registry`. It reads StrategyOptions::bandit and passes the whole
+  /// StrategyOptions on to its arms, so it lists only its own key (bandit_arms).
+  static void Register(StrategyRegistry& registry);
+
+  /// InvalidArgument when `options.bandit.arms` is empty, names "bandit", or names a strategy
   /// SearchStrategy::Create does not know. `space` is not owned and must outlive the result.
   static absl::StatusOr<std::unique_ptr<BanditStrategy>> Create(const ConfigSpace* space,
                                                                 const StrategyOptions& options);

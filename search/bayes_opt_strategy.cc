@@ -4,11 +4,13 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <numeric>
 #include <utility>
 
 #include "search/check.h"
 #include "search/gaussian_process.h"
+#include "search/strategy_registry.h"
 
 namespace tune::search {
 namespace {
@@ -43,17 +45,43 @@ const char* BayesOptStrategy::AcquisitionName(Acquisition acquisition) {
   return "?";
 }
 
-BayesOptStrategy::BayesOptStrategy(const ConfigSpace* space, const StrategyOptions& options,
-                                   Mode mode)
+void BayesOptStrategy::Register(StrategyRegistry& registry) {
+  using O = BayesOptOptions;
+  constexpr auto kGroup = &StrategyOptions::bo;
+  const std::vector<StrategyOptionKey> keys = {
+      IntOptionKey("bo_initial_samples", kGroup, &O::initial_samples, 1, kMaxCountOption),
+      IntOptionKey("bo_candidates", kGroup, &O::candidates, 1, kMaxCountOption),
+      RealOptionKey("bo_xi", kGroup, &O::xi, 0, kMaxRealOption),
+      RealOptionKey("bo_kappa", kGroup, &O::kappa, 0, kMaxRealOption),
+  };
+  const std::pair<const char*, Mode> names[] = {
+      {"bo", Mode::kMulti},
+      {"bo_ei", Mode::kExpectedImprovement},
+      {"bo_pi", Mode::kProbabilityOfImprovement},
+      {"bo_ucb", Mode::kUpperConfidenceBound},
+      {"bo_multi", Mode::kMulti},
+  };
+  for (const auto& [name, mode] : names) {
+    registry.Register({name,
+                       [mode](const ConfigSpace* space, const StrategyOptions& options) {
+                         return std::unique_ptr<SearchStrategy>(
+                             new BayesOptStrategy(space, options.seed, options.bo, mode));
+                       },
+                       keys});
+  }
+}
+
+BayesOptStrategy::BayesOptStrategy(const ConfigSpace* space, uint64_t seed,
+                                   const BayesOptOptions& options, Mode mode)
     : space_(space),
       options_(options),
       mode_(mode),
-      rng_(options.seed),
+      rng_(seed),
       best_log_cost_(kInf),
       worst_log_cost_(-kInf) {
   TUNE_CHECK(space_ != nullptr) << "BayesOptStrategy needs a space";
-  TUNE_CHECK(options_.bo_candidates > 0) << "bo_candidates must be positive";
-  TUNE_CHECK(options_.bo_xi >= 0 && options_.bo_kappa >= 0) << "negative bo_xi or bo_kappa";
+  TUNE_CHECK(options_.candidates > 0) << "bo_candidates must be positive";
+  TUNE_CHECK(options_.xi >= 0 && options_.kappa >= 0) << "negative bo_xi or bo_kappa";
   auto add = [this](Acquisition acquisition) {
     AcquisitionState state;
     state.acquisition = acquisition;
@@ -150,7 +178,7 @@ void BayesOptStrategy::SampleUnseen(int count, std::unordered_set<Config, Config
 std::vector<Config> BayesOptStrategy::Candidates() {
   std::unordered_set<Config, ConfigHash> taken;
   std::vector<Config> out;
-  SampleUnseen(options_.bo_candidates, taken, out);
+  SampleUnseen(options_.candidates, taken, out);
 
   // Local refinement around the best measured configs.
   std::vector<size_t> ranked;
@@ -171,7 +199,7 @@ std::vector<Config> BayesOptStrategy::Candidates() {
     }
     const size_t parents = std::min<size_t>(10, ranked.size());
     const auto& knobs = space_->knobs();
-    for (int m = 0; m < options_.bo_candidates / 8; ++m) {
+    for (int m = 0; m < options_.candidates / 8; ++m) {
       Config c = observations_[ranked[UniformBelow(rng_, parents)]].config;
       const int changes = 1 + static_cast<int>(UniformBelow(rng_, 2));
       for (int j = 0; j < changes; ++j) {
@@ -185,7 +213,7 @@ std::vector<Config> BayesOptStrategy::Candidates() {
   // The cost model, when trained, nominates its favourites among more random configs.
   if (cost_model_ != nullptr && cost_model_->trained()) {
     std::vector<Config> extra;
-    SampleUnseen(options_.bo_candidates, taken, extra);
+    SampleUnseen(options_.candidates, taken, extra);
     if (!extra.empty()) {
       std::vector<double> scores = cost_model_->Predict(extra);
       TUNE_CHECK(scores.size() == extra.size())
@@ -240,7 +268,7 @@ std::vector<Config> BayesOptStrategy::Propose(int batch) {
   const int known = static_cast<int>(observations_.size() + pending_.size());
   const int random_slots = observations_.empty()
                                ? batch
-                               : std::clamp(options_.bo_initial_samples - known, 0, batch);
+                               : std::clamp(options_.initial_samples - known, 0, batch);
   // Random candidates come first in `candidates`, already in random order.
   const size_t random_take = std::min<size_t>(random_slots, candidates.size());
   for (size_t i = 0; i < random_take; ++i) out.push_back(candidates[i]);
@@ -296,8 +324,8 @@ std::vector<Config> BayesOptStrategy::Propose(int batch) {
 
     std::vector<bool> taken(points.size(), false);
     for (size_t i = 0; i < first_candidate + random_take; ++i) taken[i] = true;
-    const double xi = options_.bo_xi * gp.target_scale();
-    const double kappa = options_.bo_kappa;
+    const double xi = options_.xi * gp.target_scale();
+    const double kappa = options_.kappa;
     auto score = [&](Acquisition acquisition, size_t i) {
       const double mu = posterior.mean()[i];
       const double sigma = std::sqrt(posterior.variance()[i]);

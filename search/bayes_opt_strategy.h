@@ -10,10 +10,29 @@
 #include <unordered_set>
 #include <vector>
 
+#include "search/search_strategy.h"
 #include "search/space.h"
-#include "search/strategy.h"
 
 namespace tune::search {
+
+class StrategyRegistry;
+
+/// The initial design, candidate pool and acquisition parameters of BayesOptStrategy. Keys for
+/// SetStrategyOption in brackets.
+struct BayesOptOptions {
+  /// [bo_initial_samples] Configs reported or pending before the Gaussian process guides
+  /// proposals; until then proposals are uniformly random. A count >= 1.
+  int initial_samples = 10;
+  /// [bo_candidates] Random valid unseen configs scored by the acquisition per Propose
+  /// (neighbours and mutations of the best measured configs are added to them); a count >= 1.
+  int candidates = 2000;
+  /// [bo_xi] EI/PI exploration margin, in standard deviations of the observed log costs;
+  /// >= 0.
+  double xi = 0.01;
+  /// [bo_kappa] UCB exploration weight: UCB minimizes predicted log cost - kappa * its
+  /// standard deviation; >= 0.
+  double kappa = 2.0;
+};
 
 /// Bayesian optimisation ("bo_ei", "bo_pi", "bo_ucb", "bo_multi"; "bo" = "bo_multi").
 ///
@@ -24,13 +43,15 @@ namespace tune::search {
 /// result is ok). At most kMaxTrainingPoints observations are used: the half with the best
 /// targets plus the most recent of the rest.
 ///
-/// Propose(batch): candidates are `bo_candidates` random valid unseen configs (all of them
+/// Settings: BayesOptOptions.
+///
+/// Propose(batch): candidates are `candidates` random valid unseen configs (all of them
 /// when fewer remain; spaces of at most kPoolLimit points are enumerated once so they are
 /// exhausted exactly), plus neighbours of the 5 best configs, neighbours of neighbours of the
-/// best one, `bo_candidates / 8` random one- or two-knob mutations of the 10 best, and, when
-/// a trained cost model is set, the 10% best-scored of another `bo_candidates` random
+/// best one, `candidates / 8` random one- or two-knob mutations of the 10 best, and, when
+/// a trained cost model is set, the 10% best-scored of another `candidates` random
 /// configs (the cost model is used for nothing else). While nothing has been reported, and
-/// until `bo_initial_samples` configs have been reported or are pending, slots are filled
+/// until `initial_samples` configs have been reported or are pending, slots are filled
 /// with random candidates. The other slots are filled greedily: each maximizes its
 /// acquisition over the candidates left, then the chosen point is "believed" (kriging
 /// believer: added as an observation at its predicted mean, which leaves the means unchanged
@@ -41,7 +62,7 @@ namespace tune::search {
 /// per believed point.
 ///
 /// Acquisitions (minimizing the target; mu, sigma the posterior mean and deviation; best the
-/// lowest ok target; xi = bo_xi and kappa = bo_kappa in units of the targets' standard
+/// lowest ok target; xi and kappa of BayesOptOptions in units of the targets' standard
 /// deviation): EI = E[max(best - xi - f, 0)] (ranked by log EI, with its asymptotic form far
 /// in the tail so it never underflows to ties), PI = P(f < best - xi) (ranked by its z
 /// score), UCB = lower confidence bound: minimize mu - kappa * sigma.
@@ -105,8 +126,13 @@ class BayesOptStrategy : public SearchStrategy {
     double quality() const { return quality_sum / quality_weight; }
   };
 
-  /// `space` is not owned and must outlive the strategy.
-  BayesOptStrategy(const ConfigSpace* space, const StrategyOptions& options, Mode mode);
+  /// Registers "bo", "bo_ei", "bo_pi", "bo_ucb" and "bo_multi" with `registry`; they read
+  /// StrategyOptions::bo.
+  static void Register(StrategyRegistry& registry);
+
+  /// `space` is not owned and must outlive the strategy. Aborts on out-of-range options.
+  BayesOptStrategy(const ConfigSpace* space, uint64_t seed, const BayesOptOptions& options,
+                   Mode mode);
 
   std::string name() const override;
   std::vector<Config> Propose(int batch) override;
@@ -140,7 +166,7 @@ class BayesOptStrategy : public SearchStrategy {
   int ActiveCount() const;
 
   const ConfigSpace* space_;
-  StrategyOptions options_;
+  BayesOptOptions options_;
   Mode mode_;
   std::mt19937_64 rng_;
   std::unordered_set<Config, ConfigHash> seen_;  // proposed or reported

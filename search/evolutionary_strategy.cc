@@ -4,10 +4,13 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <numeric>
+#include <utility>
 
 #include "search/check.h"
 #include "search/diversity.h"
+#include "search/strategy_registry.h"
 
 namespace tune::search {
 namespace {
@@ -20,14 +23,32 @@ constexpr size_t kEliteDivisor = 16;
 
 }  // namespace
 
-EvolutionaryStrategy::EvolutionaryStrategy(const ConfigSpace* space, const StrategyOptions& options)
-    : ModelGuidedStrategy(space, options, 0xa5a5a5a5a5a5a5a5ull) {
-  TUNE_CHECK(options.evo_population >= 2) << "evo_population " << options.evo_population;
-  TUNE_CHECK(options.evo_generations >= 0) << "evo_generations " << options.evo_generations;
-  TUNE_CHECK(options.evo_crossover_prob >= 0 && options.evo_crossover_prob <= 1)
-      << "evo_crossover_prob " << options.evo_crossover_prob;
-  TUNE_CHECK(options.evo_mutation_prob >= 0 && options.evo_mutation_prob <= 1)
-      << "evo_mutation_prob " << options.evo_mutation_prob;
+void EvolutionaryStrategy::Register(StrategyRegistry& registry) {
+  using O = EvolutionaryOptions;
+  constexpr auto kGroup = &StrategyOptions::evolutionary;
+  std::vector<StrategyOptionKey> keys = OptionKeys();
+  keys.push_back(IntOptionKey("evo_population", kGroup, &O::population, 2, kMaxCountOption));
+  keys.push_back(IntOptionKey("evo_generations", kGroup, &O::generations, 0, kMaxCountOption));
+  keys.push_back(RealOptionKey("evo_crossover_prob", kGroup, &O::crossover_prob, 0, 1));
+  keys.push_back(RealOptionKey("evo_mutation_prob", kGroup, &O::mutation_prob, 0, 1));
+  registry.Register({"evolutionary",
+                     [](const ConfigSpace* space, const StrategyOptions& options) {
+                       return std::unique_ptr<SearchStrategy>(new EvolutionaryStrategy(
+                           space, options.seed, options.model_guided, options.evolutionary));
+                     },
+                     std::move(keys)});
+}
+
+EvolutionaryStrategy::EvolutionaryStrategy(const ConfigSpace* space, uint64_t seed,
+                                           const ModelGuidedOptions& guide,
+                                           const EvolutionaryOptions& options)
+    : ModelGuidedStrategy(space, seed, guide, 0xa5a5a5a5a5a5a5a5ull), evo_(options) {
+  TUNE_CHECK(evo_.population >= 2) << "evo_population " << evo_.population;
+  TUNE_CHECK(evo_.generations >= 0) << "evo_generations " << evo_.generations;
+  TUNE_CHECK(evo_.crossover_prob >= 0 && evo_.crossover_prob <= 1)
+      << "evo_crossover_prob " << evo_.crossover_prob;
+  TUNE_CHECK(evo_.mutation_prob >= 0 && evo_.mutation_prob <= 1)
+      << "evo_mutation_prob " << evo_.mutation_prob;
 }
 
 bool EvolutionaryStrategy::Mutate(Config& config) {
@@ -64,10 +85,8 @@ bool EvolutionaryStrategy::Crossover(const Config& a, const Config& b, Config& c
 }
 
 std::vector<Config> EvolutionaryStrategy::Candidates(size_t capacity) {
-  const size_t size = static_cast<size_t>(options_.evo_population);
-  const size_t from_measured =
-      std::min<size_t>(size, static_cast<size_t>(std::lround(options_.measured_share * size)));
-  std::vector<Config> population = BestMeasured(from_measured);
+  const size_t size = static_cast<size_t>(evo_.population);
+  std::vector<Config> population = MeasuredStarts(size);
   std::unordered_set<Config, ConfigHash> members(population.begin(), population.end());
   // Random members; duplicates are retried a bounded number of times (small spaces).
   for (size_t tries = 0; population.size() < size && tries < kChildTriesPerMember * size; ++tries) {
@@ -86,7 +105,7 @@ std::vector<Config> EvolutionaryStrategy::Candidates(size_t capacity) {
   std::vector<double> scores = Score(population);
   offer_all(population, scores);
 
-  for (int generation = 0; generation < options_.evo_generations; ++generation) {
+  for (int generation = 0; generation < evo_.generations; ++generation) {
     const size_t n = population.size();
     std::vector<size_t> order(n);  // best first
     std::iota(order.begin(), order.end(), size_t{0});
@@ -115,11 +134,11 @@ std::vector<Config> EvolutionaryStrategy::Candidates(size_t capacity) {
     for (size_t tries = 0; next.size() < size && tries < kChildTriesPerMember * size; ++tries) {
       const Config& parent = select();
       bool crossed = false;
-      if (n > 1 && Uniform01() < options_.evo_crossover_prob) {
+      if (n > 1 && Uniform01() < evo_.crossover_prob) {
         crossed = Crossover(parent, select(), child);
       }
       if (!crossed) child = parent;
-      if (!crossed || Uniform01() < options_.evo_mutation_prob) {
+      if (!crossed || Uniform01() < evo_.mutation_prob) {
         if (!Mutate(child) && !crossed) continue;
       }
       if (members.insert(child).second) next.push_back(child);

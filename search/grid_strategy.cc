@@ -1,14 +1,23 @@
 // GridStrategy implementation: an index cursor over the space plus a visited set.
 #include "search/grid_strategy.h"
 
+#include <memory>
 #include <utility>
 
 #include "search/check.h"
+#include "search/strategy_registry.h"
 
 namespace tune::search {
 
-GridStrategy::GridStrategy(const ConfigSpace* space, const StrategyOptions& /*options*/)
-    : space_(space) {
+void GridStrategy::Register(StrategyRegistry& registry) {
+  registry.Register({"grid",
+                     [](const ConfigSpace* space, const StrategyOptions& /*options*/) {
+                       return std::unique_ptr<SearchStrategy>(new GridStrategy(space));
+                     },
+                     {}});
+}
+
+GridStrategy::GridStrategy(const ConfigSpace* space) : space_(space) {
   TUNE_CHECK(space_ != nullptr) << "GridStrategy needs a space";
 }
 

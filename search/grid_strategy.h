@@ -6,18 +6,23 @@
 #include <unordered_set>
 #include <vector>
 
+#include "search/search_strategy.h"
 #include "search/space.h"
-#include "search/strategy.h"
 
 namespace tune::search {
+
+class StrategyRegistry;
 
 /// Exhaustive search: indices 0..Size()-1 in order (first knob slowest), skipping invalid
 /// configs and those already proposed or reported. Deterministic; ignores the seed and the
 /// cost model.
 class GridStrategy : public SearchStrategy {
  public:
+  /// Registers "grid" with `registry`; it reads no option.
+  static void Register(StrategyRegistry& registry);
+
   /// `space` is not owned and must outlive the strategy.
-  GridStrategy(const ConfigSpace* space, const StrategyOptions& options);
+  explicit GridStrategy(const ConfigSpace* space);
 
   std::string name() const override { return "grid"; }
   std::vector<Config> Propose(int batch) override;

@@ -8,6 +8,7 @@
 
 #include "search/check.h"
 #include "search/diversity.h"
+#include "search/strategy_registry.h"
 
 namespace tune::search {
 namespace {
@@ -18,20 +19,26 @@ constexpr size_t kMinCandidates = 64;
 /// gains are measurement noise on a plateau.
 constexpr double kMinGain = 0.01;
 
-StrategyOptions RandomHelperOptions(const StrategyOptions& options, uint64_t salt) {
-  StrategyOptions out = options;
-  out.seed = options.seed ^ salt;  // its own stream, same seed -> same run
-  return out;
-}
-
 }  // namespace
 
-ModelGuidedStrategy::ModelGuidedStrategy(const ConfigSpace* space, const StrategyOptions& options,
-                                         uint64_t random_salt)
+std::vector<StrategyOptionKey> ModelGuidedStrategy::OptionKeys() {
+  using O = ModelGuidedOptions;
+  constexpr auto kGroup = &StrategyOptions::model_guided;
+  return {
+      RealOptionKey("eps_greedy", kGroup, &O::eps_greedy, 0, 1),
+      RealOptionKey("eps_stalled", kGroup, &O::eps_stalled, 0, 1),
+      IntOptionKey("explore_after", kGroup, &O::explore_after, 1, kMaxCountOption),
+      RealOptionKey("measured_share", kGroup, &O::measured_share, 0, 1),
+      IntOptionKey("diversity_min_distance", kGroup, &O::diversity_min_distance, 1, kMaxCountOption),
+  };
+}
+
+ModelGuidedStrategy::ModelGuidedStrategy(const ConfigSpace* space, uint64_t seed,
+                                         const ModelGuidedOptions& options, uint64_t random_salt)
     : space_(space),
       options_(options),
-      rng_(options.seed),
-      random_(space, RandomHelperOptions(options, random_salt)),
+      rng_(seed),
+      random_(space, seed ^ random_salt),  // its own stream, same seed -> same run
       best_cost_(std::numeric_limits<double>::infinity()) {
   TUNE_CHECK(space_ != nullptr) << "a model-guided strategy needs a space";
   TUNE_CHECK(options.eps_greedy >= 0 && options.eps_greedy <= 1)
@@ -72,6 +79,11 @@ std::vector<Config> ModelGuidedStrategy::BestMeasured(size_t count) const {
     if (taken.insert(measured_[i].second).second) out.push_back(measured_[i].second);
   }
   return out;
+}
+
+std::vector<Config> ModelGuidedStrategy::MeasuredStarts(size_t count) const {
+  return BestMeasured(
+      std::min<size_t>(count, static_cast<size_t>(std::lround(options_.measured_share * count))));
 }
 
 std::vector<Config> ModelGuidedStrategy::Propose(int batch) {

@@ -9,10 +9,38 @@
 #include <vector>
 
 #include "search/random_strategy.h"
+#include "search/search_strategy.h"
 #include "search/space.h"
-#include "search/strategy.h"
 
 namespace tune::search {
+
+struct StrategyOptionKey;
+
+/// How a model-guided strategy (search/model_guided_strategy.h) splits each batch between the
+/// cost model's picks and uniformly random configs, and how it spreads the model's picks.
+/// Both strategies propose uniformly random configs only until the cost model is trained.
+/// Each field's key for SetStrategyOption (search/strategy.h) is given in brackets.
+struct ModelGuidedOptions {
+  /// [eps_greedy] Share of proposals, once the model is trained, that are uniformly random
+  /// valid unseen configs; a fraction in [0, 1]. Carried across calls (0.05 with batches of 8
+  /// gives one random config every two or three batches) so small batches neither lose nor
+  /// overspend it.
+  double eps_greedy = 0.05;
+  /// [eps_stalled] The random share while stalled, i.e. after `explore_after` results in a row
+  /// that did not improve the best cost by more than 1%; a fraction in [0, 1].
+  double eps_stalled = 0.5;
+  /// [explore_after] Results (a count, >= 1) without such an improvement after which the
+  /// search counts as stalled.
+  int explore_after = 16;
+  /// [measured_share] Share of SA chains / of the initial population started at the best
+  /// measured configs (the rest: SA's persisted chain states, then random samples); a
+  /// fraction in [0, 1].
+  double measured_share = 0.25;
+  /// [diversity_min_distance] Configs the model picks for one batch differ pairwise in at
+  /// least this many knobs while candidates allow (search/diversity.h: SelectDiverse); a knob
+  /// count >= 1, where 1 turns the rule off.
+  int diversity_min_distance = 2;
+};
 
 /// Base of the model-guided strategies. Until a cost model is set and trained, Propose
 /// returns uniformly random valid unseen configs (the same as RandomStrategy). After that a
@@ -21,18 +49,26 @@ namespace tune::search {
 /// configs, as are the slots the candidates cannot fill, so small spaces are exhausted
 /// exactly once.
 ///
-/// The random share is `eps_greedy`, carried across calls so small batches neither lose nor
-/// overspend it. When the last `explore_after` reported results did not improve on the best
-/// cost measured so far by more than 1%, the model is exploiting a plateau: the share rises
-/// to `eps_stalled` until a result improves the best again (any result counts).
+/// Settings: ModelGuidedOptions. The random share is `eps_greedy`, carried across calls so
+/// small batches neither lose nor overspend it. When the last `explore_after` reported results
+/// did not improve on the best cost measured so far by more than 1%, the model is exploiting a
+/// plateau: the share rises to `eps_stalled` until a result improves the best again (any
+/// result counts).
 class ModelGuidedStrategy : public SearchStrategy {
  public:
   std::vector<Config> Propose(int batch) final;
   void Update(const std::vector<MeasuredConfig>& results) final;
 
  protected:
-  /// `random_salt` separates the random helper's stream from the subclass's.
-  ModelGuidedStrategy(const ConfigSpace* space, const StrategyOptions& options, uint64_t random_salt);
+  /// `space` is not owned and must outlive the strategy; `seed` seeds rng_, and `random_salt`
+  /// separates the random helper's stream (seed ^ random_salt) from it. Aborts on out-of-range
+  /// options.
+  ModelGuidedStrategy(const ConfigSpace* space, uint64_t seed, const ModelGuidedOptions& options,
+                      uint64_t random_salt);
+
+  /// The keys of ModelGuidedOptions (eps_greedy, eps_stalled, explore_after, measured_share,
+  /// diversity_min_distance), for the subclasses' registrations.
+  static std::vector<StrategyOptionKey> OptionKeys();
 
   /// Up to `capacity` valid configs never proposed nor reported, best first by the model.
   virtual std::vector<Config> Candidates(size_t capacity) = 0;
@@ -41,6 +77,9 @@ class ModelGuidedStrategy : public SearchStrategy {
   std::vector<double> Score(const std::vector<Config>& configs);
   /// Up to `count` distinct measured configs, lowest cost first.
   std::vector<Config> BestMeasured(size_t count) const;
+  /// The measured configs that start `count` SA chains or population members: the best
+  /// round(count * measured_share) (fewer while fewer are measured), lowest cost first.
+  std::vector<Config> MeasuredStarts(size_t count) const;
   /// Proposed or reported before.
   bool Seen(const Config& config) const { return visited_.count(config) != 0; }
   double Uniform01();
@@ -48,7 +87,7 @@ class ModelGuidedStrategy : public SearchStrategy {
   bool stalled() const { return stall_ >= options_.explore_after; }
 
   const ConfigSpace* space_;
-  StrategyOptions options_;
+  ModelGuidedOptions options_;
   std::mt19937_64 rng_;
   std::vector<size_t> mutable_knobs_;  // knobs with at least two options
 

@@ -1,15 +1,25 @@
 // RandomStrategy implementation: seeded shuffle for small spaces, rejection for large ones.
 #include "search/random_strategy.h"
 
+#include <memory>
 #include <utility>
 
 #include "search/check.h"
+#include "search/strategy_registry.h"
 
 namespace tune::search {
 
-RandomStrategy::RandomStrategy(const ConfigSpace* space, const StrategyOptions& options)
+void RandomStrategy::Register(StrategyRegistry& registry) {
+  registry.Register({"random",
+                     [](const ConfigSpace* space, const StrategyOptions& options) {
+                       return std::unique_ptr<SearchStrategy>(new RandomStrategy(space, options.seed));
+                     },
+                     {}});
+}
+
+RandomStrategy::RandomStrategy(const ConfigSpace* space, uint64_t seed)
     : space_(space),
-      rng_(options.seed),
+      rng_(seed),
       use_pool_(space != nullptr && space->Size() <= kPoolLimit) {
   TUNE_CHECK(space_ != nullptr) << "RandomStrategy needs a space";
 }

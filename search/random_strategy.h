@@ -7,22 +7,28 @@
 #include <unordered_set>
 #include <vector>
 
+#include "search/search_strategy.h"
 #include "search/space.h"
-#include "search/strategy.h"
 
 namespace tune::search {
+
+class StrategyRegistry;
 
 /// Uniform random search without repetition. Spaces of at most kPoolLimit points are
 /// enumerated once into a seeded shuffle of their valid points, so they are exhausted
 /// exactly; larger spaces are sampled by rejection and Propose returns fewer configs after
 /// kMaxRejects consecutive draws that were invalid or already visited. Ignores the cost model.
+/// Reads no option but the seed.
 class RandomStrategy : public SearchStrategy {
  public:
   static constexpr uint64_t kPoolLimit = uint64_t{1} << 16;
   static constexpr int kMaxRejects = 100000;
 
-  /// `space` is not owned and must outlive the strategy.
-  RandomStrategy(const ConfigSpace* space, const StrategyOptions& options);
+  /// Registers "random" with `registry`; it reads only StrategyOptions::seed.
+  static void Register(StrategyRegistry& registry);
+
+  /// `space` is not owned and must outlive the strategy; `seed` orders the draws.
+  RandomStrategy(const ConfigSpace* space, uint64_t seed);
 
   std::string name() const override { return "random"; }
   std::vector<Config> Propose(int batch) override;

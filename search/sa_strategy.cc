@@ -4,10 +4,13 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <numeric>
+#include <utility>
 
 #include "search/check.h"
 #include "search/diversity.h"
+#include "search/strategy_registry.h"
 
 namespace tune::search {
 namespace {
@@ -17,11 +20,26 @@ constexpr int kSampleTries = 1000;  // rejection draws per random chain start
 
 }  // namespace
 
-SaStrategy::SaStrategy(const ConfigSpace* space, const StrategyOptions& options)
-    : ModelGuidedStrategy(space, options, 0x5a5a5a5a5a5a5a5aull) {
-  TUNE_CHECK(options.sa_chains >= 1) << "sa_chains " << options.sa_chains;
-  TUNE_CHECK(options.sa_steps >= 0) << "sa_steps " << options.sa_steps;
-  TUNE_CHECK(options.sa_early_stop >= 1) << "sa_early_stop " << options.sa_early_stop;
+void SaStrategy::Register(StrategyRegistry& registry) {
+  std::vector<StrategyOptionKey> keys = OptionKeys();
+  constexpr auto kGroup = &StrategyOptions::sa;
+  keys.push_back(IntOptionKey("sa_chains", kGroup, &SaOptions::chains, 1, kMaxCountOption));
+  keys.push_back(IntOptionKey("sa_steps", kGroup, &SaOptions::steps, 0, kMaxCountOption));
+  keys.push_back(IntOptionKey("sa_early_stop", kGroup, &SaOptions::early_stop, 1, kMaxCountOption));
+  registry.Register({"sa",
+                     [](const ConfigSpace* space, const StrategyOptions& options) {
+                       return std::unique_ptr<SearchStrategy>(
+                           new SaStrategy(space, options.seed, options.model_guided, options.sa));
+                     },
+                     std::move(keys)});
+}
+
+SaStrategy::SaStrategy(const ConfigSpace* space, uint64_t seed, const ModelGuidedOptions& guide,
+                       const SaOptions& options)
+    : ModelGuidedStrategy(space, seed, guide, 0x5a5a5a5a5a5a5a5aull), sa_(options) {
+  TUNE_CHECK(sa_.chains >= 1) << "sa_chains " << sa_.chains;
+  TUNE_CHECK(sa_.steps >= 0) << "sa_steps " << sa_.steps;
+  TUNE_CHECK(sa_.early_stop >= 1) << "sa_early_stop " << sa_.early_stop;
 }
 
 bool SaStrategy::Move(const Config& from, Config& to) {
@@ -48,10 +66,8 @@ bool SaStrategy::Move(const Config& from, Config& to) {
 }
 
 std::vector<Config> SaStrategy::Candidates(size_t capacity) {
-  const size_t chains = static_cast<size_t>(options_.sa_chains);
-  const size_t from_measured =
-      std::min<size_t>(chains, static_cast<size_t>(std::lround(options_.measured_share * chains)));
-  std::vector<Config> states = BestMeasured(from_measured);
+  const size_t chains = static_cast<size_t>(sa_.chains);
+  std::vector<Config> states = MeasuredStarts(chains);
   size_t sampled_starts = 0;  // set when sampling fails: only that many starts to cycle
   while (states.size() < chains) {
     const size_t slot = states.size();
@@ -79,11 +95,11 @@ std::vector<Config> SaStrategy::Candidates(size_t capacity) {
   std::vector<double> scores = Score(states);
   for (size_t i = 0; i < states.size(); ++i) offer(states[i], scores[i]);
 
-  const int steps = options_.sa_steps;
+  const int steps = sa_.steps;
   std::vector<Config> moved(states.size());
   double scale = 1;
   int last_change = 0;
-  for (int step = 0; step < steps && step - last_change < options_.sa_early_stop; ++step) {
+  for (int step = 0; step < steps && step - last_change < sa_.early_stop; ++step) {
     const double temperature = 1.0 - static_cast<double>(step + 1) / steps;
     for (size_t i = 0; i < states.size(); ++i) Move(states[i], moved[i]);
     std::vector<double> next = Score(moved);

@@ -116,13 +116,13 @@ TEST(BanditStrategyTest, CreateValidatesArms) {
   ConfigSpace space = SmallSpace();
   EXPECT_EQ(Make("bandit", &space, 0)->name(), "bandit");
   StrategyOptions options;
-  options.bandit_arms = {};
+  options.bandit.arms = {};
   EXPECT_EQ(SearchStrategy::Create("bandit", &space, options).status().code(),
             absl::StatusCode::kInvalidArgument);
-  options.bandit_arms = {"random", "bandit"};
+  options.bandit.arms = {"random", "bandit"};
   EXPECT_EQ(SearchStrategy::Create("bandit", &space, options).status().code(),
             absl::StatusCode::kInvalidArgument);
-  options.bandit_arms = {"random", "no-such-strategy"};
+  options.bandit.arms = {"random", "no-such-strategy"};
   auto bad = SearchStrategy::Create("bandit", &space, options);
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(bad.status().message()), ::testing::HasSubstr("no-such-strategy"));
@@ -142,7 +142,7 @@ class BanditArmsTest : public ::testing::TestWithParam<std::vector<std::string>>
  protected:
   StrategyOptions Options() const {
     StrategyOptions options;
-    options.bandit_arms = GetParam();
+    options.bandit.arms = GetParam();
     return options;
   }
 };
@@ -279,7 +279,7 @@ class CountingModel : public CostModel {
 TEST(BanditStrategyTest, ForwardsTheCostModelToItsArms) {
   ConfigSpace space = BowlSpace();
   StrategyOptions options;
-  options.bandit_arms = {"bo_ei"};  // the only arm; it consults a trained model
+  options.bandit.arms = {"bo_ei"};  // the only arm; it consults a trained model
   auto s = Make("bandit", &space, 2, options);
   CountingModel model;
   s->SetCostModel(&model);

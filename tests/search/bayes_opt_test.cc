@@ -278,9 +278,8 @@ TEST(BayesOptComparisonTest, BeatRandomSearchOnARuggedConstrainedBowl) {
 
 TEST(BayesOptMultiTest, PortfolioBookkeepingIsConsistent) {
   ConfigSpace space = BowlSpace();
-  StrategyOptions options;
-  options.seed = 7;
-  BayesOptStrategy s(&space, options, BayesOptStrategy::Mode::kMulti);
+  const BayesOptOptions options;
+  BayesOptStrategy s(&space, 7, options, BayesOptStrategy::Mode::kMulti);
   Drive(s, space, 120, 6, Bowl);
   int proposed = 0;
   int measured = 0;
@@ -295,7 +294,7 @@ TEST(BayesOptMultiTest, PortfolioBookkeepingIsConsistent) {
   }
   EXPECT_GE(active, 1);
   // All but the initial random design were chosen by an acquisition, and all were measured.
-  EXPECT_EQ(proposed, 120 - options.bo_initial_samples);
+  EXPECT_EQ(proposed, 120 - options.initial_samples);
   EXPECT_EQ(measured, proposed);
 }
 
@@ -340,9 +339,7 @@ TEST(BayesOptModelTest, TrainedCostModelNominatesCandidates) {
 TEST(BayesOptSpeedTest, ProposeOnALargeSpaceWithManyObservations) {
   // 10^5 points, 200 observations: prints the time of one Propose (not asserted on).
   ConfigSpace space = BowlSpace();
-  StrategyOptions options;
-  options.seed = 1;
-  BayesOptStrategy s(&space, options, BayesOptStrategy::Mode::kMulti);
+  BayesOptStrategy s(&space, 1, BayesOptOptions{}, BayesOptStrategy::Mode::kMulti);
   Drive(s, space, 200, 50, Bowl);
   const auto start = std::chrono::steady_clock::now();
   const std::clock_t cpu_start = std::clock();

@@ -365,7 +365,7 @@ TEST_P(ModelGuidedStrategyTest, ModelPicksInABatchDifferInTwoKnobs) {
   Problem p = Bowl();
   NearestNeighbourModel model;
   StrategyOptions options = Seeded(8);
-  options.eps_greedy = 0;
+  options.model_guided.eps_greedy = 0;
   auto s = Make(GetParam().name, &p.space, options);
   Drive(*s, p, &model, 1, 8);  // random first batch trains the model
   for (int round = 0; round < 5; ++round) {
@@ -387,7 +387,7 @@ TEST_P(ModelGuidedStrategyTest, ReachesTheOptimumOfAPerfectModel) {
   OracleModel model(&p);
   for (uint64_t seed = 0; seed < 5; ++seed) {
     StrategyOptions options = Seeded(seed);
-    options.eps_greedy = 0;
+    options.model_guided.eps_greedy = 0;
     auto s = Make(GetParam().name, &p.space, options);
     s->SetCostModel(&model);
     int rounds = 0;
@@ -443,9 +443,9 @@ TEST_P(ModelGuidedStrategyTest, ExploresAtRandomWhileStalled) {
   Problem p = Bowl();
   PreferX0Model model;
   StrategyOptions options = Seeded(7);
-  options.eps_greedy = 0;
-  options.eps_stalled = 1;
-  options.explore_after = 16;
+  options.model_guided.eps_greedy = 0;
+  options.model_guided.eps_stalled = 1;
+  options.model_guided.explore_after = 16;
   auto s = Make(GetParam().name, &p.space, options);
   s->SetCostModel(&model);
   auto report = [&](const std::vector<Config>& configs, double cost) {

@@ -237,9 +237,9 @@ TEST(StrategyOptionTest, SetsNamedFields) {
   ASSERT_TRUE(SetStrategyOption(o, "sa_chains", "32").ok());
   ASSERT_TRUE(SetStrategyOption(o, "bandit_arms=random,sa").ok());
   ASSERT_TRUE(SetStrategyOption(o, "seed=18446744073709551615").ok());
-  EXPECT_EQ(o.eps_greedy, 0.25);
-  EXPECT_EQ(o.sa_chains, 32);
-  EXPECT_EQ(o.bandit_arms, (std::vector<std::string>{"random", "sa"}));
+  EXPECT_EQ(o.model_guided.eps_greedy, 0.25);
+  EXPECT_EQ(o.sa.chains, 32);
+  EXPECT_EQ(o.bandit.arms, (std::vector<std::string>{"random", "sa"}));
   EXPECT_EQ(o.seed, UINT64_MAX);
   const std::vector<std::string> names = StrategyOptionNames();
   for (const char* key : {"eps_greedy", "eps_stalled", "explore_after", "sa_steps", "evo_population", "bo_kappa"}) {
@@ -257,9 +257,9 @@ TEST(StrategyOptionTest, RejectsBadKeysAndValuesLeavingOptionsUnchanged) {
     EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << text;
     EXPECT_FALSE(st.message().empty()) << text;
   }
-  EXPECT_EQ(o.eps_greedy, before.eps_greedy);
-  EXPECT_EQ(o.sa_chains, before.sa_chains);
-  EXPECT_EQ(o.bandit_arms, before.bandit_arms);
+  EXPECT_EQ(o.model_guided.eps_greedy, before.model_guided.eps_greedy);
+  EXPECT_EQ(o.sa.chains, before.sa.chains);
+  EXPECT_EQ(o.bandit.arms, before.bandit.arms);
   EXPECT_EQ(o.seed, before.seed);
   EXPECT_NE(SetStrategyOption(o, "bogus=1").message().find("eps_greedy"), std::string::npos)
       << "the error lists the known keys";
