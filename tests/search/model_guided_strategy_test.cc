@@ -21,6 +21,9 @@
 #include "search/diversity.h"
 #include "search/space.h"
 #include "search/strategy.h"
+#include "tests/common/fake_cost_model.h"
+#include "tests/common/strategy_driver.h"
+#include "tests/common/toy_space.h"
 
 namespace tune::search {
 namespace {
@@ -33,6 +36,11 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 struct Problem {
   ConfigSpace space;
   std::function<double(const Config&)> cost;
+
+  MeasuredConfig Measure(const Config& c) const {
+    const double seconds = cost(c);
+    return {c, seconds, std::isfinite(seconds)};
+  }
 };
 
 // A separable quadratic bowl over 6 choice knobs (8*8*8*6*6*6 = 110592 points, above
@@ -86,170 +94,31 @@ Problem Tiles() {
   return p;
 }
 
-// 6 * 4 * 3 = 72 points, 27 of them valid (the space of strategy_test.cc).
-Problem Small() {
-  Problem p;
-  p.space.AddSplit("tile_m", 12, 2);
-  p.space.AddSplit("tile_n", 8, 2);
-  p.space.AddChoice("unroll", {0, 4, 16});
-  p.space.AddConstraint("inner_le_8", [](const Config& c) {
-    static const int kM[] = {12, 6, 4, 3, 2, 1};
-    static const int kN[] = {8, 4, 2, 1};
-    return kM[c[0]] * kN[c[1]] <= 8;
-  });
-  p.cost = [](const Config& c) { return 1e-3 * (1 + c[0] + 2 * c[1] + c[2]); };
-  return p;
-}
-
-std::set<Config> AllValid(const ConfigSpace& space) {
-  std::set<Config> out;
-  for (uint64_t i = 0; i < space.Size(); ++i) {
-    Config c = space.FromIndex(i);
-    if (space.IsValid(c)) out.insert(c);
-  }
-  return out;
-}
+// 6 * 4 * 3 = 72 points, 27 of them valid (test::ConstrainedSpace).
+Problem Small() { return {test::ConstrainedSpace(), test::LinearCost}; }
 
 double BestCost(const Problem& p) {
-  double best = kInf;
-  for (const Config& c : AllValid(p.space)) best = std::min(best, p.cost(c));
-  return best;
+  return test::BestCost(p.space, [&p](const Config& c) { return p.Measure(c); });
 }
-
-// A test cost model that knows nothing of the objective: inverse-distance-weighted mean of
-// -log(cost) over the 3 nearest measured configs (Euclidean in knob indices); failures
-// count as one below the worst success.
-class NearestNeighbourModel : public CostModel {
- public:
-  bool trained() const override { return !values_.empty(); }
-  absl::Status Fit(const std::vector<Config>& configs, const std::vector<double>& costs) override {
-    dims_ = configs.empty() ? 0 : configs[0].size();
-    flat_.clear();
-    for (const Config& c : configs) flat_.insert(flat_.end(), c.begin(), c.end());
-    values_.assign(costs.size(), 0);
-    double worst = kInf;
-    for (size_t i = 0; i < costs.size(); ++i) {
-      if (!std::isfinite(costs[i])) continue;
-      values_[i] = -std::log(costs[i]);
-      worst = std::min(worst, values_[i]);
-    }
-    for (size_t i = 0; i < costs.size(); ++i) {
-      if (!std::isfinite(costs[i])) values_[i] = std::isfinite(worst) ? worst - 1 : 0;
-    }
-    return absl::OkStatus();
-  }
-  std::vector<double> Predict(const std::vector<Config>& configs,
-                              std::vector<double>* variance) override {
-    std::vector<double> out;
-    out.reserve(configs.size());
-    for (const Config& q : configs) {
-      // The 3 nearest points by squared distance, kept sorted (ties: earlier point first).
-      int best_d[3] = {INT32_MAX, INT32_MAX, INT32_MAX};
-      size_t best_i[3] = {0, 0, 0};
-      for (size_t i = 0; i < values_.size(); ++i) {
-        const int32_t* point = &flat_[i * dims_];
-        int d = 0;
-        for (size_t k = 0; k < dims_; ++k) d += (q[k] - point[k]) * (q[k] - point[k]);
-        if (d >= best_d[2]) continue;
-        int j = 2;
-        for (; j > 0 && d < best_d[j - 1]; --j) {
-          best_d[j] = best_d[j - 1];
-          best_i[j] = best_i[j - 1];
-        }
-        best_d[j] = d;
-        best_i[j] = i;
-      }
-      double num = 0, den = 0;
-      for (int j = 0; j < 3 && best_d[j] != INT32_MAX; ++j) {
-        if (best_d[j] == 0) {  // a measured config: its own value
-          num = values_[best_i[j]];
-          den = 1;
-          break;
-        }
-        num += values_[best_i[j]] / best_d[j];
-        den += 1.0 / best_d[j];
-      }
-      out.push_back(den > 0 ? num / den : 0);
-    }
-    if (variance != nullptr) variance->assign(configs.size(), 0);
-    return out;
-  }
-  absl::StatusOr<std::string> Save() const override { return absl::UnimplementedError("test"); }
-  absl::Status Load(const std::string&) override { return absl::UnimplementedError("test"); }
-
- private:
-  size_t dims_ = 0;
-  std::vector<int32_t> flat_;  // the configs, one after another
-  std::vector<double> values_;
-};
 
 // A perfect model: the negated objective (failures very low). Trained from the start.
-class OracleModel : public CostModel {
- public:
-  explicit OracleModel(const Problem* p) : p_(p) {}
-  bool trained() const override { return true; }
-  absl::Status Fit(const std::vector<Config>&, const std::vector<double>&) override {
-    return absl::OkStatus();
-  }
-  std::vector<double> Predict(const std::vector<Config>& configs, std::vector<double>*) override {
-    std::vector<double> out;
-    for (const Config& c : configs) {
-      const double cost = p_->cost(c);
-      out.push_back(std::isfinite(cost) ? -cost : -1e9);
-    }
-    return out;
-  }
-  absl::StatusOr<std::string> Save() const override { return absl::UnimplementedError("test"); }
-  absl::Status Load(const std::string&) override { return absl::UnimplementedError("test"); }
-
- private:
-  const Problem* p_;
-};
-
-std::unique_ptr<SearchStrategy> Make(const std::string& name, const ConfigSpace* space,
-                                     StrategyOptions options) {
-  auto s = SearchStrategy::Create(name, space, options);
-  EXPECT_TRUE(s.ok()) << s.status();
-  return std::move(*s);
+test::FunctionCostModel OracleModel(const Problem& p) {
+  return test::FunctionCostModel([&p](const Config& c) {
+    const double cost = p.cost(c);
+    return std::isfinite(cost) ? -cost : -1e9;
+  });
 }
 
-StrategyOptions Seeded(uint64_t seed) {
-  StrategyOptions o;
-  o.seed = seed;
-  return o;
-}
+using test::AllValid;
+using test::MakeStrategy;
+using test::NearestNeighbourModel;
+using test::Seeded;
 
-// The tuning loop: Propose(batch) -> measure -> fit the model on all results -> Update.
-// Checks every batch (size, validity, no repeats) and returns every proposal in order.
-struct Trace {
-  std::vector<Config> proposed;
-  double best = kInf;
-};
-Trace Drive(SearchStrategy& s, const Problem& p, CostModel* model, int rounds, int batch) {
-  Trace run;
-  std::set<Config> seen;
-  std::vector<Config> configs;
-  std::vector<double> costs;
-  s.SetCostModel(model);
-  for (int round = 0; round < rounds; ++round) {
-    std::vector<Config> got = s.Propose(batch);
-    EXPECT_LE(static_cast<int>(got.size()), batch);
-    if (got.empty()) break;
-    std::vector<MeasuredConfig> results;
-    for (const Config& c : got) {
-      EXPECT_TRUE(p.space.IsValid(c)) << p.space.ToJson(c);
-      EXPECT_TRUE(seen.insert(c).second) << "proposed twice: " << p.space.ToJson(c);
-      const double cost = p.cost(c);
-      results.push_back({c, cost, std::isfinite(cost)});
-      configs.push_back(c);
-      costs.push_back(cost);
-      run.best = std::min(run.best, cost);
-      run.proposed.push_back(c);
-    }
-    if (model != nullptr) EXPECT_TRUE(model->Fit(configs, costs).ok());
-    s.Update(results);
-  }
-  return run;
+// The tuning loop for `rounds` batches of `batch` (test::Drive), fitting `model` (when not
+// null) on every result so far after each batch.
+test::DriveResult Drive(SearchStrategy& s, const Problem& p, CostModel* model, int rounds, int batch) {
+  return test::Drive(s, p.space, rounds * batch, batch, [&p](const Config& c) { return p.Measure(c); },
+                     model);
 }
 
 // Mean over seeds of best-found / optimum - 1 at a budget of `rounds` * `batch` measurements.
@@ -258,7 +127,7 @@ double MeanRegret(const std::string& name, const Problem& p, int seeds, int roun
   double sum = 0;
   for (int seed = 0; seed < seeds; ++seed) {
     NearestNeighbourModel model;
-    auto s = Make(name, &p.space, Seeded(1000 + seed));
+    auto s = MakeStrategy(name, &p.space, 1000 + seed);
     sum += Drive(*s, p, &model, rounds, batch).best / optimum - 1;
   }
   return sum / seeds;
@@ -275,13 +144,13 @@ class ModelGuidedStrategyTest : public ::testing::TestWithParam<StrategyCase> {}
 
 TEST_P(ModelGuidedStrategyTest, CreatedByName) {
   Problem p = Small();
-  EXPECT_EQ(Make(GetParam().name, &p.space, {})->name(), GetParam().name);
+  EXPECT_EQ(MakeStrategy(GetParam().name, &p.space)->name(), GetParam().name);
 }
 
 TEST_P(ModelGuidedStrategyTest, NeverProposesInvalidOrSeenConfigs) {
   for (Problem p : {Bowl(), Tiles()}) {
     NearestNeighbourModel model;
-    auto s = Make(GetParam().name, &p.space, Seeded(3));
+    auto s = MakeStrategy(GetParam().name, &p.space, 3);
     // A resume: configs reported before any proposal are never proposed.
     std::vector<Config> resumed;
     std::mt19937_64 rng(7);
@@ -290,12 +159,12 @@ TEST_P(ModelGuidedStrategyTest, NeverProposesInvalidOrSeenConfigs) {
     for (int i = 0; i < 40; ++i) {
       Config c = *p.space.Sample(rng);
       resumed.push_back(c);
-      results.push_back({c, p.cost(c), std::isfinite(p.cost(c))});
+      results.push_back(p.Measure(c));
       costs.push_back(p.cost(c));
     }
     ASSERT_TRUE(model.Fit(resumed, costs).ok());
     s->Update(results);
-    Trace run = Drive(*s, p, &model, 20, 12);
+    test::DriveResult run = Drive(*s, p, &model, 20, 12);
     EXPECT_EQ(run.proposed.size(), 20u * 12u);
     std::set<Config> resumed_set(resumed.begin(), resumed.end());
     for (const Config& c : run.proposed) EXPECT_EQ(resumed_set.count(c), 0u);
@@ -307,8 +176,8 @@ TEST_P(ModelGuidedStrategyTest, ExhaustsASmallSpaceExactlyOnce) {
   const std::set<Config> valid = AllValid(p.space);
   for (bool with_model : {false, true}) {
     NearestNeighbourModel model;
-    auto s = Make(GetParam().name, &p.space, Seeded(11));
-    Trace run = Drive(*s, p, with_model ? &model : nullptr, 1000, 5);
+    auto s = MakeStrategy(GetParam().name, &p.space, 11);
+    test::DriveResult run = Drive(*s, p, with_model ? &model : nullptr, 1000, 5);
     EXPECT_EQ(std::set<Config>(run.proposed.begin(), run.proposed.end()), valid);
     EXPECT_EQ(run.proposed.size(), valid.size());
     EXPECT_TRUE(s->Propose(5).empty());
@@ -324,16 +193,16 @@ TEST_P(ModelGuidedStrategyTest, NearlyOrFullyInvalidSpaces) {
     return c[0] == 0 && c[1] == 0 && c[2] == 1 && c[3] == 1 && c[4] == 0;
   });
   NearestNeighbourModel model;
-  auto s = Make(GetParam().name, &p.space, Seeded(2));
+  auto s = MakeStrategy(GetParam().name, &p.space, 2);
   s->Update({{Config{0, 0, 1, 1, 0, 0}, 1e-3, true}});  // resumed: one measured point
   ASSERT_TRUE(model.Fit({Config{0, 0, 1, 1, 0, 0}}, {1e-3}).ok());
-  Trace run = Drive(*s, p, &model, 5, 4);
+  test::DriveResult run = Drive(*s, p, &model, 5, 4);
   EXPECT_EQ(run.proposed.size(), 5u);  // Drive checks validity and repeats
   EXPECT_TRUE(s->Propose(4).empty());
 
   p.space.AddConstraint("none", [](const Config&) { return false; });
-  auto empty = Make(GetParam().name, &p.space, Seeded(2));
-  OracleModel oracle(&p);
+  auto empty = MakeStrategy(GetParam().name, &p.space, 2);
+  test::FunctionCostModel oracle = OracleModel(p);
   empty->SetCostModel(&oracle);
   EXPECT_TRUE(empty->Propose(8).empty());
 }
@@ -341,7 +210,7 @@ TEST_P(ModelGuidedStrategyTest, NearlyOrFullyInvalidSpaces) {
 TEST_P(ModelGuidedStrategyTest, RespectsBatchSizes) {
   Problem p = Tiles();
   NearestNeighbourModel model;
-  auto s = Make(GetParam().name, &p.space, Seeded(4));
+  auto s = MakeStrategy(GetParam().name, &p.space, 4);
   EXPECT_TRUE(s->Propose(0).empty());
   EXPECT_TRUE(s->Propose(-1).empty());
   Drive(*s, p, &model, 3, 8);  // trains the model
@@ -353,9 +222,9 @@ TEST_P(ModelGuidedStrategyTest, RespectsBatchSizes) {
 TEST_P(ModelGuidedStrategyTest, DeterministicForASeed) {
   Problem p = Bowl();
   NearestNeighbourModel model_a, model_b, model_c;
-  auto a = Make(GetParam().name, &p.space, Seeded(5));
-  auto b = Make(GetParam().name, &p.space, Seeded(5));
-  auto c = Make(GetParam().name, &p.space, Seeded(6));
+  auto a = MakeStrategy(GetParam().name, &p.space, 5);
+  auto b = MakeStrategy(GetParam().name, &p.space, 5);
+  auto c = MakeStrategy(GetParam().name, &p.space, 6);
   const std::vector<Config> run_a = Drive(*a, p, &model_a, 6, 8).proposed;
   EXPECT_EQ(run_a, Drive(*b, p, &model_b, 6, 8).proposed);
   EXPECT_NE(run_a, Drive(*c, p, &model_c, 6, 8).proposed);
@@ -366,10 +235,10 @@ TEST_P(ModelGuidedStrategyTest, ModelPicksInABatchDifferInTwoKnobs) {
   NearestNeighbourModel model;
   StrategyOptions options = Seeded(8);
   options.model_guided.eps_greedy = 0;
-  auto s = Make(GetParam().name, &p.space, options);
+  auto s = MakeStrategy(GetParam().name, &p.space, options);
   Drive(*s, p, &model, 1, 8);  // random first batch trains the model
   for (int round = 0; round < 5; ++round) {
-    Trace run = Drive(*s, p, &model, 1, 8);
+    test::DriveResult run = Drive(*s, p, &model, 1, 8);
     for (size_t i = 0; i < run.proposed.size(); ++i) {
       for (size_t j = 0; j < i; ++j) {
         EXPECT_GE(HammingDistance(run.proposed[i], run.proposed[j]), 2);
@@ -384,11 +253,11 @@ TEST_P(ModelGuidedStrategyTest, ModelPicksInABatchDifferInTwoKnobs) {
 TEST_P(ModelGuidedStrategyTest, ReachesTheOptimumOfAPerfectModel) {
   Problem p = Bowl();
   const double optimum = BestCost(p);
-  OracleModel model(&p);
+  test::FunctionCostModel model = OracleModel(p);
   for (uint64_t seed = 0; seed < 5; ++seed) {
     StrategyOptions options = Seeded(seed);
     options.model_guided.eps_greedy = 0;
-    auto s = Make(GetParam().name, &p.space, options);
+    auto s = MakeStrategy(GetParam().name, &p.space, options);
     s->SetCostModel(&model);
     int rounds = 0;
     double best = kInf;
@@ -397,7 +266,7 @@ TEST_P(ModelGuidedStrategyTest, ReachesTheOptimumOfAPerfectModel) {
       std::vector<MeasuredConfig> results;
       for (const Config& c : s->Propose(8)) {
         best = std::min(best, p.cost(c));
-        results.push_back({c, p.cost(c), std::isfinite(p.cost(c))});
+        results.push_back(p.Measure(c));
       }
       s->Update(results);
     }
@@ -418,35 +287,20 @@ TEST_P(ModelGuidedStrategyTest, BeatsRandomSearchOnABowl) {
   EXPECT_LT(learned, 0.2 * random);
 }
 
-// A model that prefers knob x0 = 0 (an eighth of the Bowl space) above everything else, so
-// model picks and random picks can be told apart by their x0.
-class PreferX0Model : public CostModel {
- public:
-  bool trained() const override { return true; }
-  absl::Status Fit(const std::vector<Config>&, const std::vector<double>&) override {
-    return absl::OkStatus();
-  }
-  std::vector<double> Predict(const std::vector<Config>& configs, std::vector<double>*) override {
-    std::vector<double> out;
-    for (const Config& c : configs) out.push_back(c[0] == 0 ? 1.0 : 0.0);
-    return out;
-  }
-  absl::StatusOr<std::string> Save() const override { return absl::UnimplementedError("test"); }
-  absl::Status Load(const std::string&) override { return absl::UnimplementedError("test"); }
-};
-
 // Stall-driven exploration: while results keep improving, every pick is the model's (x0 = 0,
 // eps_greedy 0); after explore_after results without a gain of more than 1%, the picks are
 // random (eps_stalled 1: x0 = 0 for about an eighth of them); one improving result brings the
 // model back.
 TEST_P(ModelGuidedStrategyTest, ExploresAtRandomWhileStalled) {
   Problem p = Bowl();
-  PreferX0Model model;
+  // Prefers knob x0 = 0 (an eighth of the Bowl space) above everything else, so model picks
+  // and random picks can be told apart by their x0.
+  test::FunctionCostModel model([](const Config& c) { return c[0] == 0 ? 1.0 : 0.0; });
   StrategyOptions options = Seeded(7);
   options.model_guided.eps_greedy = 0;
   options.model_guided.eps_stalled = 1;
   options.model_guided.explore_after = 16;
-  auto s = Make(GetParam().name, &p.space, options);
+  auto s = MakeStrategy(GetParam().name, &p.space, options);
   s->SetCostModel(&model);
   auto report = [&](const std::vector<Config>& configs, double cost) {
     std::vector<MeasuredConfig> results;

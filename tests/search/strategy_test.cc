@@ -14,57 +14,21 @@
 #include "gtest/gtest.h"
 #include "search/random_strategy.h"
 #include "search/space.h"
+#include "tests/common/strategy_driver.h"
+#include "tests/common/toy_space.h"
 
 namespace tune::search {
 namespace {
 
-// 6 * 4 * 3 = 72 points, of which those with inner product <= 8 are valid.
-ConfigSpace ConstrainedSpace() {
-  ConfigSpace space;
-  space.AddSplit("tile_m", 12, 2);
-  space.AddSplit("tile_n", 8, 2);
-  space.AddChoice("unroll", {0, 4, 16});
-  space.AddConstraint("inner_le_8", [](const Config& c) {
-    // tile_m inner factors by index: 12 6 4 3 2 1; tile_n: 8 4 2 1.
-    static const int kM[] = {12, 6, 4, 3, 2, 1};
-    static const int kN[] = {8, 4, 2, 1};
-    return kM[c[0]] * kN[c[1]] <= 8;
-  });
-  return space;
-}
-
-std::set<Config> AllValid(const ConfigSpace& space) {
-  std::set<Config> out;
-  for (uint64_t i = 0; i < space.Size(); ++i) {
-    Config c = space.FromIndex(i);
-    if (space.IsValid(c)) out.insert(c);
-  }
-  return out;
-}
-
-std::unique_ptr<SearchStrategy> Make(const std::string& name, const ConfigSpace* space,
-                                     uint64_t seed = 0) {
-  auto s = SearchStrategy::Create(name, space, StrategyOptions{seed});
-  EXPECT_TRUE(s.ok()) << s.status();
-  return std::move(*s);
-}
-
-// Proposes in batches until the strategy returns nothing (or `limit` batches pass).
-std::vector<Config> Drain(SearchStrategy& s, int batch, int limit = 1000) {
-  std::vector<Config> all;
-  for (int i = 0; i < limit; ++i) {
-    std::vector<Config> got = s.Propose(batch);
-    EXPECT_LE(static_cast<int>(got.size()), batch);
-    if (got.empty()) break;
-    all.insert(all.end(), got.begin(), got.end());
-  }
-  return all;
-}
+using test::AllValid;
+using test::ConstrainedSpace;
+using test::Drain;
+using test::MakeStrategy;
 
 TEST(FactoryTest, CreatesByNameAndRejectsUnknown) {
   ConfigSpace space = ConstrainedSpace();
-  EXPECT_EQ(Make("random", &space)->name(), "random");
-  EXPECT_EQ(Make("grid", &space)->name(), "grid");
+  EXPECT_EQ(MakeStrategy("random", &space)->name(), "random");
+  EXPECT_EQ(MakeStrategy("grid", &space)->name(), "grid");
   auto bad = SearchStrategy::Create("annealing-typo", &space, {});
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(bad.status().message()), ::testing::HasSubstr("annealing-typo"));
@@ -77,7 +41,7 @@ TEST_P(EveryStrategyTest, ExhaustsValidPointsExactlyOnce) {
   std::set<Config> valid = AllValid(space);
   ASSERT_GT(valid.size(), 5u);
   ASSERT_LT(valid.size(), space.Size());
-  auto s = Make(GetParam(), &space, 11);
+  auto s = MakeStrategy(GetParam(), &space, 11);
   std::vector<Config> all = Drain(*s, 5);
   std::set<Config> unique(all.begin(), all.end());
   EXPECT_EQ(unique.size(), all.size()) << "a config was proposed twice";
@@ -89,7 +53,7 @@ TEST_P(EveryStrategyTest, ExhaustsValidPointsExactlyOnce) {
 TEST_P(EveryStrategyTest, ReportedConfigsAreNeverProposed) {
   ConfigSpace space = ConstrainedSpace();
   std::set<Config> valid = AllValid(space);
-  auto s = Make(GetParam(), &space, 5);
+  auto s = MakeStrategy(GetParam(), &space, 5);
   // Report every third valid config up front, as a resume from a record database would.
   std::vector<MeasuredConfig> reported;
   int i = 0;
@@ -117,14 +81,14 @@ TEST_P(EveryStrategyTest, ReportedConfigsAreNeverProposed) {
 
 TEST_P(EveryStrategyTest, DeterministicForASeed) {
   ConfigSpace space = ConstrainedSpace();
-  auto a = Make(GetParam(), &space, 99);
-  auto b = Make(GetParam(), &space, 99);
+  auto a = MakeStrategy(GetParam(), &space, 99);
+  auto b = MakeStrategy(GetParam(), &space, 99);
   EXPECT_EQ(Drain(*a, 4), Drain(*b, 4));
 }
 
 TEST_P(EveryStrategyTest, NonPositiveBatchProposesNothing) {
   ConfigSpace space = ConstrainedSpace();
-  auto s = Make(GetParam(), &space);
+  auto s = MakeStrategy(GetParam(), &space);
   EXPECT_TRUE(s->Propose(0).empty());
   EXPECT_TRUE(s->Propose(-3).empty());
   EXPECT_EQ(Drain(*s, 100).size(), AllValid(space).size());
@@ -133,7 +97,7 @@ TEST_P(EveryStrategyTest, NonPositiveBatchProposesNothing) {
 TEST_P(EveryStrategyTest, SpaceWithNoValidPointGivesNothing) {
   ConfigSpace space = ConstrainedSpace();
   space.AddConstraint("never", [](const Config&) { return false; });
-  auto s = Make(GetParam(), &space);
+  auto s = MakeStrategy(GetParam(), &space);
   EXPECT_TRUE(s->Propose(8).empty());
 }
 
@@ -142,8 +106,8 @@ INSTANTIATE_TEST_SUITE_P(Strategies, EveryStrategyTest, ::testing::Values("rando
 
 TEST(RandomStrategyTest, DifferentSeedsGiveDifferentOrders) {
   ConfigSpace space = ConstrainedSpace();
-  auto a = Make("random", &space, 1);
-  auto b = Make("random", &space, 2);
+  auto a = MakeStrategy("random", &space, 1);
+  auto b = MakeStrategy("random", &space, 2);
   std::vector<Config> order_a = Drain(*a, 4);
   std::vector<Config> order_b = Drain(*b, 4);
   EXPECT_NE(order_a, order_b);
@@ -153,7 +117,7 @@ TEST(RandomStrategyTest, DifferentSeedsGiveDifferentOrders) {
 
 TEST(RandomStrategyTest, OrderIsNotTheGridOrder) {
   ConfigSpace space = ConstrainedSpace();
-  EXPECT_NE(Drain(*Make("random", &space, 3), 4), Drain(*Make("grid", &space), 4));
+  EXPECT_NE(Drain(*MakeStrategy("random", &space, 3), 4), Drain(*MakeStrategy("grid", &space), 4));
 }
 
 // A space above RandomStrategy::kPoolLimit points, sampled by rejection.
@@ -170,8 +134,8 @@ TEST(RandomStrategyTest, LargeSpaceSamplesValidDistinctReproducibly) {
   ConfigSpace space = LargeSpace();
   space.AddConstraint("even_c", [](const Config& c) { return c[2] % 2 == 0; });
   ASSERT_GT(space.Size(), RandomStrategy::kPoolLimit);
-  auto a = Make("random", &space, 8);
-  auto b = Make("random", &space, 8);
+  auto a = MakeStrategy("random", &space, 8);
+  auto b = MakeStrategy("random", &space, 8);
   std::set<Config> seen;
   for (int round = 0; round < 20; ++round) {
     std::vector<Config> got = a->Propose(50);
@@ -190,7 +154,7 @@ TEST(RandomStrategyTest, LargeSpaceSamplesValidDistinctReproducibly) {
 TEST(RandomStrategyTest, LargeSpaceNearlyAllInvalidGivesUpGracefully) {
   ConfigSpace space = LargeSpace();
   space.AddConstraint("tiny", [](const Config& c) { return c[0] == 0 && c[1] == 0 && c[3] == 0; });
-  auto s = Make("random", &space, 4);
+  auto s = MakeStrategy("random", &space, 4);
   std::set<Config> seen;
   for (int round = 0; round < 3; ++round) {
     for (const Config& c : s->Propose(100)) {
@@ -203,7 +167,7 @@ TEST(RandomStrategyTest, LargeSpaceNearlyAllInvalidGivesUpGracefully) {
 
 TEST(GridStrategyTest, WalksIndexOrderSkippingInvalid) {
   ConfigSpace space = ConstrainedSpace();
-  auto s = Make("grid", &space);
+  auto s = MakeStrategy("grid", &space);
   std::vector<Config> all = Drain(*s, 7);
   std::vector<Config> expected;
   for (uint64_t i = 0; i < space.Size(); ++i) {
@@ -212,14 +176,14 @@ TEST(GridStrategyTest, WalksIndexOrderSkippingInvalid) {
   }
   EXPECT_EQ(all, expected);
   // Batch size does not change the order.
-  EXPECT_EQ(Drain(*Make("grid", &space), 1), expected);
-  EXPECT_EQ(Drain(*Make("grid", &space), 1000), expected);
+  EXPECT_EQ(Drain(*MakeStrategy("grid", &space), 1), expected);
+  EXPECT_EQ(Drain(*MakeStrategy("grid", &space), 1000), expected);
 }
 
 TEST(GridStrategyTest, UpdateAheadOfTheCursorSkipsThosePoints) {
   ConfigSpace space;
   space.AddChoice("x", {10, 20, 30, 40, 50});
-  auto s = Make("grid", &space);
+  auto s = MakeStrategy("grid", &space);
   s->Update({{Config{1}, 1.0, true}, {Config{3}, INFINITY, false}});
   EXPECT_EQ(s->Propose(10), (std::vector<Config>{{0}, {2}, {4}}));
   EXPECT_TRUE(s->Propose(10).empty());
