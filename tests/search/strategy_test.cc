@@ -1,4 +1,5 @@
-// Tests of the random and grid strategies and the SearchStrategy factory.
+// Tests of the random and grid strategies, the SearchStrategy factory and its registry, and
+// the text form of StrategyOptions.
 #include "search/strategy.h"
 
 #include <algorithm>
@@ -12,8 +13,10 @@
 #include "absl/status/status.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "search/grid_strategy.h"
 #include "search/random_strategy.h"
 #include "search/space.h"
+#include "search/strategy_registry.h"
 #include "tests/common/strategy_driver.h"
 #include "tests/common/toy_space.h"
 
@@ -32,6 +35,93 @@ TEST(FactoryTest, CreatesByNameAndRejectsUnknown) {
   auto bad = SearchStrategy::Create("annealing-typo", &space, {});
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(bad.status().message()), ::testing::HasSubstr("annealing-typo"));
+  for (const std::string& name : StrategyRegistry::Global().Names()) {
+    EXPECT_THAT(std::string(bad.status().message()), ::testing::HasSubstr(name))
+        << "the error lists the registered names";
+  }
+}
+
+TEST(StrategyRegistryTest, RegistersTheBuiltInStrategiesInOrder) {
+  const StrategyRegistry& registry = StrategyRegistry::Global();
+  EXPECT_EQ(registry.Names(), (std::vector<std::string>{"random", "grid", "sa", "evolutionary", "bo", "bo_ei",
+                                                        "bo_pi", "bo_ucb", "bo_multi", "bandit"}));
+  ConfigSpace space = ConstrainedSpace();
+  for (const std::string& name : registry.Names()) {
+    auto s = SearchStrategy::Create(name, &space, StrategyOptions{3});
+    ASSERT_TRUE(s.ok()) << name << ": " << s.status();
+    EXPECT_EQ((*s)->name(), name == "bo" ? "bo_multi" : name);
+  }
+  EXPECT_EQ(registry.Find("no-such-strategy"), nullptr);
+}
+
+std::vector<std::string> KeysOf(const std::string& strategy) {
+  const StrategyEntry* entry = StrategyRegistry::Global().Find(strategy);
+  EXPECT_NE(entry, nullptr) << strategy;
+  std::vector<std::string> keys;
+  if (entry != nullptr) {
+    for (const StrategyOptionKey& k : entry->option_keys) keys.push_back(k.name);
+  }
+  return keys;
+}
+
+TEST(StrategyRegistryTest, EachStrategyListsTheKeysItReads) {
+  const std::vector<std::string> guided = {"eps_greedy", "eps_stalled", "explore_after", "measured_share",
+                                           "diversity_min_distance"};
+  auto with = [&](std::vector<std::string> own) {
+    std::vector<std::string> keys = guided;
+    keys.insert(keys.end(), own.begin(), own.end());
+    return keys;
+  };
+  EXPECT_EQ(KeysOf("random"), std::vector<std::string>{});
+  EXPECT_EQ(KeysOf("grid"), std::vector<std::string>{});
+  EXPECT_EQ(KeysOf("sa"), with({"sa_chains", "sa_steps", "sa_early_stop"}));
+  EXPECT_EQ(KeysOf("evolutionary"),
+            with({"evo_population", "evo_generations", "evo_crossover_prob", "evo_mutation_prob"}));
+  for (const char* bo : {"bo", "bo_ei", "bo_pi", "bo_ucb", "bo_multi"}) {
+    EXPECT_EQ(KeysOf(bo),
+              (std::vector<std::string>{"bo_initial_samples", "bo_candidates", "bo_xi", "bo_kappa"}))
+        << bo;
+  }
+  EXPECT_EQ(KeysOf("bandit"), std::vector<std::string>{"bandit_arms"});
+  // StrategyOptionNames: seed, then the union in registration order, each key once.
+  std::vector<std::string> all = {"seed"};
+  for (const std::string& key :
+       with({"sa_chains", "sa_steps", "sa_early_stop", "evo_population", "evo_generations", "evo_crossover_prob",
+             "evo_mutation_prob", "bo_initial_samples", "bo_candidates", "bo_xi", "bo_kappa", "bandit_arms"})) {
+    all.push_back(key);
+  }
+  EXPECT_EQ(StrategyOptionNames(), all);
+}
+
+// A strategy registered on a registry of its own: the factory gets the options, and its keys
+// become known to that registry.
+TEST(StrategyRegistryTest, RegistersAFactoryAndItsKeys) {
+  StrategyRegistry registry;
+  uint64_t created_with_seed = 0;
+  registry.Register({"fixed_grid",
+                     [&](const ConfigSpace* space, const StrategyOptions& options)
+                         -> absl::StatusOr<std::unique_ptr<SearchStrategy>> {
+                       created_with_seed = options.seed;
+                       return std::unique_ptr<SearchStrategy>(new GridStrategy(space));
+                     },
+                     {IntOptionKey("fixed_chains", &StrategyOptions::sa, &SaOptions::chains, 1, 4)}});
+  ConfigSpace space = ConstrainedSpace();
+  const StrategyEntry* entry = registry.Find("fixed_grid");
+  ASSERT_NE(entry, nullptr);
+  auto s = entry->create(&space, StrategyOptions{42});
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ((*s)->name(), "grid");
+  EXPECT_EQ(created_with_seed, 42u);
+  EXPECT_EQ(registry.OptionNames(), (std::vector<std::string>{"seed", "fixed_chains"}));
+  StrategyOptions o;
+  const StrategyOptionKey* key = registry.FindOption("fixed_chains");
+  ASSERT_NE(key, nullptr);
+  EXPECT_TRUE(key->set(o, "3").ok());
+  EXPECT_EQ(o.sa.chains, 3);
+  EXPECT_EQ(key->set(o, "5").code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(o.sa.chains, 3);
+  EXPECT_EQ(registry.FindOption("sa_chains"), nullptr) << "not registered here";
+  EXPECT_NE(registry.FindOption("seed"), nullptr);
 }
 
 class EveryStrategyTest : public ::testing::TestWithParam<std::string> {};
@@ -211,6 +301,53 @@ TEST(StrategyOptionTest, SetsNamedFields) {
   }
 }
 
+TEST(StrategyOptionTest, EveryKeySetsItsStrategysField) {
+  StrategyOptions o;
+  for (const char* text :
+       {"eps_stalled=0.75", "explore_after=5", "measured_share=0.5", "diversity_min_distance=3", "sa_steps=7",
+        "sa_early_stop=9", "evo_population=64", "evo_generations=2", "evo_crossover_prob=0.125",
+        "evo_mutation_prob=0.25", "bo_initial_samples=4", "bo_candidates=300", "bo_xi=0.5", "bo_kappa=1.5"}) {
+    ASSERT_TRUE(SetStrategyOption(o, text).ok()) << text;
+  }
+  EXPECT_EQ(o.model_guided.eps_stalled, 0.75);
+  EXPECT_EQ(o.model_guided.explore_after, 5);
+  EXPECT_EQ(o.model_guided.measured_share, 0.5);
+  EXPECT_EQ(o.model_guided.diversity_min_distance, 3);
+  EXPECT_EQ(o.sa.steps, 7);
+  EXPECT_EQ(o.sa.early_stop, 9);
+  EXPECT_EQ(o.evolutionary.population, 64);
+  EXPECT_EQ(o.evolutionary.generations, 2);
+  EXPECT_EQ(o.evolutionary.crossover_prob, 0.125);
+  EXPECT_EQ(o.evolutionary.mutation_prob, 0.25);
+  EXPECT_EQ(o.bo.initial_samples, 4);
+  EXPECT_EQ(o.bo.candidates, 300);
+  EXPECT_EQ(o.bo.xi, 0.5);
+  EXPECT_EQ(o.bo.kappa, 1.5);
+}
+
+// The defaults are part of every recorded run's behaviour (replays, saved fractions).
+TEST(StrategyOptionTest, Defaults) {
+  const StrategyOptions o;
+  EXPECT_EQ(o.seed, 0u);
+  EXPECT_EQ(o.model_guided.eps_greedy, 0.05);
+  EXPECT_EQ(o.model_guided.eps_stalled, 0.5);
+  EXPECT_EQ(o.model_guided.explore_after, 16);
+  EXPECT_EQ(o.model_guided.measured_share, 0.25);
+  EXPECT_EQ(o.model_guided.diversity_min_distance, 2);
+  EXPECT_EQ(o.sa.chains, 128);
+  EXPECT_EQ(o.sa.steps, 200);
+  EXPECT_EQ(o.sa.early_stop, 50);
+  EXPECT_EQ(o.evolutionary.population, 256);
+  EXPECT_EQ(o.evolutionary.generations, 8);
+  EXPECT_EQ(o.evolutionary.crossover_prob, 0.3);
+  EXPECT_EQ(o.evolutionary.mutation_prob, 0.5);
+  EXPECT_EQ(o.bo.initial_samples, 10);
+  EXPECT_EQ(o.bo.candidates, 2000);
+  EXPECT_EQ(o.bo.xi, 0.01);
+  EXPECT_EQ(o.bo.kappa, 2.0);
+  EXPECT_EQ(o.bandit.arms, (std::vector<std::string>{"random", "bo_ei"}));
+}
+
 TEST(StrategyOptionTest, RejectsBadKeysAndValuesLeavingOptionsUnchanged) {
   StrategyOptions o;
   const StrategyOptions before = o;
@@ -225,8 +362,12 @@ TEST(StrategyOptionTest, RejectsBadKeysAndValuesLeavingOptionsUnchanged) {
   EXPECT_EQ(o.sa.chains, before.sa.chains);
   EXPECT_EQ(o.bandit.arms, before.bandit.arms);
   EXPECT_EQ(o.seed, before.seed);
-  EXPECT_NE(SetStrategyOption(o, "bogus=1").message().find("eps_greedy"), std::string::npos)
-      << "the error lists the known keys";
+  const absl::Status unknown = SetStrategyOption(o, "bogus=1");
+  EXPECT_THAT(std::string(unknown.message()), ::testing::HasSubstr("unknown strategy option 'bogus'"));
+  for (const std::string& key : StrategyOptionNames()) {
+    EXPECT_THAT(std::string(unknown.message()), ::testing::HasSubstr(key))
+        << "the error lists the known keys";
+  }
 }
 
 }  // namespace
