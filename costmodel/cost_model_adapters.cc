@@ -176,9 +176,9 @@ bool KnobCostModel::Featurize(const search::Config& config, std::vector<float>* 
 
 std::vector<std::string> CostModelNames() { return {"xgb", "xgb-reg", "xgb-knob", "xgb-knob-reg"}; }
 
-absl::StatusOr<std::unique_ptr<search::CostModel>> CreateCostModel(const std::string& name,
-                                                                   const CostModelSubject& subject,
-                                                                   CostModelOptions options) {
+absl::StatusOr<std::unique_ptr<FeatureCostModel>> CreateFeatureCostModel(const std::string& name,
+                                                                          const CostModelSubject& subject,
+                                                                          CostModelOptions options) {
   if (name == "gnn" || name == "lstm") {
     return absl::UnimplementedError("cost model '" + name + "' is not part of this build");
   }
@@ -191,9 +191,17 @@ absl::StatusOr<std::unique_ptr<search::CostModel>> CreateCostModel(const std::st
   options.xgb.objective = reg ? "reg:squarederror" : "rank:pairwise";
   const search::ConfigSpace* space = subject.space;
   if (space == nullptr && subject.tmpl != nullptr) space = &subject.tmpl->space();
-  if (!knob && subject.tmpl != nullptr) return std::unique_ptr<search::CostModel>(new AstCostModel(subject.tmpl, options));
+  if (!knob && subject.tmpl != nullptr) return std::unique_ptr<FeatureCostModel>(new AstCostModel(subject.tmpl, options));
   if (space == nullptr) return absl::InvalidArgumentError("cost model '" + name + "' needs a template or a space");
-  return std::unique_ptr<search::CostModel>(new KnobCostModel(space, options));
+  return std::unique_ptr<FeatureCostModel>(new KnobCostModel(space, options));
+}
+
+absl::StatusOr<std::unique_ptr<search::CostModel>> CreateCostModel(const std::string& name,
+                                                                   const CostModelSubject& subject,
+                                                                   CostModelOptions options) {
+  auto model = CreateFeatureCostModel(name, subject, std::move(options));
+  if (!model.ok()) return model.status();
+  return std::unique_ptr<search::CostModel>(std::move(*model));
 }
 
 }  // namespace tune::costmodel

@@ -130,6 +130,10 @@ struct CostModelSubject {
 absl::StatusOr<std::unique_ptr<search::CostModel>> CreateCostModel(const std::string& name,
                                                                    const CostModelSubject& subject,
                                                                    CostModelOptions options = {});
+/// The same, as the FeatureCostModel it is (for callers that add prior rows or featurize).
+absl::StatusOr<std::unique_ptr<FeatureCostModel>> CreateFeatureCostModel(const std::string& name,
+                                                                          const CostModelSubject& subject,
+                                                                          CostModelOptions options = {});
 /// The names CreateCostModel accepts in this build.
 std::vector<std::string> CostModelNames();
 

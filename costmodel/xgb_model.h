@@ -42,6 +42,8 @@ struct FeatureSchema {
   int version = 0;
   int length = 0;    // floats per row
   uint64_t signature = 0;
+
+  bool operator==(const FeatureSchema&) const = default;
 };
 
 /// Scores feature rows (higher = expected faster) with XGBoost. Not thread-safe; moving is

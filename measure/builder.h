@@ -1,10 +1,10 @@
-// Builder: instantiates a template config, lowers it and compiles it to host object code.
+// Builder: instantiates a template config, lowers it and compiles it for one kind of device.
 #pragma once
 
 #include <string>
 #include <vector>
 
-#include "codegen/llvm_codegen.h"
+#include "codegen/ir.h"
 #include "codegen/template.h"
 #include "measure/runner.h"
 #include "search/space.h"
@@ -12,20 +12,13 @@
 namespace tune::measure {
 
 /// Turns configs into BuildResults. An invalid config becomes kInvalidConfig and a failure
-/// of lowering, LLVM code generation or NVRTC kCompileError; nothing here runs generated
-/// code. Thread-safe.
+/// of lowering or code generation kCompileError; nothing here runs generated code.
+/// Implementations (HostBuilder: LLVM for this CPU; CudaBuilder: NVRTC for a GPU) differ only
+/// in how a lowered function is compiled; TaskFactory picks one per target kind. Thread-safe.
 class Builder {
  public:
-  /// Host kernels through LLVM.
-  explicit Builder(codegen::CodegenOptions options = {}, int threads = 1)
-      : options_(options), threads_(threads < 1 ? 1 : threads) {}
-  /// CUDA kernels (templates created for Backend::kCuda): CUDA C compiled by NVRTC to a cubin
-  /// for `arch` ("sm_90"); the CUDA source is kept in CompiledKernel::ir.
-  static Builder ForCuda(std::string arch, int threads) {
-    Builder b({}, threads);
-    b.cuda_arch_ = std::move(arch);
-    return b;
-  }
+  explicit Builder(int threads) : threads_(threads < 1 ? 1 : threads) {}
+  virtual ~Builder() = default;
 
   BuildResult Build(const codegen::Template& tmpl, const search::Config& config) const;
   /// Builds every config, up to `threads` at a time; results in input order.
@@ -35,12 +28,13 @@ class Builder {
   /// The exported symbol of a config's kernel: stable, derived from the template and index.
   static std::string KernelName(const codegen::Template& tmpl, const search::Config& config);
 
- private:
-  BuildResult BuildCuda(const codegen::LoweredFunc& func) const;
+ protected:
+  /// Compiles a lowered function. `status` kInvalidConfig when the function cannot be
+  /// expressed for the device, kCompileError when the compiler fails; `build_s` is set by Build.
+  virtual BuildResult Compile(const codegen::LoweredFunc& func) const = 0;
 
-  codegen::CodegenOptions options_;
+ private:
   int threads_;
-  std::string cuda_arch_;  // empty: host kernels
 };
 
 }  // namespace tune::measure

@@ -343,6 +343,15 @@ std::string ExitText(int wstatus) {
 
 }  // namespace
 
+RunnerFactory CudaRunner::Factory(int device) {
+  return [device](const MeasureProtocol& protocol) -> std::unique_ptr<Runner> {
+    CudaRunnerOptions o;
+    o.protocol = protocol;
+    o.device = device;
+    return std::make_unique<CudaRunner>(o);
+  };
+}
+
 std::vector<MeasureResult> CudaRunner::Run(const TaskData& task, const std::vector<BuildResult>& builds) {
   std::vector<MeasureResult> results(builds.size());
   std::deque<size_t> pending;

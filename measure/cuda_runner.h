@@ -42,6 +42,8 @@ class CudaRunner : public Runner {
   explicit CudaRunner(CudaRunnerOptions options) : options_(std::move(options)) {}
 
   std::vector<MeasureResult> Run(const TaskData& task, const std::vector<BuildResult>& builds) override;
+  /// Runners on GPU `device`, one per protocol.
+  static RunnerFactory Factory(int device);
 
   /// The device's description, read by a short-lived child (the parent stays driver-free);
   /// Unavailable without a driver or device.

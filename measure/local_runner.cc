@@ -373,6 +373,15 @@ std::string CheckTask(const TaskData& task) {
 
 }  // namespace
 
+RunnerFactory LocalRunner::Factory(int threads) {
+  return [threads](const MeasureProtocol& protocol) -> std::unique_ptr<Runner> {
+    LocalRunnerOptions o;
+    o.protocol = protocol;
+    o.threads = threads;
+    return std::make_unique<LocalRunner>(o);
+  };
+}
+
 LocalRunner::LocalRunner(LocalRunnerOptions options, KernelLoader loader)
     : options_(std::move(options)),
       loader_(loader ? std::move(loader) : DefaultLoader()) {}

@@ -54,6 +54,9 @@ class LocalRunner : public Runner {
   std::vector<MeasureResult> Run(const TaskData& task,
                                  const std::vector<BuildResult>& builds) override;
 
+  /// Runners with `threads` kernel threads, one per protocol.
+  static RunnerFactory Factory(int threads);
+
   /// Links the object code with codegen::LoadedKernel::Load and leaks the LoadedKernel.
   static KernelLoader DefaultLoader();
 

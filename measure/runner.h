@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -33,7 +34,8 @@ struct BuildResult {
   double build_s = 0;
 };
 
-/// Measures built kernels. Implementations: LocalRunner (this CPU, isolated child process).
+/// Measures built kernels. Implementations: LocalRunner (this CPU, a child process per candidate) and
+/// CudaRunner (a GPU, a forked worker per batch).
 class Runner {
  public:
   virtual ~Runner() = default;
@@ -42,5 +44,9 @@ class Runner {
   virtual std::vector<MeasureResult> Run(const TaskData& task,
                                          const std::vector<BuildResult>& builds) = 0;
 };
+
+/// Makes a runner that measures with the given protocol (the default schedule and the search
+/// use different protocols).
+using RunnerFactory = std::function<std::unique_ptr<Runner>(const MeasureProtocol&)>;
 
 }  // namespace tune::measure

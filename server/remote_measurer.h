@@ -1,4 +1,4 @@
-// RemoteMeasurer: a tuner::Measurer whose batches are leased to worker agents.
+// RemoteMeasurer: a measure::KernelMeasurer whose batches are leased to worker agents.
 #pragma once
 
 #include <cstdint>
@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "server/lease_queue.h"
-#include "tuner/tuner.h"
+#include "measure/kernel_measurer.h"
 
 namespace tune::server {
 
@@ -18,7 +18,7 @@ namespace tune::server {
 /// results are in the database, so the worker is acknowledged only then. `aborted` is polled
 /// while waiting: when it returns true (daemon shutting down) the job's batches are dropped
 /// and Measure returns no results.
-class RemoteMeasurer final : public tuner::Measurer {
+class RemoteMeasurer final : public measure::KernelMeasurer {
  public:
   RemoteMeasurer(LeaseQueue* queue, uint64_t job_id, std::string target_key, uint64_t data_seed,
                  std::function<int()> workers, std::function<bool()> aborted);

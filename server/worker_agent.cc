@@ -11,12 +11,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "grpcpp/grpcpp.h"
-#include "codegen/template.h"
 #include "codegen/workload.h"
 #include "measure/measure_result.h"
-#include "measure/runner.h"
 #include "measure/target.h"
-#include "tuner/tuner.h"
+#include "measure/task.h"
+#include "measure/task_factory.h"
 #include "server/grpc_status.h"
 #include "tune/v1/tune.grpc.pb.h"
 
@@ -49,27 +48,24 @@ std::string HostName() {
 }
 
 
-/// What a worker keeps between batches: its local measurer, and the template and random
-/// inputs of the task it measured last (consecutive batches mostly belong to one task).
+/// What a worker keeps between batches: its task factory (local builder and runner), and the
+/// task it measured last (consecutive batches mostly belong to one task; its random inputs are
+/// drawn once).
 struct BatchCache {
-  std::unique_ptr<tuner::Measurer> measurer;
+  std::unique_ptr<measure::TaskFactory> factory;
   std::string workload_key;
   uint64_t data_seed = 0;
-  std::unique_ptr<codegen::Template> tmpl;
-  std::unique_ptr<measure::TaskData> data;
+  std::unique_ptr<measure::Task> task;
 
-  /// Makes the template and data current for `batch`; the template's error otherwise.
-  absl::Status Prepare(const v1::Batch& batch, const measure::Target& target) {
-    if (tmpl && workload_key == batch.workload_key() && data_seed == batch.data_seed()) return absl::OkStatus();
-    tmpl.reset();
-    data.reset();
+  /// Makes the task of `batch` current; the template's error otherwise.
+  absl::Status Prepare(const v1::Batch& batch) {
+    if (task && workload_key == batch.workload_key() && data_seed == batch.data_seed()) return absl::OkStatus();
+    task.reset();
     auto workload = codegen::Workload::FromKey(batch.workload_key());
     if (!workload.ok()) return workload.status();
-    auto t = tuner::MakeTemplate(*workload, target);
-    if (!t.ok()) return t.status();
-    tmpl = std::move(*t);
-    data = std::make_unique<measure::TaskData>(
-        measure::TaskData::Create(*workload, batch.data_seed(), /*with_reference=*/target.kind != "cuda"));
+    auto made = factory->Make({*workload, batch.data_seed()});
+    if (!made.ok()) return made.status();
+    task = std::move(*made);
     workload_key = batch.workload_key();
     data_seed = batch.data_seed();
     return absl::OkStatus();
@@ -79,7 +75,7 @@ struct BatchCache {
 /// Builds and measures one leased batch on this host. Never fails as a whole: a config that
 /// cannot be parsed, or a workload this build cannot instantiate, becomes that config's
 /// invalid_config result.
-v1::Results MeasureBatch(const v1::Batch& batch, const measure::Target& target, BatchCache& cache) {
+v1::Results MeasureBatch(const v1::Batch& batch, BatchCache& cache) {
   v1::Results out;
   out.set_batch_id(batch.batch_id());
   const int n = batch.configs_json_size();
@@ -93,10 +89,10 @@ v1::Results MeasureBatch(const v1::Batch& batch, const measure::Target& target, 
   auto protocol = measure::MeasureProtocol::FromJson(batch.protocol_json());
   if (!protocol.ok()) {
     fail_all(protocol.status());
-  } else if (absl::Status st = cache.Prepare(batch, target); !st.ok()) {
+  } else if (absl::Status st = cache.Prepare(batch); !st.ok()) {
     fail_all(st);
   } else {
-    const search::ConfigSpace& space = cache.tmpl->space();
+    const search::ConfigSpace& space = cache.task->space();
     std::vector<search::Config> configs;
     std::vector<int> where;
     for (int i = 0; i < n; ++i) {
@@ -110,7 +106,7 @@ v1::Results MeasureBatch(const v1::Batch& batch, const measure::Target& target, 
       where.push_back(i);
     }
     if (!configs.empty()) {
-      auto measured = cache.measurer->Measure(*cache.tmpl, cache.data.get(), configs, *protocol);
+      auto measured = cache.task->Measure(configs, *protocol);
       for (size_t k = 0; k < measured.size() && k < where.size(); ++k) results[where[k]] = measured[k];
     }
   }
@@ -152,10 +148,11 @@ absl::Status RunWorkerAgent(const WorkerAgentOptions& o, const std::function<boo
   auto channel = grpc::CreateCustomChannel(o.server, creds, args);
   auto stub = v1::Worker::NewStub(channel);
   BatchCache cache;
-  cache.measurer = tuner::MakeLocalMeasurer(
-      *target,
-      target->kind == "cuda" ? tuner::CudaRunnerFactory(target->device) : tuner::LocalRunnerFactory(target->threads),
-      static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  measure::TaskFactoryOptions factory_options;
+  factory_options.build_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  auto factory = measure::TaskFactory::Create(*target, std::move(factory_options));
+  if (!factory.ok()) return factory.status();
+  cache.factory = std::move(*factory);
 
   double backoff = 0.2;
   bool reported_down = false;
@@ -230,7 +227,7 @@ absl::Status RunWorkerAgent(const WorkerAgentOptions& o, const std::function<boo
         on_event(absl::StrCat("batch ", in.batch().batch_id(), ": ", in.batch().configs_json_size(), " configs of ",
                               in.batch().workload_key()));
         v1::WorkerMessage res;
-        *res.mutable_results() = MeasureBatch(in.batch(), *target, cache);
+        *res.mutable_results() = MeasureBatch(in.batch(), cache);
         ok = work->Write(res);
         ++unacked;
         measuring = false;

@@ -241,12 +241,13 @@ int TuneTasks(const std::string& title, const std::vector<TuneTask>& tasks, cons
   }
   if (auto sched = TaskScheduler::Create(f.task_scheduler, 0); !sched.ok()) return Fail(sched.status());
   // Validate every task before anything is written.
-  const bool cuda = target->kind == "cuda";
+  auto factory = measure::TaskFactory::Create(*target);
+  if (!factory.ok()) return Fail(factory.status());
   for (const auto& t : tasks) {
-    auto tmpl = MakeTemplate(t.workload, *target);
-    if (!tmpl.ok()) return Fail(tmpl.status());
+    auto task = (*factory)->Make({t.workload, TaskDataSeed(f.seed)});
+    if (!task.ok()) return Fail(task.status());
     for (const std::string& text : f.configs) {
-      if (auto config = ParseGiven(**tmpl, text); !config.ok()) {
+      if (auto config = ParseGiven(**task, text); !config.ok()) {
         return Fail(kExitUsage, "--config: " + std::string(config.status().message()));
       }
     }
@@ -275,16 +276,13 @@ int TuneTasks(const std::string& title, const std::vector<TuneTask>& tasks, cons
   o.protocol.flush_cache = f.flush_cache;
   o.given_configs = f.configs;
   o.command = command;
-  // NVRTC compiles on every host core; LLVM builds keep to two so timing runs stay quiet.
-  if (cuda) o.build_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 
   std::fprintf(stderr, "tune: %s on %s (%s), %zu tasks, %d trials per task, database %s\n", title.c_str(),
                target->device_model.c_str(), target->Key().c_str(), tasks.size(), f.trials, f.db_path.c_str());
   o.should_stop = [] { return g_stop_requested.load(); };
   InstallStopHandlers();
   ProgressLine progress;
-  Tuner tuner(db->get(), *target, cuda ? CudaRunnerFactory(target->device) : LocalRunnerFactory(f.threads), o,
-              [&progress](const ProgressEvent& e) { progress(e); });
+  Tuner tuner(db->get(), std::move(*factory), o, [&progress](const ProgressEvent& e) { progress(e); });
   auto outcomes = tuner.Run(tasks);
   progress.Finish();
   if (!outcomes.ok()) return Fail(outcomes.status());
@@ -314,21 +312,13 @@ int TuneTasks(const std::string& title, const std::vector<TuneTask>& tasks, cons
               all_best ? Ms(total_best).c_str() : "-", all_best ? "" : " (some tasks have no valid kernel)",
               all_default ? Ms(total_default).c_str() : "-");
   if (f.show_kernel) {
+    auto factory = measure::TaskFactory::Create(*target);
     for (const auto& o : *outcomes) {
-      if (o.best_config.empty()) continue;
-      auto tmpl = codegen::Template::Create(o.task.workload, cuda ? codegen::Backend::kCuda : codegen::Backend::kLlvm);
-      if (!tmpl.ok()) continue;
-      auto cfg = (*tmpl)->space().FromJson(o.best_config);
-      if (!cfg.ok()) continue;
-      auto func = (*tmpl)->Lower(*cfg, "best");
-      if (!func.ok()) continue;
-      std::string text = codegen::Print(*func);
-      if (cuda) {
-        auto kernel = codegen::GenerateCuda(*func);
-        if (kernel.ok()) text = kernel->source;
-      }
+      if (o.best_config.empty() || !factory.ok()) continue;
+      auto text = (*factory)->KernelSource(o.task.workload, o.best_config);
+      if (!text.ok()) continue;
       std::printf("\n// %s  %s\n// config %s\n%s", o.task.name.c_str(), o.task.workload.Label().c_str(),
-                  o.best_config.c_str(), text.c_str());
+                  o.best_config.c_str(), text->c_str());
     }
   }
   return interrupted ? 128 + SIGINT : 0;  // the shell's code for a run ended by Ctrl-C

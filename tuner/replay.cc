@@ -19,6 +19,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "costmodel/cost_model_adapters.h"
+#include "dataset/record_database.h"
+#include "measure/task_factory.h"
 #include "search/check.h"
 #include "tuner/tuner.h"
 
@@ -30,74 +32,7 @@ constexpr int kExitFailure = 1;
 constexpr int kExitUsage = 2;
 constexpr int kMaxInt = std::numeric_limits<int>::max();
 
-search::Config ToConfig(const std::vector<int>& value_index) {
-  return search::Config(value_index.begin(), value_index.end());
-}
-
-std::string ConfigText(const search::ConfigSpace& space, const search::Config& config) {
-  if (config.size() != space.knobs().size()) return absl::StrCat("[", absl::StrJoin(config, ","), "] (indices)");
-  for (size_t k = 0; k < config.size(); ++k) {
-    if (config[k] < 0 || static_cast<size_t>(config[k]) >= space.knobs()[k].options.size()) {
-      return absl::StrCat("[", absl::StrJoin(config, ","), "] (indices)");
-    }
-  }
-  return space.ToJson(config);
-}
-
 }  // namespace
-
-// ---- ReplaySpace ---------------------------------------------------------------------------
-
-ReplaySpace::ReplaySpace(measure::KernelTunerCache cache) : cache_(std::move(cache)) {
-  for (size_t p = 0; p < cache_.param_names.size(); ++p) {
-    space_.AddChoice(cache_.param_names[p], cache_.param_values[p]);
-  }
-  space_.AddConstraint("recorded", [this](const search::Config& config) { return Find(config) != nullptr; });
-}
-
-absl::StatusOr<std::unique_ptr<ReplaySpace>> ReplaySpace::Create(measure::KernelTunerCache cache) {
-  if (cache.param_names.empty() || cache.param_names.size() != cache.param_values.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(cache.path, ": the cache has no parameters"));
-  }
-  if (!std::isfinite(cache.BestTimeMs())) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(cache.path, ": no successful configuration among ", cache.entries.size(), " recorded"));
-  }
-  std::unique_ptr<ReplaySpace> r(new ReplaySpace(std::move(cache)));
-  if (r->space_.Size() >= (uint64_t{1} << 63)) {
-    return absl::InvalidArgumentError(absl::StrCat(r->cache_.path, ": the space has 2^63 or more points"));
-  }
-  const auto& entries = r->cache_.entries;
-  r->entry_of_index_.reserve(entries.size());
-  r->sorted_times_ms_.reserve(entries.size());
-  for (size_t i = 0; i < entries.size(); ++i) {
-    r->entry_of_index_.emplace(r->space_.ToIndex(ToConfig(entries[i].value_index)), static_cast<uint32_t>(i));
-    r->sorted_times_ms_.push_back(entries[i].ok ? entries[i].time_ms : kInf);
-    if (!entries[i].ok) ++r->failed_;
-  }
-  std::sort(r->sorted_times_ms_.begin(), r->sorted_times_ms_.end());
-  return r;
-}
-
-const measure::KernelTunerCache::Entry* ReplaySpace::Find(const search::Config& config) const {
-  const auto& knobs = space_.knobs();
-  if (config.size() != knobs.size()) return nullptr;
-  for (size_t k = 0; k < knobs.size(); ++k) {
-    if (config[k] < 0 || static_cast<size_t>(config[k]) >= knobs[k].options.size()) return nullptr;
-  }
-  auto it = entry_of_index_.find(space_.ToIndex(config));
-  return it == entry_of_index_.end() ? nullptr : &cache_.entries[it->second];
-}
-
-search::MeasuredConfig ReplaySpace::Measure(const search::Config& config) const {
-  const measure::KernelTunerCache::Entry* e = Find(config);
-  TUNE_CHECK(e != nullptr) << "replay of an unrecorded config " << ConfigText(space_, config);
-  search::MeasuredConfig m;
-  m.config = config;
-  m.ok = e->ok;
-  m.cost = e->ok ? e->time_ms / 1000.0 : kInf;
-  return m;
-}
 
 // ---- Metrics -------------------------------------------------------------------------------
 
@@ -128,76 +63,56 @@ double MethodologyScore(double strategy_fraction, double random_fraction) {
 
 // ---- Driver --------------------------------------------------------------------------------
 
-double ReplayTrace::BestAt(int b) const {
-  if (b <= 0 || best_ms.empty()) return kInf;
-  return best_ms[std::min(static_cast<size_t>(b), best_ms.size()) - 1];
+namespace {
+
+/// RunReplay with the caller's strategy, or (null) one made by name.
+absl::StatusOr<ReplayTrace> ReplayWith(const ReplaySpace& space, search::SearchStrategy* strategy,
+                                       const ReplayOptions& options) {
+  if (options.budget <= 0) return absl::InvalidArgumentError("replay budget must be positive");
+  if (options.batch <= 0) return absl::InvalidArgumentError("replay batch must be positive");
+  // The replay kind of task factory, over the caller's space (not owned here).
+  measure::TaskFactoryOptions fo;
+  fo.replay = std::shared_ptr<const ReplaySpace>(&space, [](const ReplaySpace*) {});
+  auto factory = measure::TaskFactory::Create(measure::ReplayTarget(space.cache()), fo);
+  if (!factory.ok()) return factory.status();
+  measure::ReplayTask task(&space);
+  auto db = dataset::RecordDatabase::Open(":memory:");
+  if (!db.ok()) return db.status();
+
+  TuneOptions o;
+  o.trials_per_task = options.budget;
+  o.batch = options.batch;
+  o.seed = options.seed;
+  o.strategy = options.strategy;
+  o.strategy_options = options.strategy_options;
+  o.cost_model = "none";  // the caller's model, if any (options.cost_model)
+  o.transfer = false;
+  o.finalists = 0;
+  o.cutoff_factor = 0;
+  Tuner tuner(db->get(), std::move(*factory), o);
+  LoopTask loop;
+  loop.info.name = space.cache().kernel_name;
+  loop.task = &task;
+  loop.strategy = strategy;
+  loop.cost_model = options.cost_model;
+  auto outcomes = tuner.Run(std::vector<LoopTask>{loop});
+  if (!outcomes.ok()) return outcomes.status();
+  ReplayTrace trace = task.trace();
+  trace.exhausted = (*outcomes)[0].exhausted;
+  return trace;
 }
 
+}  // namespace
+
 absl::StatusOr<ReplayTrace> RunReplay(const ReplaySpace& space, const ReplayOptions& options) {
-  search::StrategyOptions so = options.strategy_options;
-  so.seed = options.seed;
-  auto strategy = search::SearchStrategy::Create(options.strategy, &space.space(), so);
-  if (!strategy.ok()) return strategy.status();
-  return RunReplay(space, **strategy, options);
+  return ReplayWith(space, nullptr, options);
 }
 
 absl::StatusOr<ReplayTrace> RunReplay(const ReplaySpace& space, search::SearchStrategy& strategy,
                                       const ReplayOptions& options) {
-  if (options.budget <= 0) return absl::InvalidArgumentError("replay budget must be positive");
-  if (options.batch <= 0) return absl::InvalidArgumentError("replay batch must be positive");
-  if (options.cost_model != nullptr) strategy.SetCostModel(options.cost_model);
-
-  ReplayTrace trace;
-  std::unordered_set<search::Config, search::ConfigHash> seen;
-  std::vector<search::Config> all_configs;  // everything measured so far, for the cost model
-  std::vector<double> all_costs;
-  double best_ms = kInf;
-  while (static_cast<int>(trace.evaluations.size()) < options.budget) {
-    const int want = std::min(options.batch, options.budget - static_cast<int>(trace.evaluations.size()));
-    std::vector<search::Config> proposed = strategy.Propose(want);
-    if (proposed.empty()) {
-      trace.exhausted = true;
-      break;
-    }
-    if (static_cast<int>(proposed.size()) > want) {
-      return absl::InternalError(absl::StrCat("strategy '", strategy.name(), "' proposed ", proposed.size(),
-                                              " configs when asked for ", want));
-    }
-    std::vector<search::MeasuredConfig> batch;
-    for (search::Config& config : proposed) {
-      const measure::KernelTunerCache::Entry* e = space.Find(config);
-      if (e == nullptr) {
-        return absl::InternalError(absl::StrCat("strategy '", strategy.name(), "' proposed the infeasible config ",
-                                                ConfigText(space.space(), config)));
-      }
-      if (!seen.insert(config).second) {
-        return absl::InternalError(absl::StrCat("strategy '", strategy.name(), "' proposed ",
-                                                ConfigText(space.space(), config), " a second time"));
-      }
-      search::MeasuredConfig m = space.Measure(config);
-      if (m.ok) {
-        best_ms = std::min(best_ms, e->time_ms);
-      } else {
-        ++trace.failures;
-      }
-      all_configs.push_back(m.config);
-      all_costs.push_back(m.cost);
-      trace.evaluations.push_back(m);
-      trace.best_ms.push_back(best_ms);
-      batch.push_back(std::move(m));
-    }
-    // As in the tuning loop: the model learns from every result before the strategy hears of
-    // them (once there is a successful one to rank against).
-    if (options.cost_model != nullptr && std::isfinite(best_ms)) {
-      if (absl::Status st = options.cost_model->Fit(all_configs, all_costs); !st.ok()) {
-        return absl::Status(st.code(), absl::StrCat("cost model fit after ", all_configs.size(),
-                                                    " evaluations: ", st.message()));
-      }
-    }
-    strategy.Update(batch);
-  }
-  return trace;
+  return ReplayWith(space, &strategy, options);
 }
+
 
 absl::StatusOr<std::unique_ptr<search::CostModel>> CreateReplayCostModel(const std::string& name,
                                                                         const ReplaySpace& space, uint64_t seed) {

@@ -1,4 +1,4 @@
-// Replay: search strategies run against a recorded Kernel Tuner space, and how they are scored.
+// Replay: the tuning loop run against a recorded Kernel Tuner space, and how its runs are scored.
 #pragma once
 
 #include <cstdint>
@@ -9,55 +9,16 @@
 
 #include "absl/status/statusor.h"
 #include "measure/kernel_tuner_cache.h"
+#include "measure/replay_space.h"
+#include "measure/replay_task.h"
 #include "search/cost_model.h"
 #include "search/space.h"
 #include "search/strategy.h"
 
 namespace tune::tuner {
 
-/// The search space of a recorded cache: one choice knob per Kernel Tuner parameter, in
-/// `tune_params_keys` order, whose options are that parameter's values in `tune_params` order
-/// (so a Config's indices are the cache's value indices), plus one constraint, "recorded", that
-/// holds iff the configuration is in the cache. Unrecorded configurations violate the kernel's
-/// own constraints: they are infeasible, never proposed and never evaluated. Recorded failures
-/// (compile/runtime) are feasible: proposing one costs an evaluation and yields a failure.
-///
-/// Immutable once created; const methods are safe to call from several threads. Not copyable
-/// or movable (the constraint refers to the object).
-class ReplaySpace {
- public:
-  /// InvalidArgument (naming the file) when the cache has no successful configuration or its
-  /// space has 2^63 or more points.
-  static absl::StatusOr<std::unique_ptr<ReplaySpace>> Create(measure::KernelTunerCache cache);
-  ReplaySpace(const ReplaySpace&) = delete;
-  ReplaySpace& operator=(const ReplaySpace&) = delete;
-
-  const search::ConfigSpace& space() const { return space_; }
-  const measure::KernelTunerCache& cache() const { return cache_; }
-  /// The recorded entry of `config`, or null when it is infeasible (or out of range).
-  const measure::KernelTunerCache::Entry* Find(const search::Config& config) const;
-  /// The replayed measurement of a recorded config: ok with cost = time_ms / 1000 (seconds),
-  /// or ok = false with cost = +inf for a recorded failure. Aborts on an unrecorded config
-  /// (callers check Find or space().IsValid first).
-  search::MeasuredConfig Measure(const search::Config& config) const;
-
-  /// Recorded configs (ok + failed): the population random search draws from.
-  size_t recorded() const { return sorted_times_ms_.size(); }
-  size_t failed() const { return failed_; }
-  /// The fastest recorded time (ms), > 0.
-  double optimum_ms() const { return sorted_times_ms_.front(); }
-  /// Every recorded config's time (ms), ascending, failures as +inf at the end.
-  const std::vector<double>& sorted_times_ms() const { return sorted_times_ms_; }
-
- private:
-  explicit ReplaySpace(measure::KernelTunerCache cache);
-
-  measure::KernelTunerCache cache_;
-  search::ConfigSpace space_;
-  std::unordered_map<uint64_t, uint32_t> entry_of_index_;  // ConfigSpace::ToIndex -> entry
-  std::vector<double> sorted_times_ms_;
-  size_t failed_ = 0;
-};
+using measure::ReplaySpace;
+using measure::ReplayTrace;
 
 // ---- Metrics -------------------------------------------------------------------------------
 //
@@ -92,6 +53,7 @@ double MethodologyScore(double strategy_fraction, double random_fraction);
 
 // ---- Driver --------------------------------------------------------------------------------
 
+/// How one replayed search is run.
 struct ReplayOptions {
   std::string strategy = "random";
   int budget = 100;  // evaluations, failures included
@@ -108,22 +70,12 @@ struct ReplayOptions {
   search::CostModel* cost_model = nullptr;
 };
 
-/// One replayed search.
-struct ReplayTrace {
-  std::vector<search::MeasuredConfig> evaluations;  // in evaluation order
-  std::vector<double> best_ms;                      // best-so-far time after each evaluation (+inf: none ok)
-  int failures = 0;                                 // evaluations of recorded failures
-  bool exhausted = false;                           // the strategy stopped proposing before the budget
-
-  /// Best time after min(b, evaluations) evaluations; +inf when none was ok (or b <= 0). A run
-  /// that exhausted the space keeps its final best for larger b.
-  double BestAt(int b) const;
-};
-
-/// Runs strategy `options.strategy` (SearchStrategy::Create, StrategyOptions{seed}) until
-/// `options.budget` evaluations or until it proposes nothing. InvalidArgument for an unknown
-/// strategy or bad options; Internal when the strategy breaks its contract (proposes an
-/// infeasible or already proposed config, or more than asked); the cost model's Fit error.
+/// Runs the tuning loop (tuner::Tuner) on a measure::ReplayTask over `space`, into a private
+/// in-memory record database, with strategy `options.strategy` (seeded with `options.seed`)
+/// until `options.budget` evaluations or until it proposes nothing. InvalidArgument for an
+/// unknown strategy or bad options; Internal when the strategy breaks its contract (proposes
+/// an infeasible or already proposed config, or more than asked). A failing cost-model fit is
+/// not an error: the loop goes on with the model's last fit.
 absl::StatusOr<ReplayTrace> RunReplay(const ReplaySpace& space, const ReplayOptions& options);
 /// The same with a caller-made strategy over space.space() (options.strategy is ignored).
 absl::StatusOr<ReplayTrace> RunReplay(const ReplaySpace& space, search::SearchStrategy& strategy,

@@ -7,13 +7,12 @@
 #include <limits>
 #include <unordered_set>
 
-#include "codegen/template.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "codegen/workload.h"
 #include "costmodel/cost_model_adapters.h"
-#include "measure/builder.h"
-#include "measure/cuda_runner.h"
-#include "measure/local_runner.h"
-#include "nlohmann/json.hpp"
 #include "search/strategy.h"
+#include "spdlog/spdlog.h"
 #include "tuner/task_scheduler.h"
 
 namespace tune::tuner {
@@ -23,6 +22,15 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr char kDefaultStrategy[] = "default";
 constexpr char kFinalistStrategy[] = "finalist";
 constexpr char kGivenStrategy[] = "given";
+
+/// A config as text for messages: its JSON, or its raw indices when they are out of range.
+std::string ConfigText(const search::ConfigSpace& space, const search::Config& config) {
+  bool in_range = config.size() == space.knobs().size();
+  for (size_t k = 0; in_range && k < config.size(); ++k) {
+    in_range = config[k] >= 0 && static_cast<size_t>(config[k]) < space.knobs()[k].options.size();
+  }
+  return in_range ? space.ToJson(config) : absl::StrCat("[", absl::StrJoin(config, ","), "] (indices)");
+}
 
 double Now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -44,100 +52,41 @@ measure::MeasureProtocol DefaultScheduleProtocol(const measure::MeasureProtocol&
   return d;
 }
 
-std::string WorkloadJson(const codegen::Workload& w) {
-  nlohmann::json j;
-  j["op"] = codegen::OpName(w.op);
-  if (w.op == codegen::OpKind::kConv2d) {
-    j["n"] = w.batch;
-    j["c"] = w.in_c;
-    j["h"] = w.in_h;
-    j["w"] = w.in_w;
-    j["oc"] = w.out_c;
-    j["kernel"] = {w.kernel_h, w.kernel_w};
-    j["stride"] = {w.stride_h, w.stride_w};
-    j["pad"] = {w.pad_h, w.pad_w};
-    j["dilation"] = {w.dilation_h, w.dilation_w};
-    j["groups"] = w.groups;
-  } else {
-    j["batch"] = w.batch;
-    j["m"] = w.m;
-    j["n"] = w.n;
-    j["k"] = w.k;
-  }
-  j["bias"] = w.bias;
-  j["relu"] = w.relu;
-  j["dtype"] = w.dtype;
-  return j.dump();
-}
-
-RunnerFactory CudaRunnerFactory(int device) {
-  return [device](const measure::MeasureProtocol& protocol) -> std::unique_ptr<measure::Runner> {
-    measure::CudaRunnerOptions o;
-    o.protocol = protocol;
-    o.device = device;
-    return std::make_unique<measure::CudaRunner>(o);
-  };
-}
-
-RunnerFactory LocalRunnerFactory(int threads) {
-  return [threads](const measure::MeasureProtocol& protocol) -> std::unique_ptr<measure::Runner> {
-    measure::LocalRunnerOptions o;
-    o.protocol = protocol;
-    o.threads = threads;
-    return std::make_unique<measure::LocalRunner>(o);
-  };
-}
-
-namespace {
-
-class LocalMeasurer final : public Measurer {
- public:
-  LocalMeasurer(const measure::Target& target, RunnerFactory runners, int build_threads)
-      : target_(target), runners_(std::move(runners)), build_threads_(build_threads) {}
-
-  std::vector<measure::MeasureResult> Measure(const codegen::Template& tmpl, const measure::TaskData* data,
-                                              const std::vector<search::Config>& configs,
-                                              const measure::MeasureProtocol& protocol) override {
-    measure::Builder builder = target_.kind == "cuda" ? measure::Builder::ForCuda(target_.cpu, build_threads_)
-                                                      : measure::Builder({}, build_threads_);
-    auto builds = builder.BuildAll(tmpl, configs);
-    return runners_(protocol)->Run(*data, builds);
-  }
-
- private:
-  measure::Target target_;
-  RunnerFactory runners_;
-  int build_threads_;
-};
-
-}  // namespace
-
-std::unique_ptr<Measurer> MakeLocalMeasurer(const measure::Target& target, RunnerFactory runners, int build_threads) {
-  return std::make_unique<LocalMeasurer>(target, std::move(runners), build_threads);
-}
-
 uint64_t TaskDataSeed(uint64_t run_seed) { return run_seed ^ 0x9e3779b97f4a7c15ULL; }
 
-Tuner::Tuner(dataset::RecordDatabase* db, measure::Target target, RunnerFactory runners,
-             TuneOptions options, ProgressFn progress)
-    : Tuner(db, target, MakeLocalMeasurer(target, std::move(runners), options.build_threads), std::move(options),
-            std::move(progress)) {}
+Tuner::Tuner(dataset::RecordDatabase* db, std::unique_ptr<measure::TaskFactory> factory, TuneOptions options,
+             ProgressFn progress)
+    : db_(db), factory_(std::move(factory)), options_(std::move(options)), progress_(std::move(progress)) {}
 
-Tuner::Tuner(dataset::RecordDatabase* db, measure::Target target, std::unique_ptr<Measurer> measurer,
+Tuner::Tuner(dataset::RecordDatabase* db, measure::Target target, measure::RunnerFactory runners,
              TuneOptions options, ProgressFn progress)
-    : db_(db), target_(std::move(target)), measurer_(std::move(measurer)), options_(std::move(options)),
-      progress_(std::move(progress)) {}
+    : db_(db), options_(std::move(options)), progress_(std::move(progress)) {
+  measure::TaskFactoryOptions fo;
+  fo.runners = std::move(runners);
+  fo.build_threads = options_.build_threads;
+  factory_ = measure::TaskFactory::Create(target, std::move(fo));
+}
+
+Tuner::Tuner(dataset::RecordDatabase* db, measure::Target target, std::unique_ptr<measure::KernelMeasurer> measurer,
+             TuneOptions options, ProgressFn progress)
+    : db_(db), options_(std::move(options)), progress_(std::move(progress)) {
+  measure::TaskFactoryOptions fo;
+  fo.measurer = std::move(measurer);
+  factory_ = measure::TaskFactory::Create(target, std::move(fo));
+}
 
 /// Everything the loop keeps per task.
 struct Tuner::TaskRun {
   int index = 0;
-  TuneTask task;
-  std::unique_ptr<codegen::Template> tmpl;
-  std::unique_ptr<search::SearchStrategy> strategy;
-  std::unique_ptr<measure::TaskData> data;
-  std::unique_ptr<search::CostModel> model;
+  TuneTask info;
+  measure::Task* task = nullptr;
+  search::SearchStrategy* strategy = nullptr;  // owned_strategy, or the caller's
+  std::unique_ptr<search::SearchStrategy> owned_strategy;
+  search::CostModel* model = nullptr;          // owned_model, or the caller's; null: none
+  std::unique_ptr<costmodel::FeatureCostModel> owned_model;
   std::vector<search::Config> history;  // every measured config of this task (for Fit)
   std::vector<double> history_costs;
+  std::unordered_set<search::Config, search::ConfigHash> seen;  // history, as a set
   std::vector<search::Config> given;  // TuneOptions::given_configs not yet measured, in order, once each
   TaskOutcome outcome;
   TaskProgress progress;
@@ -146,27 +95,44 @@ struct Tuner::TaskRun {
 };
 
 absl::StatusOr<std::vector<TaskOutcome>> Tuner::Run(const std::vector<TuneTask>& tasks) {
+  if (!factory_.ok()) return factory_.status();
+  std::vector<std::unique_ptr<measure::Task>> made;
+  std::vector<LoopTask> loop;
+  for (const TuneTask& t : tasks) {
+    auto task = (*factory_)->Make({t.workload, TaskDataSeed(options_.seed)});
+    if (!task.ok()) return task.status();
+    made.push_back(std::move(*task));
+    loop.push_back({t, made.back().get()});
+  }
+  return Run(loop);
+}
+
+absl::StatusOr<std::vector<TaskOutcome>> Tuner::Run(const std::vector<LoopTask>& tasks) {
+  if (!factory_.ok()) return factory_.status();
+  const measure::Target& target = (*factory_)->target();
   start_ = Now();
   auto scheduler = TaskScheduler::Create(options_.task_scheduler, options_.seed);
   if (!scheduler.ok()) return scheduler.status();
   const int n = static_cast<int>(tasks.size());
   std::vector<TaskRun> runs(n);
-  // Every task's template, and the given configs parsed in its space, before anything is
-  // written: a config that does not fit fails the run with nothing recorded.
+  // The given configs parsed in every task's space before anything is written: a config that
+  // does not fit fails the run with nothing recorded.
   for (int i = 0; i < n; ++i) {
-    auto tmpl = MakeTemplate(tasks[i].workload, target_);
-    if (!tmpl.ok()) return tmpl.status();
-    runs[i].tmpl = std::move(*tmpl);
+    runs[i].index = i;
+    runs[i].info = tasks[i].info;
+    runs[i].task = tasks[i].task;
+    runs[i].strategy = tasks[i].strategy;
+    runs[i].model = tasks[i].cost_model;
     for (const std::string& text : options_.given_configs) {
-      auto config = ParseGiven(*runs[i].tmpl, text);
+      auto config = ParseGiven(*runs[i].task, text);
       if (!config.ok()) return config.status();
       std::vector<search::Config>& given = runs[i].given;
       if (std::find(given.begin(), given.end(), *config) == given.end()) given.push_back(*config);
     }
   }
-  auto target_id = db_->UpsertTarget({0, target_.Key(), target_.ToJson()});
+  auto target_id = db_->UpsertTarget({0, target.Key(), target.ToJson()});
   if (!target_id.ok()) return target_id.status();
-  auto run_id = db_->StartRun(options_.command, target_.Key());
+  auto run_id = db_->StartRun(options_.command, target.Key());
   if (!run_id.ok()) return run_id.status();
   task_count_ = n;
   total_budget_ = options_.total_trials > 0 ? std::min(options_.total_trials, options_.trials_per_task * n)
@@ -174,15 +140,13 @@ absl::StatusOr<std::vector<TaskOutcome>> Tuner::Run(const std::vector<TuneTask>&
   done_trials_ = 0;
 
   for (int i = 0; i < n; ++i) {
-    runs[i].index = i;
-    runs[i].task = tasks[i];
     // Round-robin splits a total budget evenly; the adaptive schedulers share it freely.
     int budget = options_.trials_per_task;
     if (options_.task_scheduler == "round-robin" && options_.total_trials > 0) {
       budget = std::min(budget, total_budget_ / n + (i < total_budget_ % n ? 1 : 0));
     }
     runs[i].progress.budget = budget;
-    runs[i].progress.weight = tasks[i].count;
+    runs[i].progress.weight = tasks[i].info.count;
     if (auto st = Prepare(runs[i], *target_id, *run_id); !st.ok()) return st;
   }
 
@@ -217,7 +181,7 @@ void Tuner::Report(const TaskRun& t, bool done) {
   ProgressEvent e;
   e.task_index = t.index;
   e.task_count = task_count_;
-  e.task = &t.task;
+  e.task = &t.info;
   e.trials = t.outcome.trials;
   e.trials_budget = t.progress.budget;
   e.best_s = t.outcome.best_s;
@@ -228,58 +192,51 @@ void Tuner::Report(const TaskRun& t, bool done) {
   progress_(e);
 }
 
-absl::StatusOr<search::Config> ParseGiven(const codegen::Template& tmpl, const std::string& text) {
-  auto config = tmpl.space().FromJson(text);
+absl::StatusOr<search::Config> ParseGiven(const measure::Task& task, const std::string& text) {
+  const std::string& key = task.keys().workload_key;
+  auto config = task.space().FromJson(text);
   if (!config.ok()) {
-    return absl::InvalidArgumentError("config " + text + " for " + tmpl.workload().Key() + ": " +
-                                      std::string(config.status().message()));
+    return absl::InvalidArgumentError("config " + text + " for " + key + ": " + std::string(config.status().message()));
   }
-  if (!tmpl.space().IsValid(*config)) {
-    return absl::InvalidArgumentError("config " + text + " is not valid for " + tmpl.workload().Key() + " (" +
-                                      tmpl.name() + ": it breaks a constraint of the space on this target)");
+  if (!task.space().IsValid(*config)) {
+    return absl::InvalidArgumentError("config " + text + " is not valid for " + key + " (constraint '" +
+                                      task.space().WhyInvalid(*config) + "': it breaks a constraint of the space on this target)");
   }
   return config;
 }
 
-absl::StatusOr<std::unique_ptr<codegen::Template>> MakeTemplate(const codegen::Workload& w,
-                                                                const measure::Target& target) {
-  if (target.kind != "cuda") return codegen::Template::Create(w);
-  codegen::GpuLimits limits;
-  if (target.max_threads_per_block > 0) limits.max_threads_per_block = target.max_threads_per_block;
-  if (target.max_shared_per_block > 0) limits.max_shared_bytes_per_block = target.max_shared_per_block;
-  if (target.registers_per_block > 0) limits.max_registers_per_block = target.registers_per_block;
-  if (target.multiprocessors > 0) limits.multiprocessors = target.multiprocessors;
-  return codegen::Template::Create(w, codegen::Backend::kCuda, limits);
-}
-
 absl::Status Tuner::Prepare(TaskRun& t, int64_t target_id, int64_t run_id) {
-  const search::ConfigSpace& space = t.tmpl->space();
+  const search::ConfigSpace& space = t.task->space();
   t.target_id = target_id;
   t.run_id = run_id;
 
+  const measure::TaskKeys& keys = t.task->keys();
   dataset::TaskInfo info;
-  info.workload_key = t.task.workload.Key();
-  info.op = codegen::OpName(t.task.workload.op);
-  info.shape_json = WorkloadJson(t.task.workload);
-  info.flops = t.task.workload.Flops();
-  info.template_version = t.tmpl->version();
+  info.workload_key = keys.workload_key;
+  info.op = keys.op;
+  info.shape_json = keys.shape_json;
+  info.flops = keys.flops;
+  info.template_version = keys.template_version;
   auto task_id = db_->UpsertTask(info);
   if (!task_id.ok()) return task_id.status();
 
   TaskOutcome& outcome = t.outcome;
-  outcome.task = t.task;
+  outcome.task = t.info;
   outcome.task_id = *task_id;
   outcome.flops = info.flops;
   outcome.best_s = kInf;
   outcome.default_s = kInf;
 
-  search::StrategyOptions strategy_options = options_.strategy_options;
-  strategy_options.seed = options_.seed + static_cast<uint64_t>(t.index);
-  auto strategy = search::SearchStrategy::Create(options_.strategy, &space, strategy_options);
-  if (!strategy.ok()) return strategy.status();
-  t.strategy = std::move(*strategy);
-
+  if (t.strategy == nullptr) {
+    search::StrategyOptions strategy_options = options_.strategy_options;
+    strategy_options.seed = options_.seed + static_cast<uint64_t>(t.index);
+    auto strategy = search::SearchStrategy::Create(options_.strategy, &space, strategy_options);
+    if (!strategy.ok()) return strategy.status();
+    t.owned_strategy = std::move(*strategy);
+    t.strategy = t.owned_strategy.get();
+  }
   if (auto st = CreateModel(t, target_id); !st.ok()) return st;
+  if (t.model != nullptr) t.strategy->SetCostModel(t.model);
 
   // Records already in the database: with --resume they count against the budget and are
   // never measured again, and the default schedule's record is reused.
@@ -287,7 +244,6 @@ absl::Status Tuner::Prepare(TaskRun& t, int64_t target_id, int64_t run_id) {
   if (options_.resume) {
     auto old = db_->Records(*task_id, target_id);
     if (!old.ok()) return old.status();
-    std::unordered_set<search::Config, search::ConfigHash> seen;
     std::vector<search::MeasuredConfig> known;
     for (const auto& rec : *old) {
       auto cfg = space.FromJson(rec.config_json);
@@ -298,7 +254,7 @@ absl::Status Tuner::Prepare(TaskRun& t, int64_t target_id, int64_t run_id) {
         continue;
       }
       if (rec.strategy == kFinalistStrategy) continue;  // a re-measurement, not a trial
-      if (!seen.insert(*cfg).second) continue;
+      if (!t.seen.insert(*cfg).second) continue;
       known.push_back({*cfg, rec.result.ok() ? rec.result.Median() : kInf, rec.result.ok()});
       ++outcome.trials;
       if (!rec.result.ok()) ++outcome.failed;
@@ -311,7 +267,7 @@ absl::Status Tuner::Prepare(TaskRun& t, int64_t target_id, int64_t run_id) {
       t.history.push_back(k.config);
       t.history_costs.push_back(k.cost);
     }
-    if (auto st = FitModel(t); !st.ok()) return st;
+    FitModel(t);
     t.strategy->Update(known);
     int counted = std::min(outcome.trials, t.progress.budget);
     done_trials_ += counted;
@@ -319,28 +275,20 @@ absl::Status Tuner::Prepare(TaskRun& t, int64_t target_id, int64_t run_id) {
   }
   t.progress.trials = outcome.trials;
   // Given configs already recorded (--resume) are not measured again.
-  t.given.erase(std::remove_if(t.given.begin(), t.given.end(),
-                               [&](const search::Config& c) {
-                                 return std::find(t.history.begin(), t.history.end(), c) != t.history.end();
-                               }),
+  t.given.erase(std::remove_if(t.given.begin(), t.given.end(), [&](const search::Config& c) { return t.seen.count(c) > 0; }),
                 t.given.end());
 
-  if (measurer_->NeedsTaskData()) {
-    t.data = std::make_unique<measure::TaskData>(
-        measure::TaskData::Create(t.task.workload, TaskDataSeed(options_.seed),
-                                  /*with_reference=*/target_.kind != "cuda"));
-  }
-  if (!have_default) {
-    search::Config def = t.tmpl->DefaultConfig();
+  const std::optional<search::Config> def = t.task->DefaultConfig();
+  if (def.has_value() && !have_default) {
     measure::MeasureProtocol protocol = DefaultScheduleProtocol(options_.protocol);
-    auto results = measurer_->Measure(*t.tmpl, t.data.get(), {def}, protocol);
-    if (auto st = Commit(t, {def}, results, kDefaultStrategy, protocol); !st.ok()) return st;
+    auto results = t.task->Measure({*def}, protocol);
+    if (auto st = Commit(t, {*def}, results, kDefaultStrategy, protocol); !st.ok()) return st;
     outcome.default_s = results[0].Median();
   }
   // The default schedule is a correct kernel too: the best is never slower than it.
-  if (outcome.default_s < outcome.best_s) {
+  if (def.has_value() && outcome.default_s < outcome.best_s) {
     outcome.best_s = outcome.default_s;
-    outcome.best_config = space.ToJson(t.tmpl->DefaultConfig());
+    outcome.best_config = space.ToJson(*def);
   }
   t.progress.default_s = outcome.default_s;
   t.progress.done = outcome.trials >= t.progress.budget;
@@ -349,34 +297,41 @@ absl::Status Tuner::Prepare(TaskRun& t, int64_t target_id, int64_t run_id) {
 }
 
 absl::Status Tuner::CreateModel(TaskRun& t, int64_t target_id) {
+  if (t.model != nullptr) return absl::OkStatus();  // the caller's
   std::string name = ResolveCostModel(options_.cost_model, options_.strategy);
   if (name == "none") return absl::OkStatus();
   costmodel::CostModelOptions mo;
   mo.xgb.seed = options_.seed + static_cast<uint64_t>(t.index);
-  auto model = costmodel::CreateCostModel(name, {t.tmpl.get(), nullptr}, mo);
+  auto model = costmodel::CreateFeatureCostModel(name, {t.task->tmpl(), &t.task->space()}, mo);
   if (!model.ok()) return model.status();
-  t.model = std::move(*model);
-  t.strategy->SetCostModel(t.model.get());
+  t.owned_model = std::move(*model);
+  t.model = t.owned_model.get();
+  return options_.transfer ? WarmStart(t, target_id) : absl::OkStatus();
+}
 
-  // Warm start: other tasks' records on this target, featurized through their own templates
-  // (AST features transfer across shapes and operators).
-  auto* ast = dynamic_cast<costmodel::AstCostModel*>(t.model.get());
-  if (!options_.transfer || ast == nullptr) return absl::OkStatus();
+absl::Status Tuner::WarmStart(TaskRun& t, int64_t target_id) {
+  // Other tasks' records on this target, featurized through their own templates: rows
+  // transfer where the feature schemas agree (loop-AST features do across shapes and
+  // operators; knob features of recorded spaces do not).
+  costmodel::FeatureCostModel& model = *t.owned_model;
+  if (t.task->tmpl() == nullptr) return absl::OkStatus();
   auto tasks = db_->Tasks();
   if (!tasks.ok()) return tasks.status();
   size_t others = 0;
   for (const auto& info : *tasks) others += info.id != t.outcome.task_id ? 1 : 0;
   if (others == 0) return absl::OkStatus();
+  const std::string name = ResolveCostModel(options_.cost_model, options_.strategy);
   size_t per_task = std::max<size_t>(8, static_cast<size_t>(options_.max_prior_rows) / others);
   for (const auto& info : *tasks) {
-    if (info.id == t.outcome.task_id || ast->num_prior_rows() >= static_cast<size_t>(options_.max_prior_rows)) continue;
+    if (info.id == t.outcome.task_id || model.num_prior_rows() >= static_cast<size_t>(options_.max_prior_rows)) continue;
     auto w = codegen::Workload::FromKey(info.workload_key);
     if (!w.ok()) continue;
-    auto tmpl = MakeTemplate(*w, target_);
+    auto tmpl = (*factory_)->MakeTemplate(*w);
     if (!tmpl.ok() || (*tmpl)->version() != info.template_version) continue;
+    auto other = costmodel::CreateFeatureCostModel(name, {tmpl->get(), nullptr});
+    if (!other.ok() || !((*other)->schema() == model.schema())) continue;
     auto recs = db_->Records(info.id, target_id);
     if (!recs.ok()) return recs.status();
-    costmodel::AstCostModel other(tmpl->get());
     std::vector<std::vector<float>> rows;
     std::vector<double> costs;
     // The most recent records: late in a search they are the informative ones.
@@ -384,25 +339,27 @@ absl::Status Tuner::CreateModel(TaskRun& t, int64_t target_id) {
       if (it->strategy == kDefaultStrategy) continue;
       auto cfg = (*tmpl)->space().FromJson(it->config_json);
       std::vector<float> row;
-      if (!cfg.ok() || !other.Featurize(*cfg, &row)) continue;
+      if (!cfg.ok() || !(*other)->Featurize(*cfg, &row)) continue;
       rows.push_back(std::move(row));
       costs.push_back(it->result.ok() ? it->result.Median() : kInf);
     }
-    if (!rows.empty()) ast->AddPriorData(std::move(rows), std::move(costs), static_cast<int>(info.id));
+    if (!rows.empty()) model.AddPriorData(std::move(rows), std::move(costs), static_cast<int>(info.id));
   }
   return absl::OkStatus();
 }
 
-absl::Status Tuner::FitModel(TaskRun& t) {
-  if (t.model == nullptr || t.history.empty()) return absl::OkStatus();
+void Tuner::FitModel(TaskRun& t) {
+  if (t.model == nullptr || t.history.empty()) return;
   bool any_ok = false;
   for (double c : t.history_costs) any_ok |= std::isfinite(c);
-  if (!any_ok) return absl::OkStatus();  // nothing to rank yet
-  auto st = t.model->Fit(t.history, t.history_costs);
-  // A model that cannot be trained degrades the search to its untrained behaviour; it is not
-  // a reason to stop tuning.
-  (void)st;
-  return absl::OkStatus();
+  if (!any_ok) return;  // nothing to rank yet
+  // A model that cannot be trained keeps its last fit (or its untrained behaviour); it is not
+  // a reason to stop tuning. Counted, and said once per task.
+  if (absl::Status st = t.model->Fit(t.history, t.history_costs); !st.ok()) {
+    if (t.outcome.model_errors++ == 0) {
+      spdlog::warn("{}: cost model fit after {} results failed: {}", t.info.name, t.history.size(), std::string(st.message()));
+    }
+  }
 }
 
 absl::Status Tuner::Finalize(TaskRun& t) {
@@ -417,29 +374,30 @@ absl::Status Tuner::Finalize(TaskRun& t) {
   if (order.size() < 2) return absl::OkStatus();  // nothing to choose between
   std::vector<search::Config> configs;
   for (size_t i : order) configs.push_back(t.history[i]);
-  auto results = measurer_->Measure(*t.tmpl, t.data.get(), configs, options_.protocol);
+  auto results = t.task->Measure(configs, options_.protocol);
   if (auto st = Commit(t, configs, results, kFinalistStrategy, options_.protocol); !st.ok()) return st;
   double best = kInf;
   for (size_t i = 0; i < configs.size(); ++i) {
     if (results[i].ok() && results[i].Median() < best) {
       best = results[i].Median();
-      t.outcome.best_config = t.tmpl->space().ToJson(configs[i]);
+      t.outcome.best_config = t.task->space().ToJson(configs[i]);
     }
   }
   if (!std::isfinite(best)) return absl::OkStatus();  // keep the search's pick
   t.outcome.best_s = best;
-  if (t.outcome.default_s < t.outcome.best_s) {
+  const std::optional<search::Config> def = t.task->DefaultConfig();
+  if (def.has_value() && t.outcome.default_s < t.outcome.best_s) {
     t.outcome.best_s = t.outcome.default_s;
-    t.outcome.best_config = t.tmpl->space().ToJson(t.tmpl->DefaultConfig());
+    t.outcome.best_config = t.task->space().ToJson(*def);
   }
   return absl::OkStatus();
 }
 
-absl::Status Tuner::Commit(const TaskRun& t, const std::vector<search::Config>& configs,
+absl::Status Tuner::Commit(TaskRun& t, const std::vector<search::Config>& configs,
                            const std::vector<measure::MeasureResult>& results, const std::string& strategy,
                            const measure::MeasureProtocol& protocol) {
   if (results.size() != configs.size()) return absl::CancelledError("a batch could not be measured (shutting down)");
-  const search::ConfigSpace& space = t.tmpl->space();
+  const search::ConfigSpace& space = t.task->space();
   std::vector<dataset::Record> records;
   for (size_t i = 0; i < configs.size(); ++i) {
     dataset::Record r;
@@ -454,7 +412,7 @@ absl::Status Tuner::Commit(const TaskRun& t, const std::vector<search::Config>& 
     records.push_back(std::move(r));
   }
   if (auto st = db_->AddRecords(records); !st.ok()) return st;
-  measurer_->Committed();
+  t.task->Committed();
   return absl::OkStatus();
 }
 
@@ -467,6 +425,7 @@ absl::Status Tuner::RunBatch(TaskRun& t, int want) {
   // Given configs first, in batches of their own; then the strategy's proposals.
   std::vector<search::Config> configs;
   std::string strategy = t.strategy->name();
+  const search::ConfigSpace& space = t.task->space();
   if (!t.given.empty()) {
     const size_t n = std::min(t.given.size(), static_cast<size_t>(want));
     configs.assign(t.given.begin(), t.given.begin() + static_cast<std::ptrdiff_t>(n));
@@ -474,17 +433,34 @@ absl::Status Tuner::RunBatch(TaskRun& t, int want) {
     strategy = kGivenStrategy;
   } else {
     configs = t.strategy->Propose(want);
+    // The strategy's contract (search/strategy.h): at most `want` valid configs, none
+    // proposed or reported before.
+    if (static_cast<int>(configs.size()) > want) {
+      return absl::InternalError(
+          absl::StrCat("strategy '", strategy, "' proposed ", configs.size(), " configs when asked for ", want));
+    }
+    std::unordered_set<search::Config, search::ConfigHash> batch;
+    for (const search::Config& c : configs) {
+      if (!space.IsValid(c)) {
+        return absl::InternalError(absl::StrCat("strategy '", strategy, "' proposed the infeasible config ",
+                                                ConfigText(space, c)));
+      }
+      if (t.seen.count(c) > 0 || !batch.insert(c).second) {
+        return absl::InternalError(
+            absl::StrCat("strategy '", strategy, "' proposed ", ConfigText(space, c), " a second time"));
+      }
+    }
   }
   if (configs.empty()) {  // space exhausted
     t.progress.done = true;
+    outcome.exhausted = true;
     return absl::OkStatus();
   }
-  const search::ConfigSpace& space = t.tmpl->space();
   measure::MeasureProtocol protocol = options_.protocol;
   if (options_.cutoff_factor > 0 && std::isfinite(outcome.best_s)) {
     protocol.cutoff_s = options_.cutoff_factor * outcome.best_s;
   }
-  auto results = measurer_->Measure(*t.tmpl, t.data.get(), configs, protocol);
+  auto results = t.task->Measure(configs, protocol);
   if (auto st = Commit(t, configs, results, strategy, protocol); !st.ok()) return st;
   std::vector<search::MeasuredConfig> measured;
   for (size_t i = 0; i < configs.size(); ++i) {
@@ -492,6 +468,7 @@ absl::Status Tuner::RunBatch(TaskRun& t, int want) {
     measured.push_back({configs[i], r.ok() ? r.Median() : kInf, r.ok()});
     t.history.push_back(configs[i]);
     t.history_costs.push_back(measured.back().cost);
+    t.seen.insert(configs[i]);
     ++outcome.trials;
     ++outcome.measured_now;
     ++done_trials_;
@@ -503,7 +480,7 @@ absl::Status Tuner::RunBatch(TaskRun& t, int want) {
       t.since_improvement = 0;
     }
   }
-  if (auto st = FitModel(t); !st.ok()) return st;
+  FitModel(t);
   t.strategy->Update(measured);
   t.progress.trials = outcome.trials;
   t.progress.best_history.push_back(outcome.best_s);

@@ -10,18 +10,20 @@
 #include "absl/status/statusor.h"
 #include "codegen/workload.h"
 #include "dataset/record_database.h"
-#include "codegen/template.h"
-#include "measure/builder.h"
+#include "measure/kernel_measurer.h"
 #include "measure/measure_result.h"
 #include "measure/runner.h"
 #include "measure/target.h"
+#include "measure/task.h"
+#include "measure/task_factory.h"
+#include "search/cost_model.h"
 #include "search/space.h"
 #include "search/strategy.h"
 #include "tuner/task_scheduler.h"
 
 namespace tune::tuner {
 
-/// One workload to tune and how many times the model runs it.
+/// One workload to tune and how many times the model runs it (a layer of a model).
 struct TuneTask {
   std::string name;
   codegen::Workload workload;
@@ -48,7 +50,8 @@ struct TuneOptions {
   bool transfer = true;
   int max_prior_rows = 512;  // rows of other tasks used for warm-starting, at most
   int threads = 1;           // threads a kernel may use
-  int build_threads = 2;     // concurrent LLVM compilations
+  /// Concurrent compilations; 0 = the target kind's default (measure::TaskFactoryOptions).
+  int build_threads = 0;
   int early_stop = 0;        // stop a task after this many trials without improvement; 0 = off
   bool resume = false;       // count and skip configs already recorded for this task/target
   /// After the search, the best `finalists` configs of each task are measured again (records
@@ -77,8 +80,10 @@ struct TaskOutcome {
   int failed = 0;            // non-ok records among `trials`
   double best_s = 0;         // fastest of the search and the default schedule; +inf if none ran
   std::string best_config;   // JSON
-  double default_s = 0;      // the untuned default schedule; +inf if it failed
+  double default_s = 0;      // the untuned default schedule; +inf if it failed or the task has none
   double flops = 0;
+  bool exhausted = false;    // the strategy proposed nothing more before the budget was spent
+  int model_errors = 0;      // cost-model fits that failed (the search went on with the last model)
 };
 
 /// Progress events for a display. Called on the tuning thread.
@@ -93,75 +98,60 @@ struct ProgressEvent {
 };
 using ProgressFn = std::function<void(const ProgressEvent&)>;
 
-/// Makes a runner that measures with the given protocol (the default schedule and the search
-/// use different protocols).
-using RunnerFactory = std::function<std::unique_ptr<measure::Runner>(const measure::MeasureProtocol&)>;
-/// LocalRunner on this CPU with `threads` kernel threads.
-RunnerFactory LocalRunnerFactory(int threads);
-/// Runners measuring CUDA kernels on GPU `device` (measure::CudaRunner).
-RunnerFactory CudaRunnerFactory(int device);
-
-/// Builds and measures batches of one task's configs: the tuning loop's only way to measure.
-/// Implementations: in this process (MakeLocalMeasurer) or on worker agents (server/).
-class Measurer {
- public:
-  virtual ~Measurer() = default;
-  /// One result per config, in order; a failing kernel is that config's status, never an
-  /// error. Fewer results than configs (none) means the batch could not be measured at all
-  /// (shutting down): the tuner stops with Cancelled and records nothing of it. `data`
-  /// (inputs and reference) is null when NeedsTaskData() is false.
-  virtual std::vector<measure::MeasureResult> Measure(const codegen::Template& tmpl, const measure::TaskData* data,
-                                                      const std::vector<search::Config>& configs,
-                                                      const measure::MeasureProtocol& protocol) = 0;
-  /// False for measurers that create the task's data where they measure.
-  virtual bool NeedsTaskData() const { return true; }
-  /// Called after the results of the last Measure call are committed to the database.
-  virtual void Committed() {}
-};
-
-/// The template of `w` for `target` (the CPU one, or the CUDA one with the device's limits).
-absl::StatusOr<std::unique_ptr<codegen::Template>> MakeTemplate(const codegen::Workload& w,
-                                                                const measure::Target& target);
-/// `text` (ConfigSpace::ToJson) as a config of `tmpl`: InvalidArgument, naming the workload,
+/// `text` (ConfigSpace::ToJson) as a config of `task`: InvalidArgument, naming the workload,
 /// when it does not parse or breaks a constraint.
-absl::StatusOr<search::Config> ParseGiven(const codegen::Template& tmpl, const std::string& text);
-/// Builds in this process for `target` (LLVM, or NVRTC for CUDA) with `build_threads`
-/// compilations at once, and measures with a runner from `runners`.
-std::unique_ptr<Measurer> MakeLocalMeasurer(const measure::Target& target, RunnerFactory runners, int build_threads);
+absl::StatusOr<search::Config> ParseGiven(const measure::Task& task, const std::string& text);
 
 /// The seed of a task's random inputs: a worker measuring for a daemon draws the same ones.
 uint64_t TaskDataSeed(uint64_t run_seed);
 
-/// Runs the tuning loop. Every batch of results is committed to the database before the
-/// strategy sees it, so killing the process loses at most the batch in flight.
+/// One task as the loop runs it. Nothing is owned; all must outlive Run.
+struct LoopTask {
+  TuneTask info;                                // the layer it tunes (name, count; workload for tables)
+  measure::Task* task = nullptr;                // what is searched and how it is measured
+  search::SearchStrategy* strategy = nullptr;   // null: TuneOptions::strategy by name
+  search::CostModel* cost_model = nullptr;      // null: TuneOptions::cost_model by name
+};
+
+/// The tuning loop: the only place that drives strategy -> measure -> commit -> fit -> update,
+/// for every kind of task (kernels on a CPU or GPU, here or on workers; recorded spaces).
+/// Every batch of results is committed to the database before the cost model and the strategy
+/// see it, so killing the process loses at most the batch in flight.
 class Tuner {
  public:
-  /// `db` is not owned and must outlive the tuner.
-  Tuner(dataset::RecordDatabase* db, measure::Target target, RunnerFactory runners,
+  /// Tasks made by `factory` (measure::TaskFactory). `db` is not owned and must outlive the tuner.
+  Tuner(dataset::RecordDatabase* db, std::unique_ptr<measure::TaskFactory> factory, TuneOptions options,
+        ProgressFn progress = nullptr);
+  /// Kernel tasks of `target`, built and measured in this process with `runners` (empty: the
+  /// target kind's own runners).
+  Tuner(dataset::RecordDatabase* db, measure::Target target, measure::RunnerFactory runners,
         TuneOptions options, ProgressFn progress = nullptr);
-  /// The same, measuring through `measurer` (e.g. on remote workers).
-  Tuner(dataset::RecordDatabase* db, measure::Target target, std::unique_ptr<Measurer> measurer,
+  /// Kernel tasks of `target`, measured through `measurer` (e.g. on remote workers).
+  Tuner(dataset::RecordDatabase* db, measure::Target target, std::unique_ptr<measure::KernelMeasurer> measurer,
         TuneOptions options, ProgressFn progress = nullptr);
 
-  /// Tunes the tasks in order. Errors are infrastructure failures (database, bad task);
-  /// failing kernels are records, never errors.
+  /// Makes each task with the factory and tunes them. Errors are infrastructure failures
+  /// (database, a workload the target cannot instantiate, an unknown target kind, a strategy
+  /// that breaks its contract); failing kernels are records, never errors.
   absl::StatusOr<std::vector<TaskOutcome>> Run(const std::vector<TuneTask>& tasks);
+  /// Tunes tasks the caller made (and may inspect afterwards, e.g. a replay's trace).
+  absl::StatusOr<std::vector<TaskOutcome>> Run(const std::vector<LoopTask>& tasks);
 
  private:
   struct TaskRun;
   absl::Status Prepare(TaskRun& t, int64_t target_id, int64_t run_id);
   absl::Status RunBatch(TaskRun& t, int want);
   absl::Status CreateModel(TaskRun& t, int64_t target_id);
-  absl::Status FitModel(TaskRun& t);
+  absl::Status WarmStart(TaskRun& t, int64_t target_id);
+  void FitModel(TaskRun& t);
   absl::Status Finalize(TaskRun& t);
-  absl::Status Commit(const TaskRun& t, const std::vector<search::Config>& configs,
+  absl::Status Commit(TaskRun& t, const std::vector<search::Config>& configs,
                       const std::vector<measure::MeasureResult>& results, const std::string& strategy,
                       const measure::MeasureProtocol& protocol);
   void Report(const TaskRun& t, bool done);
 
   dataset::RecordDatabase* db_;
-  measure::Target target_;
-  std::unique_ptr<Measurer> measurer_;
+  absl::StatusOr<std::unique_ptr<measure::TaskFactory>> factory_;
   TuneOptions options_;
   ProgressFn progress_;
   double start_ = 0;
@@ -175,8 +165,5 @@ std::string ResolveCostModel(const std::string& name, const std::string& strateg
 /// The protocol for the untuned default schedule: no warm-up, few repeats, a long timeout
 /// (naive loops can take seconds per call).
 measure::MeasureProtocol DefaultScheduleProtocol(const measure::MeasureProtocol& p);
-
-/// The workload's fields as JSON (the tasks table's shape_json).
-std::string WorkloadJson(const codegen::Workload& w);
 
 }  // namespace tune::tuner

@@ -32,7 +32,8 @@
 #include "codegen/workload.h"
 #include "dataset/record_database.h"
 #include "dnnl.hpp"
-#include "measure/builder.h"
+#include "measure/host_builder.h"
+#include "measure/local_runner.h"
 #include "measure/reference.h"
 #include "measure/runner.h"
 #include "measure/target.h"
@@ -244,7 +245,7 @@ Kernel TuneKernel(const Bench& b, const std::string& config_json, const measure:
   if (!tmpl.ok()) return Failed("failed", tmpl.status().ToString());
   auto config = (*tmpl)->space().FromJson(config_json);
   if (!config.ok()) return Failed("bad config", config.status().ToString());
-  measure::Builder builder;
+  measure::HostBuilder builder;
   measure::BuildResult build = builder.Build(**tmpl, *config);
   if (build.status != measure::MeasureStatus::kOk) {
     return Failed(measure::StatusName(build.status), build.message);
@@ -554,7 +555,7 @@ int main(int argc, char** argv) {
   std::fprintf(stderr, "tuning %zu workloads, %d trials each, %d threads, database %s (target %s)\n", tasks.size(),
                o.trials, o.threads, o.db_path.c_str(), target.Key().c_str());
   Progress progress;
-  tuner::Tuner tuner(db->get(), target, tuner::LocalRunnerFactory(o.threads), to,
+  tuner::Tuner tuner(db->get(), target, measure::LocalRunner::Factory(o.threads), to,
                      [&progress](const tuner::ProgressEvent& e) { progress(e); });
   auto out = tuner.Run(tasks);
   if (!out.ok()) {

@@ -15,7 +15,7 @@
 #include "codegen/template.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "measure/builder.h"
+#include "measure/cuda_builder.h"
 #include "measure/target.h"
 
 namespace tune::measure {
@@ -65,7 +65,7 @@ TEST(CudaRunnerTest, WithoutADeviceEveryBuildSaysWhy) {
   codegen::Workload w = Matmul("64,64,64");
   auto tmpl = codegen::Template::Create(w, codegen::Backend::kCuda);
   ASSERT_TRUE(tmpl.ok());
-  Builder builder = Builder::ForCuda("sm_90", 1);
+  CudaBuilder builder("sm_90", 1);
   std::vector<BuildResult> builds = {builder.Build(**tmpl, (*tmpl)->DefaultConfig()), BuildResult{}};
   ASSERT_EQ(builds[0].status, MeasureStatus::kOk) << builds[0].message;
   EXPECT_TRUE(builds[0].kernel.cuda);
@@ -141,7 +141,7 @@ TEST_F(GpuRunnerTest, RandomGemmConfigsMatchTheReference) {
     ASSERT_TRUE(tmpl.ok());
     std::vector<search::Config> configs = {(*tmpl)->DefaultConfig()};
     while (configs.size() < 11) configs.push_back(*(*tmpl)->space().Sample(rng));
-    Builder builder = Builder::ForCuda(target_.cpu, 8);
+    CudaBuilder builder(target_.cpu, 8);
     std::vector<BuildResult> builds = builder.BuildAll(**tmpl, configs);
     for (const MeasureResult& r : RunExpectingOk(w, (*tmpl)->space(), configs, builds, 3)) measured += r.ok();
   }
@@ -168,7 +168,7 @@ TEST_F(GpuRunnerTest, RandomDirectConvConfigsMatchTheReference) {
     std::vector<search::Config> configs = {(*tmpl)->DefaultConfig()};
     DrawWhere(space, rng, 7, [&](const search::Config& c) { return space.GetInt(c, "variant") == 1; }, configs);
     ASSERT_EQ(configs.size(), 7u) << w.Key();
-    Builder builder = Builder::ForCuda(target_.cpu, 8);
+    CudaBuilder builder(target_.cpu, 8);
     std::vector<BuildResult> builds = builder.BuildAll(**tmpl, configs);
     std::vector<MeasureResult> results = RunExpectingOk(w, space, configs, builds, 4);
     for (size_t i = 0; i < results.size(); ++i) {
@@ -202,7 +202,7 @@ TEST_F(GpuRunnerTest, RandomSplitKConfigsMatchTheReference) {
     std::vector<search::Config> configs = {(*tmpl)->DefaultConfig()};
     DrawWhere(space, rng, 8, [&](const search::Config& c) { return space.GetInt(c, "k_split") > 1; }, configs);
     ASSERT_EQ(configs.size(), 8u) << w.Key();
-    Builder builder = Builder::ForCuda(target_.cpu, 8);
+    CudaBuilder builder(target_.cpu, 8);
     std::vector<BuildResult> builds = builder.BuildAll(**tmpl, configs);
     for (size_t i = 1; i < builds.size(); ++i) {
       EXPECT_EQ(builds[i].kernel.launch.scratch.size(), 2u) << space.ToJson(configs[i]);
@@ -266,7 +266,7 @@ TEST_F(GpuRunnerTest, RandomCpAsyncConfigsMatchTheReference) {
     DrawWhere(space, rng, fixed_count + 8, [&](const search::Config& c) { return space.GetInt(c, "cp_async") > 0; },
               configs);
     ASSERT_EQ(configs.size(), fixed_count + 8) << w.Key();
-    Builder builder = Builder::ForCuda(target_.cpu, 8);
+    CudaBuilder builder(target_.cpu, 8);
     std::vector<BuildResult> builds = builder.BuildAll(**tmpl, configs);
     std::vector<MeasureResult> results = RunExpectingOk(w, space, configs, builds, 12);
     const double flop =
@@ -288,7 +288,7 @@ TEST_F(GpuRunnerTest, PlantedBadKernelsBecomeRecords) {
   codegen::Workload w = Matmul("64,64,64");
   auto tmpl = codegen::Template::Create(w, codegen::Backend::kCuda);
   ASSERT_TRUE(tmpl.ok());
-  Builder builder = Builder::ForCuda(target_.cpu, 2);
+  CudaBuilder builder(target_.cpu, 2);
   BuildResult good = builder.Build(**tmpl, (*tmpl)->DefaultConfig());
   ASSERT_EQ(good.status, MeasureStatus::kOk);
   BuildResult oob = HandBuild("out[(1LL << 34) + threadIdx.x] = 1.0f;", w, {64, 1, 1}, {256, 1, 1});

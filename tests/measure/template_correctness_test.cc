@@ -16,7 +16,7 @@
 #include "codegen/workload.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "measure/builder.h"
+#include "measure/host_builder.h"
 #include "measure/reference.h"
 #include "measure/runner.h"
 
@@ -122,7 +122,7 @@ TEST_P(TemplateCorrectnessTest, RandomConfigsMatchReference) {
       << "space too small for " << c.configs << " distinct configs";
   configs.insert(configs.end(), sampled.begin(), sampled.end());
 
-  Builder builder(codegen::CodegenOptions{}, /*threads=*/2);
+  HostBuilder builder(codegen::CodegenOptions{}, /*threads=*/2);
   std::vector<BuildResult> builds = builder.BuildAll(tmpl, configs);
   ASSERT_EQ(builds.size(), configs.size());
 
@@ -208,7 +208,7 @@ void ExpectRejected(const Template& tmpl, const search::Config& config) {
   absl::StatusOr<codegen::LoweredFunc> func = tmpl.Lower(config, "invalid");
   EXPECT_FALSE(func.ok()) << json;
 
-  BuildResult build = Builder().Build(tmpl, config);
+  BuildResult build = HostBuilder().Build(tmpl, config);
   EXPECT_EQ(build.status, MeasureStatus::kInvalidConfig) << json;
   EXPECT_THAT(build.message, HasSubstr(why)) << json;
   EXPECT_TRUE(build.kernel.object_code.empty());
@@ -279,7 +279,7 @@ TEST(InvalidConfigDeathTest, BuilderRejectsOutOfRangeConfigWithoutCrashing) {
   bad[0] = static_cast<int32_t>((*tmpl)->space().knobs()[0].options.size());
   EXPECT_EXIT(
       {
-        BuildResult build = Builder().Build(**tmpl, bad);
+        BuildResult build = HostBuilder().Build(**tmpl, bad);
         bool ok = build.status == MeasureStatus::kInvalidConfig &&
                   build.message.find("range") != std::string::npos;
         std::exit(ok ? 0 : 1);

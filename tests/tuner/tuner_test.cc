@@ -72,7 +72,7 @@ std::vector<dataset::Record> RecordsOf(dataset::RecordDatabase& db, int64_t task
 }
 
 std::vector<TaskOutcome> RunTuner(dataset::RecordDatabase* db, const std::vector<TuneTask>& tasks,
-                                  const TuneOptions& options, RunnerFactory runners = LocalRunnerFactory(1)) {
+                                  const TuneOptions& options, measure::RunnerFactory runners = measure::LocalRunner::Factory(1)) {
   Tuner tuner(db, measure::Target::HostCpu(1), std::move(runners), options);
   auto outcomes = tuner.Run(tasks);
   EXPECT_TRUE(outcomes.ok()) << outcomes.status();
@@ -157,7 +157,7 @@ measure::LocalRunner::KernelLoader FaultyLoader(FaultPlan* plan) {
   };
 }
 
-RunnerFactory FaultyRunnerFactory(FaultPlan* plan) {
+measure::RunnerFactory FaultyRunnerFactory(FaultPlan* plan) {
   return [plan](const measure::MeasureProtocol& protocol) -> std::unique_ptr<measure::Runner> {
     measure::LocalRunnerOptions o;
     o.protocol = protocol;
@@ -246,7 +246,7 @@ TEST(TunerTest, TrialsPerTaskBudgetIsRespected) {
   auto db = OpenDb(":memory:");
   ASSERT_NE(db, nullptr);
   std::vector<ProgressEvent> events;
-  Tuner tuner(db.get(), measure::Target::HostCpu(1), LocalRunnerFactory(1), FastOptions(/*trials=*/5, /*batch=*/2),
+  Tuner tuner(db.get(), measure::Target::HostCpu(1), measure::LocalRunner::Factory(1), FastOptions(/*trials=*/5, /*batch=*/2),
               [&events](const ProgressEvent& e) { events.push_back(e); });
   auto outcomes = tuner.Run({SmallTask()});
   ASSERT_TRUE(outcomes.ok()) << outcomes.status();
@@ -275,7 +275,7 @@ TEST(TunerTest, StopRequestEndsTheRunAsInterrupted) {
   options.finalists = 3;  // would add finalist records if the run were not interrupted
   int asked = 0;
   options.should_stop = [&asked] { return ++asked > 2; };  // two batches, then stop
-  Tuner tuner(db.get(), measure::Target::HostCpu(1), LocalRunnerFactory(1), options, nullptr);
+  Tuner tuner(db.get(), measure::Target::HostCpu(1), measure::LocalRunner::Factory(1), options, nullptr);
   auto outcomes = tuner.Run({SmallTask()});
   ASSERT_TRUE(outcomes.ok()) << outcomes.status();
   EXPECT_EQ((*outcomes)[0].trials, 4);
@@ -289,7 +289,7 @@ TEST(TunerTest, StopRequestEndsTheRunAsInterrupted) {
   EXPECT_GT((*runs)[0].finished, 0);
 
   TuneOptions plain = FastOptions(/*trials=*/2, /*batch=*/2);
-  Tuner again(db.get(), measure::Target::HostCpu(1), LocalRunnerFactory(1), plain, nullptr);
+  Tuner again(db.get(), measure::Target::HostCpu(1), measure::LocalRunner::Factory(1), plain, nullptr);
   ASSERT_TRUE(again.Run({SmallTask()}).ok());
   runs = db->Runs();
   ASSERT_TRUE(runs.ok());
@@ -567,7 +567,7 @@ TEST(TunerTest, InvalidGivenConfigWritesNothing) {
     ASSERT_NE(db, nullptr);
     TuneOptions options = FastOptions(/*trials=*/2, /*batch=*/2);
     options.given_configs = {text};
-    Tuner tuner(db.get(), measure::Target::HostCpu(1), LocalRunnerFactory(1), options);
+    Tuner tuner(db.get(), measure::Target::HostCpu(1), measure::LocalRunner::Factory(1), options);
     absl::StatusOr<std::vector<TaskOutcome>> outcomes = tuner.Run({task});
     ASSERT_FALSE(outcomes.ok()) << text;
     EXPECT_TRUE(absl::IsInvalidArgument(outcomes.status())) << outcomes.status();

@@ -1,0 +1,47 @@
+// KernelTask: a workload's template, built and measured on a device, as a tuning-loop task.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "codegen/template.h"
+#include "codegen/workload.h"
+#include "measure/kernel_measurer.h"
+#include "measure/runner.h"
+#include "measure/task.h"
+
+namespace tune::measure {
+
+/// A Task whose configs are kernels of `tmpl`. Measuring goes through `measurer` (shared with
+/// the other tasks of its factory); the task's random inputs (TaskData, seeded with
+/// `data_seed`, with the naive host reference when `host_reference`) are drawn on the first
+/// Measure that needs them, so making a task is cheap.
+class KernelTask final : public Task {
+ public:
+  KernelTask(std::unique_ptr<codegen::Template> tmpl, std::shared_ptr<KernelMeasurer> measurer, uint64_t data_seed,
+             bool host_reference);
+
+  const TaskKeys& keys() const override { return keys_; }
+  const search::ConfigSpace& space() const override { return tmpl_->space(); }
+  std::optional<search::Config> DefaultConfig() const override { return tmpl_->DefaultConfig(); }
+  const codegen::Template* tmpl() const override { return tmpl_.get(); }
+  std::vector<MeasureResult> Measure(const std::vector<search::Config>& configs,
+                                     const MeasureProtocol& protocol) override;
+  void Committed() override { measurer_->Committed(); }
+
+ private:
+  std::unique_ptr<codegen::Template> tmpl_;
+  std::shared_ptr<KernelMeasurer> measurer_;
+  uint64_t data_seed_;
+  bool host_reference_;
+  TaskKeys keys_;
+  std::unique_ptr<TaskData> data_;
+};
+
+/// The workload's fields as JSON (the tasks table's shape_json).
+std::string WorkloadJson(const codegen::Workload& w);
+
+}  // namespace tune::measure
