@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "costmodel/features.h"
-#include "search/check.h"
+#include "base/check.h"
 #include "spdlog/spdlog.h"
 
 namespace tune::costmodel {

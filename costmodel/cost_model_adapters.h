@@ -10,7 +10,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "codegen/template.h"
+#include "codegen/ir/template.h"
 #include "costmodel/xgb_model.h"
 #include "search/cost_model.h"
 #include "search/space.h"

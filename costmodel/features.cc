@@ -7,7 +7,7 @@
 #include <type_traits>
 #include <unordered_map>
 
-#include "search/check.h"
+#include "base/check.h"
 
 namespace tune::costmodel {
 namespace {

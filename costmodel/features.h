@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "codegen/ir.h"
+#include "codegen/ir/ir.h"
 
 namespace tune::costmodel {
 

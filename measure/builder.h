@@ -4,8 +4,8 @@
 #include <string>
 #include <vector>
 
-#include "codegen/ir.h"
-#include "codegen/template.h"
+#include "codegen/ir/ir.h"
+#include "codegen/ir/template.h"
 #include "measure/runner.h"
 #include "search/space.h"
 

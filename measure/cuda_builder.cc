@@ -1,8 +1,8 @@
 // CudaBuilder: CUDA C generation and NVRTC compilation, failures turned into statuses.
 #include "measure/cuda_builder.h"
 
-#include "codegen/cuda_codegen.h"
-#include "codegen/nvrtc.h"
+#include "codegen/cuda/cuda_codegen.h"
+#include "codegen/cuda/nvrtc.h"
 
 namespace tune::measure {
 

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-#include "codegen/workload.h"
+#include "codegen/ir/workload.h"
 
 namespace tune::measure {
 

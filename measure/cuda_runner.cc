@@ -16,7 +16,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
-#include "codegen/nvrtc.h"
+#include "codegen/cuda/nvrtc.h"
 #include "measure/cuda_reference.h"
 #include "measure/reference.h"
 

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "codegen/cuda_driver.h"
+#include "codegen/runtime/cuda_driver.h"
 #include "measure/measure_result.h"
 #include "measure/runner.h"
 

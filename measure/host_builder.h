@@ -1,7 +1,7 @@
 // HostBuilder: kernels for this CPU through LLVM (object code linked later by ORC LLJIT).
 #pragma once
 
-#include "codegen/llvm_codegen.h"
+#include "codegen/cpu/llvm_codegen.h"
 #include "measure/builder.h"
 
 namespace tune::measure {

@@ -5,7 +5,7 @@
 #include <memory>
 #include <vector>
 
-#include "codegen/template.h"
+#include "codegen/ir/template.h"
 #include "measure/builder.h"
 #include "measure/measure_result.h"
 #include "measure/runner.h"

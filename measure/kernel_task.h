@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "codegen/template.h"
-#include "codegen/workload.h"
+#include "codegen/ir/template.h"
+#include "codegen/ir/workload.h"
 #include "measure/kernel_measurer.h"
 #include "measure/runner.h"
 #include "measure/task.h"

@@ -27,7 +27,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "codegen/runtime.h"
+#include "codegen/runtime/loaded_kernel.h"
+#include "codegen/runtime/runtime.h"
 #include "measure/reference.h"
 #include "spdlog/spdlog.h"
 

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "codegen/kernel.h"
+#include "codegen/ir/kernel.h"
 #include "measure/measure_result.h"
 #include "measure/runner.h"
 

@@ -5,7 +5,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
-#include "search/check.h"
+#include "base/check.h"
 
 namespace tune::measure {
 namespace {

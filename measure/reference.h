@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "codegen/workload.h"
+#include "codegen/ir/workload.h"
 
 namespace tune::measure {
 

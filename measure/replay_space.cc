@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "search/check.h"
+#include "base/check.h"
 
 namespace tune::measure {
 namespace {

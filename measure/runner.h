@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "codegen/kernel.h"
-#include "codegen/workload.h"
+#include "codegen/ir/kernel.h"
+#include "codegen/ir/workload.h"
 #include "measure/measure_result.h"
 
 namespace tune::measure {

@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "codegen/nvrtc.h"
+#include "codegen/cuda/nvrtc.h"
 #include "measure/cuda_runner.h"
 #include "measure/target.h"
 

@@ -1,6 +1,8 @@
 // TaskFactory: the kinds of target a task can be made for, registered by name.
 #include "measure/task_factory.h"
 
+#include "codegen/templates.h"
+
 #include <algorithm>
 #include <functional>
 #include <thread>
@@ -8,7 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "codegen/cuda_codegen.h"
+#include "codegen/cuda/cuda_codegen.h"
 #include "measure/cuda_builder.h"
 #include "measure/cuda_runner.h"
 #include "measure/host_builder.h"
@@ -90,7 +92,7 @@ class ReplayTaskFactory final : public TaskFactory {
 
 KernelKind LlvmKind() {
   KernelKind k;
-  k.tmpl = [](const codegen::Workload& w, const Target&) { return codegen::Template::Create(w); };
+  k.tmpl = [](const codegen::Workload& w, const Target&) { return codegen::CreateTemplate(w); };
   k.builder = [](const Target&, int threads) -> std::unique_ptr<Builder> {
     return std::make_unique<HostBuilder>(codegen::CodegenOptions{}, threads);
   };
@@ -107,7 +109,7 @@ KernelKind CudaKind() {
     if (target.max_shared_per_block > 0) limits.max_shared_bytes_per_block = target.max_shared_per_block;
     if (target.registers_per_block > 0) limits.max_registers_per_block = target.registers_per_block;
     if (target.multiprocessors > 0) limits.multiprocessors = target.multiprocessors;
-    return codegen::Template::Create(w, codegen::Backend::kCuda, limits);
+    return codegen::CreateTemplate(w, codegen::Backend::kCuda, limits);
   };
   k.builder = [](const Target& target, int threads) -> std::unique_ptr<Builder> {
     return std::make_unique<CudaBuilder>(target.cpu, threads);

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "codegen/template.h"
-#include "codegen/workload.h"
+#include "codegen/ir/template.h"
+#include "codegen/ir/workload.h"
 #include "measure/kernel_measurer.h"
 #include "measure/replay_space.h"
 #include "measure/target.h"

@@ -8,7 +8,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "search/check.h"
+#include "base/check.h"
 #include "search/strategy_registry.h"
 
 namespace tune::search {

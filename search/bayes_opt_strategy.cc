@@ -8,7 +8,7 @@
 #include <numeric>
 #include <utility>
 
-#include "search/check.h"
+#include "base/check.h"
 #include "search/gaussian_process.h"
 #include "search/strategy_registry.h"
 

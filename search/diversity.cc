@@ -5,7 +5,7 @@
 #include <cmath>
 #include <utility>
 
-#include "search/check.h"
+#include "base/check.h"
 
 namespace tune::search {
 

@@ -8,7 +8,7 @@
 #include <numeric>
 #include <utility>
 
-#include "search/check.h"
+#include "base/check.h"
 #include "search/diversity.h"
 #include "search/strategy_registry.h"
 

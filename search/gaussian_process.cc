@@ -6,7 +6,7 @@
 #include <limits>
 #include <utility>
 
-#include "search/check.h"
+#include "base/check.h"
 
 namespace tune::search {
 namespace {

@@ -4,7 +4,7 @@
 #include <memory>
 #include <utility>
 
-#include "search/check.h"
+#include "base/check.h"
 #include "search/strategy_registry.h"
 
 namespace tune::search {

@@ -6,7 +6,7 @@
 #include <limits>
 #include <numeric>
 
-#include "search/check.h"
+#include "base/check.h"
 #include "search/diversity.h"
 #include "search/strategy_registry.h"
 

@@ -8,7 +8,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
-#include "search/check.h"
+#include "base/check.h"
 
 namespace tune::search {
 namespace {

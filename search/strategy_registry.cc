@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "search/bandit_strategy.h"
 #include "search/bayes_opt_strategy.h"
-#include "search/check.h"
+#include "base/check.h"
 #include "search/evolutionary_strategy.h"
 #include "search/grid_strategy.h"
 #include "search/random_strategy.h"

@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "CLI/CLI.hpp"
+#include "base/exit_code.h"
 #include "absl/strings/str_cat.h"
 #include "grpcpp/grpcpp.h"
 #include "server/daemon.h"
@@ -28,19 +29,6 @@
 namespace tune::server {
 namespace {
 
-constexpr int kExitFailure = 1;
-constexpr int kExitUsage = 2;
-
-int Fail(int code, const std::string& message) {
-  std::fprintf(stderr, "tune: %s\n", message.c_str());
-  return code;
-}
-
-int Fail(const absl::Status& st) {
-  bool input = absl::IsInvalidArgument(st) || absl::IsNotFound(st) || absl::IsFailedPrecondition(st) ||
-               absl::IsUnauthenticated(st) || absl::IsPermissionDenied(st);
-  return Fail(input ? kExitUsage : kExitFailure, std::string(st.message()));
-}
 
 std::optional<int> Parse(CLI::App& app, int argc, char** argv) {
   try {
@@ -52,7 +40,7 @@ std::optional<int> Parse(CLI::App& app, int argc, char** argv) {
     std::string what = e.what();
     for (auto& ch : what)
       if (ch == '\n') ch = ' ';
-    return Fail(kExitUsage, what + " (see tune " + app.get_name() + " --help)");
+    return base::Fail("tune", base::kExitUsage, what + " (see tune " + app.get_name() + " --help)");
   }
   return std::nullopt;
 }
@@ -100,11 +88,11 @@ int ServeCommand(int argc, char** argv) {
   o.max_message_bytes = max_message_mb << 20;
   o.heartbeat_interval_s = o.expire_after_s / 5;
   auto token = LoadToken(token_file);
-  if (!token.ok()) return Fail(token.status());
+  if (!token.ok()) return base::Fail("tune", token.status());
   o.token = *token;
-  if (auto s = ValidateListenAddress(o.listen); !s.ok()) return Fail(s);
+  if (auto s = ValidateListenAddress(o.listen); !s.ok()) return base::Fail("tune", s);
   if (o.token.empty() && !IsLoopback(o.listen))
-    return Fail(kExitUsage, "refusing to listen on " + o.listen +
+    return base::Fail("tune", base::kExitUsage, "refusing to listen on " + o.listen +
                                 " without a token: give --token-file or TUNE_TOKEN, or listen on 127.0.0.1");
 
   // SIGINT/SIGTERM are taken by sigwait below; block them before gRPC starts its threads so
@@ -117,7 +105,7 @@ int ServeCommand(int argc, char** argv) {
 
   Daemon daemon(o);
   auto port = daemon.Start();
-  if (!port.ok()) return Fail(port.status());
+  if (!port.ok()) return base::Fail("tune", port.status());
   std::string host = o.listen.substr(0, o.listen.rfind(':'));
   std::printf("tune serve: listening on %s:%d, db %s, %s%s\n", host.c_str(), *port, o.db_path.c_str(),
               o.token.empty() ? "no token" : "token required", o.tls_cert_path.empty() ? "" : ", TLS");
@@ -199,9 +187,9 @@ int WorkerCommand(int argc, char** argv) {
   app.add_option("--threads", o.threads, "kernel threads on the CPU target (0 = all cores)")->check(CLI::Range(0, 4096));
   if (auto rc = Parse(app, argc - 1, argv + 1)) return *rc;
   auto token = LoadToken(flags.token_file);
-  if (!token.ok()) return Fail(token.status());
+  if (!token.ok()) return base::Fail("tune", token.status());
   auto roots = flags.TlsRoots();
-  if (!roots.ok()) return Fail(roots.status());
+  if (!roots.ok()) return base::Fail("tune", roots.status());
   o.server = flags.server;
   o.token = *token;
   o.tls_ca_pem = *roots;
@@ -215,7 +203,7 @@ int WorkerCommand(int argc, char** argv) {
         std::printf("tune worker: %s\n", line.c_str());
         std::fflush(stdout);
       });
-  if (!st.ok()) return Fail(st);
+  if (!st.ok()) return base::Fail("tune", st);
   return 0;
 }
 
@@ -230,12 +218,12 @@ int ListCommand(int argc, char** argv, const char* about, const char* name,
   flags.Add(app);
   if (auto rc = Parse(app, argc - 1, argv + 1)) return *rc;
   auto stub = flags.TuneStub();
-  if (!stub.ok()) return Fail(stub.status());
+  if (!stub.ok()) return base::Fail("tune", stub.status());
   grpc::ClientContext ctx;
   flags.Prepare(ctx);
   Reply reply;
   grpc::Status st = ((**stub).*call)(&ctx, Request(), &reply);
-  if (!st.ok()) return Fail(FromGrpcStatus(st, "daemon at " + flags.server));
+  if (!st.ok()) return base::Fail("tune", FromGrpcStatus(st, "daemon at " + flags.server));
   print(reply);
   return 0;
 }
@@ -285,7 +273,7 @@ int SubmitCommand(int argc, char** argv) {
       ->check(CLI::Range(0.0, 86400.0))->capture_default_str();
   if (auto rc = Parse(app, argc - 1, argv + 1)) return *rc;
   auto stub_or = flags.TuneStub();
-  if (!stub_or.ok()) return Fail(stub_or.status());
+  if (!stub_or.ok()) return base::Fail("tune", stub_or.status());
   auto stub = std::move(*stub_or);
 
   v1::SubmitJobRequest req;
@@ -313,7 +301,7 @@ int SubmitCommand(int argc, char** argv) {
     grpc::ClientContext ctx;
     flags.Prepare(ctx);
     grpc::Status st = stub->SubmitJob(&ctx, req, &reply);
-    if (!st.ok()) return Fail(FromGrpcStatus(st, "daemon at " + flags.server));
+    if (!st.ok()) return base::Fail("tune", FromGrpcStatus(st, "daemon at " + flags.server));
   }
   std::printf("job %llu submitted to %s\n", static_cast<unsigned long long>(reply.job_id()), flags.server.c_str());
   std::fflush(stdout);
@@ -354,7 +342,7 @@ int SubmitCommand(int argc, char** argv) {
     const bool transient = st.ok() || st.error_code() == grpc::StatusCode::UNAVAILABLE ||
                            st.error_code() == grpc::StatusCode::CANCELLED ||
                            (st.error_code() == grpc::StatusCode::NOT_FOUND && lost_since >= 0);
-    if (!transient) return Fail(FromGrpcStatus(st, "daemon at " + flags.server));
+    if (!transient) return base::Fail("tune", FromGrpcStatus(st, "daemon at " + flags.server));
     const double now = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
     if (got || lost_since < 0) {
       lost_since = now;
@@ -365,7 +353,7 @@ int SubmitCommand(int argc, char** argv) {
       std::fflush(stdout);
     }
     if (now - lost_since > reattach_s)
-      return Fail(kExitFailure, absl::StrCat("the daemon at ", flags.server, " did not come back within ", reattach_s,
+      return base::Fail("tune", base::kExitFailure, absl::StrCat("the daemon at ", flags.server, " did not come back within ", reattach_s,
                                              " s; job ", reply.job_id(), " resumes when it does (see tune jobs)"));
     std::this_thread::sleep_for(std::chrono::duration<double>(backoff));
     backoff = std::min(backoff * 2, 5.0);
@@ -384,7 +372,7 @@ int SubmitCommand(int argc, char** argv) {
   std::printf("job %llu %s%s%s\n", static_cast<unsigned long long>(last.job_id()), JobStateName(last.state()),
               last.message().empty() ? "" : ": ", last.message().c_str());
   if (last.state() == v1::JOB_DONE) return 0;
-  return last.state() == v1::JOB_CANCELLED ? 130 : kExitFailure;
+  return last.state() == v1::JOB_CANCELLED ? 130 : base::kExitFailure;
 }
 
 int JobsCommand(int argc, char** argv) {

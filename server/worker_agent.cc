@@ -11,7 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "grpcpp/grpcpp.h"
-#include "codegen/workload.h"
+#include "codegen/ir/workload.h"
 #include "measure/measure_result.h"
 #include "measure/target.h"
 #include "measure/task.h"

@@ -15,12 +15,13 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
-#include "codegen/cuda_codegen.h"
-#include "codegen/template.h"
+#include "base/exit_code.h"
+#include "base/table.h"
 #include "costmodel/cost_model_adapters.h"
-#include "search/strategy.h"
 #include "dataset/record_database.h"
 #include "measure/target.h"
+#include "measure/task_factory.h"
+#include "search/strategy.h"
 #include "nlohmann/json.hpp"
 #include "spdlog/spdlog.h"
 #include "tuner/model_file.h"
@@ -30,18 +31,6 @@
 namespace tune::tuner {
 namespace {
 
-constexpr int kExitFailure = 1;
-constexpr int kExitUsage = 2;
-
-int Fail(int code, const std::string& message) {
-  std::fprintf(stderr, "tune: %s\n", message.c_str());
-  return code;
-}
-int Fail(const absl::Status& st) {
-  bool input = absl::IsInvalidArgument(st) || absl::IsNotFound(st) || absl::IsFailedPrecondition(st) ||
-               absl::IsUnavailable(st) || absl::IsAlreadyExists(st) || absl::IsPermissionDenied(st);
-  return Fail(input ? kExitUsage : kExitFailure, std::string(st.message()));
-}
 
 std::string FormatSeconds(double s) {
   if (!std::isfinite(s)) return "-";
@@ -66,29 +55,6 @@ std::string Gflops(double flops, double s) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "%.1f", flops / s / 1e9);
   return buf;
-}
-
-/// Prints a table with left-aligned first column and right-aligned others.
-void PrintTable(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows) {
-  std::vector<size_t> width(header.size());
-  for (size_t c = 0; c < header.size(); ++c) width[c] = header[c].size();
-  for (auto& r : rows) {
-    for (size_t c = 0; c < r.size() && c < width.size(); ++c) width[c] = std::max(width[c], r[c].size());
-  }
-  auto line = [&](const std::vector<std::string>& r) {
-    std::string s;
-    for (size_t c = 0; c < header.size(); ++c) {
-      std::string cell = c < r.size() ? r[c] : "";
-      std::string padding(width[c] - std::min(width[c], cell.size()), ' ');
-      s += c == 0 ? cell + padding : "  " + padding + cell;
-    }
-    std::printf("%s\n", s.c_str());
-  };
-  line(header);
-  std::string rule;
-  for (size_t c = 0; c < header.size(); ++c) rule += std::string(width[c], '-') + (c + 1 < header.size() ? "  " : "");
-  std::printf("%s\n", rule.c_str());
-  for (auto& r : rows) line(r);
 }
 
 /// The live progress display: one rewritten line on a terminal, one line per event otherwise.
@@ -193,7 +159,7 @@ std::optional<int> Parse(CLI::App& app, int argc, char** argv) {
     for (auto& ch : what) {
       if (ch == '\n') ch = ' ';
     }
-    return Fail(kExitUsage, what + " (see tune --help)");
+    return base::Fail("tune", base::kExitUsage, what + " (see tune --help)");
   }
   return std::nullopt;
 }
@@ -217,18 +183,18 @@ void InstallStopHandlers() {
 int TuneTasks(const std::string& title, const std::vector<TuneTask>& tasks, const CommonFlags& f,
               const std::string& command) {
   auto target = measure::Target::Parse(f.target, f.threads);
-  if (!target.ok()) return Fail(target.status());
+  if (!target.ok()) return base::Fail("tune", target.status());
   search::StrategyOptions strategy_options;
   for (const std::string& text : f.strategy_options) {
     if (absl::Status st = search::SetStrategyOption(strategy_options, text); !st.ok()) {
-      return Fail(kExitUsage, std::string(st.message()));
+      return base::Fail("tune", base::kExitUsage, std::string(st.message()));
     }
   }
   {
     search::ConfigSpace probe;  // strategy names are checked against the real factory
     probe.AddChoice("x", {0, 1});
     if (auto s = search::SearchStrategy::Create(f.strategy, &probe, strategy_options); !s.ok()) {
-      return Fail(s.status());
+      return base::Fail("tune", s.status());
     }
   }
   if (f.cost_model != "auto" && f.cost_model != "none") {
@@ -236,24 +202,24 @@ int TuneTasks(const std::string& title, const std::vector<TuneTask>& tasks, cons
     if (std::find(names.begin(), names.end(), f.cost_model) == names.end()) {
       std::string list;
       for (auto& n : names) list += (list.empty() ? "" : ", ") + n;
-      return Fail(kExitUsage, "unknown cost model '" + f.cost_model + "' (auto, none, " + list + ")");
+      return base::Fail("tune", base::kExitUsage, "unknown cost model '" + f.cost_model + "' (auto, none, " + list + ")");
     }
   }
-  if (auto sched = TaskScheduler::Create(f.task_scheduler, 0); !sched.ok()) return Fail(sched.status());
+  if (auto sched = TaskScheduler::Create(f.task_scheduler, 0); !sched.ok()) return base::Fail("tune", sched.status());
   // Validate every task before anything is written.
   auto factory = measure::TaskFactory::Create(*target);
-  if (!factory.ok()) return Fail(factory.status());
+  if (!factory.ok()) return base::Fail("tune", factory.status());
   for (const auto& t : tasks) {
     auto task = (*factory)->Make({t.workload, TaskDataSeed(f.seed)});
-    if (!task.ok()) return Fail(task.status());
+    if (!task.ok()) return base::Fail("tune", task.status());
     for (const std::string& text : f.configs) {
       if (auto config = ParseGiven(**task, text); !config.ok()) {
-        return Fail(kExitUsage, "--config: " + std::string(config.status().message()));
+        return base::Fail("tune", base::kExitUsage, "--config: " + std::string(config.status().message()));
       }
     }
   }
   auto db = dataset::RecordDatabase::Open(f.db_path, /*create=*/true);
-  if (!db.ok()) return Fail(db.status());
+  if (!db.ok()) return base::Fail("tune", db.status());
 
   TuneOptions o;
   o.trials_per_task = f.trials;
@@ -285,7 +251,7 @@ int TuneTasks(const std::string& title, const std::vector<TuneTask>& tasks, cons
   Tuner tuner(db->get(), std::move(*factory), o, [&progress](const ProgressEvent& e) { progress(e); });
   auto outcomes = tuner.Run(tasks);
   progress.Finish();
-  if (!outcomes.ok()) return Fail(outcomes.status());
+  if (!outcomes.ok()) return base::Fail("tune", outcomes.status());
   const bool interrupted = g_stop_requested.load();
   if (interrupted) {
     std::fprintf(stderr, "tune: interrupted; the records measured so far are in %s (--resume continues)\n",
@@ -307,7 +273,7 @@ int TuneTasks(const std::string& title, const std::vector<TuneTask>& tasks, cons
     if (std::isfinite(o.default_s)) total_default += o.default_s * o.task.count; else all_default = false;
   }
   std::printf("\n");
-  PrintTable({"task", "workload", "count", "trials", "best ms", "GFLOP/s", "default ms", "speedup"}, rows);
+  base::PrintTable({"task", "workload", "count", "trials", "best ms", "GFLOP/s", "default ms", "speedup"}, rows);
   std::printf("\nestimated %s latency (sum of best x count): %s ms%s; untuned default: %s ms\n", title.c_str(),
               all_best ? Ms(total_best).c_str() : "-", all_best ? "" : " (some tasks have no valid kernel)",
               all_default ? Ms(total_default).c_str() : "-");
@@ -344,7 +310,7 @@ int ModelCommand(int argc, char** argv) {
   AddTuneFlags(app, f);
   if (auto code = Parse(app, argc, argv)) return *code;
   auto m = LoadModel(model);
-  if (!m.ok()) return Fail(m.status());
+  if (!m.ok()) return base::Fail("tune", m.status());
   return TuneTasks(m->name, ExtractTasks(*m), f, JoinArgs(argc, argv));
 }
 
@@ -366,9 +332,9 @@ int OpCommand(int argc, char** argv) {
   AddTuneFlags(app, f);
   if (auto code = Parse(app, argc - 1, argv + 1)) return *code;
   auto op = codegen::ParseOpName(kind);
-  if (!op.ok()) return Fail(op.status());
+  if (!op.ok()) return base::Fail("tune", op.status());
   auto w = codegen::Workload::Parse(*op, shape);
-  if (!w.ok()) return Fail(w.status());
+  if (!w.ok()) return base::Fail("tune", w.status());
   w->bias = bias;
   w->relu = relu;
   return TuneTasks(kind, {TuneTask{kind, *w, 1}}, f, JoinArgs(argc, argv));
@@ -394,22 +360,22 @@ int DbCommand(int argc, char** argv) {
   if (auto code = Parse(app, argc - 1, argv + 1)) return *code;
 
   auto db = dataset::RecordDatabase::Open(db_path, /*create=*/false);
-  if (!db.ok()) return Fail(db.status());
+  if (!db.ok()) return base::Fail("tune", db.status());
   auto tasks = (*db)->Tasks();
-  if (!tasks.ok()) return Fail(tasks.status());
+  if (!tasks.ok()) return base::Fail("tune", tasks.status());
   auto targets = (*db)->Targets();
-  if (!targets.ok()) return Fail(targets.status());
+  if (!targets.ok()) return base::Fail("tune", targets.status());
 
   std::vector<dataset::TaskInfo> sel_tasks;
   for (const auto& t : *tasks) {
     if (task_sel.empty() || task_sel == std::to_string(t.id) || task_sel == t.workload_key) sel_tasks.push_back(t);
   }
-  if (!task_sel.empty() && sel_tasks.empty()) return Fail(kExitUsage, "no task '" + task_sel + "' in " + db_path);
+  if (!task_sel.empty() && sel_tasks.empty()) return base::Fail("tune", base::kExitUsage, "no task '" + task_sel + "' in " + db_path);
   std::vector<dataset::TargetInfo> sel_targets;
   for (const auto& t : *targets) {
     if (target_sel.empty() || target_sel == t.key || target_sel == std::to_string(t.id)) sel_targets.push_back(t);
   }
-  if (!target_sel.empty() && sel_targets.empty()) return Fail(kExitUsage, "no target '" + target_sel + "' in " + db_path);
+  if (!target_sel.empty() && sel_targets.empty()) return base::Fail("tune", base::kExitUsage, "no target '" + target_sel + "' in " + db_path);
 
   if (tasks_cmd->parsed()) {
     std::vector<std::vector<std::string>> rows;
@@ -418,22 +384,22 @@ int DbCommand(int argc, char** argv) {
       double best = std::numeric_limits<double>::infinity();
       for (const auto& tg : sel_targets) {
         auto recs = (*db)->Records(t.id, tg.id);
-        if (!recs.ok()) return Fail(recs.status());
+        if (!recs.ok()) return base::Fail("tune", recs.status());
         n += static_cast<int64_t>(recs->size());
         auto b = (*db)->Best(t.id, tg.id, 1);
         if (b.ok() && !b->empty()) best = std::min(best, (*b)[0].result.Median());
       }
       rows.push_back({std::to_string(t.id), t.workload_key, std::to_string(n), Ms(best), Gflops(t.flops, best)});
     }
-    PrintTable({"id", "workload", "records", "best ms", "GFLOP/s"}, rows);
+    base::PrintTable({"id", "workload", "records", "best ms", "GFLOP/s"}, rows);
     return 0;
   }
   if (stats_cmd->parsed()) {
     auto counts = (*db)->StatusCounts();
-    if (!counts.ok()) return Fail(counts.status());
+    if (!counts.ok()) return base::Fail("tune", counts.status());
     std::vector<std::vector<std::string>> rows;
     for (auto& [status, n] : *counts) rows.push_back({status, std::to_string(n)});
-    PrintTable({"status", "records"}, rows);
+    base::PrintTable({"status", "records"}, rows);
     return 0;
   }
   std::vector<std::vector<std::string>> rows;
@@ -441,14 +407,14 @@ int DbCommand(int argc, char** argv) {
     for (const auto& tg : sel_targets) {
       if (best_cmd->parsed()) {
         auto b = (*db)->Best(t.id, tg.id, k);
-        if (!b.ok()) return Fail(b.status());
+        if (!b.ok()) return base::Fail("tune", b.status());
         for (const auto& r : *b) {
           rows.push_back({t.workload_key, tg.key, Ms(r.result.Median()), Gflops(t.flops, r.result.Median()),
                           r.strategy, r.config_json});
         }
       } else {
         auto recs = (*db)->Records(t.id, tg.id);
-        if (!recs.ok()) return Fail(recs.status());
+        if (!recs.ok()) return base::Fail("tune", recs.status());
         double best = std::numeric_limits<double>::infinity();
         for (const auto& r : *recs) {
           if (r.result.ok()) best = std::min(best, r.result.Median());
@@ -460,9 +426,9 @@ int DbCommand(int argc, char** argv) {
     }
   }
   if (best_cmd->parsed()) {
-    PrintTable({"workload", "target", "best ms", "GFLOP/s", "strategy", "config"}, rows);
+    base::PrintTable({"workload", "target", "best ms", "GFLOP/s", "strategy", "config"}, rows);
   } else {
-    PrintTable({"id", "workload", "status", "ms", "best so far", "strategy", "config / message"}, rows);
+    base::PrintTable({"id", "workload", "status", "ms", "best so far", "strategy", "config / message"}, rows);
   }
   return 0;
 }

@@ -15,21 +15,21 @@
 #include <utility>
 
 #include "CLI/CLI.hpp"
+#include "base/exit_code.h"
+#include "base/table.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "costmodel/cost_model_adapters.h"
 #include "dataset/record_database.h"
 #include "measure/task_factory.h"
-#include "search/check.h"
+#include "base/check.h"
 #include "tuner/tuner.h"
 
 namespace tune::tuner {
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
-constexpr int kExitFailure = 1;
-constexpr int kExitUsage = 2;
 constexpr int kMaxInt = std::numeric_limits<int>::max();
 
 }  // namespace
@@ -167,47 +167,11 @@ std::vector<ReplayCheckpoint> SummarizeReplay(const ReplaySpace& space, const st
 
 namespace {
 
-int Fail(int code, const std::string& message) {
-  std::string line = message;
-  for (char& ch : line) {
-    if (ch == '\n' || ch == '\r') ch = ' ';
-  }
-  std::fprintf(stderr, "tune replay: %s\n", line.c_str());
-  return code;
-}
-
-int Fail(const absl::Status& st) {
-  bool input = absl::IsInvalidArgument(st) || absl::IsNotFound(st) || absl::IsFailedPrecondition(st) ||
-               absl::IsUnimplemented(st);
-  return Fail(input ? kExitUsage : kExitFailure, std::string(st.message()));
-}
-
 std::string Fixed(double v, int digits) {
   if (std::isnan(v) || !std::isfinite(v)) return "-";
   char buf[64];
   std::snprintf(buf, sizeof(buf), "%.*f", digits, v);
   return buf;
-}
-
-void PrintTable(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows) {
-  std::vector<size_t> width(header.size());
-  for (size_t c = 0; c < header.size(); ++c) width[c] = header[c].size();
-  for (const auto& r : rows) {
-    for (size_t c = 0; c < r.size() && c < width.size(); ++c) width[c] = std::max(width[c], r[c].size());
-  }
-  auto line = [&](const std::vector<std::string>& r) {
-    std::string s;
-    for (size_t c = 0; c < header.size(); ++c) {
-      std::string cell = c < r.size() ? r[c] : "";
-      s += (c ? "  " : "") + std::string(width[c] - std::min(width[c], cell.size()), ' ') + cell;
-    }
-    std::printf("%s\n", s.c_str());
-  };
-  line(header);
-  std::string rule;
-  for (size_t c = 0; c < header.size(); ++c) rule += (c ? "  " : "") + std::string(width[c], '-');
-  std::printf("%s\n", rule.c_str());
-  for (const auto& r : rows) line(r);
 }
 
 }  // namespace
@@ -241,32 +205,32 @@ int ReplayCommand(int argc, char** argv) {
     std::printf("%s", app.help().c_str());
     return 0;
   } catch (const CLI::ParseError& e) {
-    return Fail(kExitUsage, std::string(e.what()) + " (see tune replay --help)");
+    return base::Fail("tune replay", base::kExitUsage, std::string(e.what()) + " (see tune replay --help)");
   }
 
   // Reject an unknown strategy, option or cost model before reading a large cache.
   search::StrategyOptions strategy_options;
   for (const std::string& text : option_texts) {
     if (absl::Status st = search::SetStrategyOption(strategy_options, text); !st.ok()) {
-      return Fail(kExitUsage, std::string(st.message()));
+      return base::Fail("tune replay", base::kExitUsage, std::string(st.message()));
     }
   }
   {
     search::ConfigSpace probe;
     probe.AddChoice("x", {0});
     auto s = search::SearchStrategy::Create(strategy, &probe, strategy_options);
-    if (!s.ok()) return Fail(kExitUsage, std::string(s.status().message()));
+    if (!s.ok()) return base::Fail("tune replay", base::kExitUsage, std::string(s.status().message()));
   }
   auto cache = measure::KernelTunerCache::Load(cache_path);
-  if (!cache.ok()) return Fail(cache.status());
+  if (!cache.ok()) return base::Fail("tune replay", cache.status());
   auto space = ReplaySpace::Create(std::move(*cache));
-  if (!space.ok()) return Fail(space.status());
+  if (!space.ok()) return base::Fail("tune replay", space.status());
   const ReplaySpace& rs = **space;
   cost_model = ResolveCostModel(cost_model, strategy);
   if (cost_model == "none") cost_model.clear();
   if (!cost_model.empty()) {
     auto probe = CreateReplayCostModel(cost_model, rs, seed);
-    if (!probe.ok()) return Fail(probe.status());
+    if (!probe.ok()) return base::Fail("tune replay", probe.status());
   }
 
   std::vector<std::optional<absl::StatusOr<ReplayTrace>>> results(runs);
@@ -312,7 +276,7 @@ int ReplayCommand(int argc, char** argv) {
   size_t min_evals = std::numeric_limits<size_t>::max();
   for (int r = 0; r < runs; ++r) {
     if (!results[r]->ok()) {
-      return Fail(absl::Status(results[r]->status().code(),
+      return base::Fail("tune replay", absl::Status(results[r]->status().code(),
                                absl::StrCat("run ", r, " (seed ", seed + r, "): ", results[r]->status().message())));
     }
     traces.push_back(std::move(**results[r]));
@@ -342,7 +306,8 @@ int ReplayCommand(int argc, char** argv) {
                     Fixed(cp.random_fraction, 3), Fixed(cp.score, 3), Fixed(cp.mean_best_ms, 4),
                     Fixed(cp.min_best_ms, 4)});
   }
-  PrintTable({"evals", "fraction", "sd", "random", "P", "mean best ms", "best ms"}, rows);
+  base::PrintTable({"evals", "fraction", "sd", "random", "P", "mean best ms", "best ms"}, rows,
+                   {.align = std::vector<base::Align>(7, base::Align::kRight)});
   return 0;
 }
 

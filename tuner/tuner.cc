@@ -9,7 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "codegen/workload.h"
+#include "codegen/ir/workload.h"
 #include "costmodel/cost_model_adapters.h"
 #include "search/strategy.h"
 #include "spdlog/spdlog.h"

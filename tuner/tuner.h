@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "codegen/workload.h"
+#include "codegen/ir/workload.h"
 #include "dataset/record_database.h"
 #include "measure/kernel_measurer.h"
 #include "measure/measure_result.h"

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "codegen/workload.h"
+#include "codegen/ir/workload.h"
 
 namespace tune::tuner {
 

@@ -25,11 +25,14 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "base/table.h"
 #include "cblas.h"
-#include "codegen/kernel.h"
-#include "codegen/runtime.h"
-#include "codegen/template.h"
-#include "codegen/workload.h"
+#include "codegen/ir/kernel.h"
+#include "codegen/runtime/loaded_kernel.h"
+#include "codegen/runtime/runtime.h"
+#include "codegen/ir/template.h"
+#include "codegen/templates.h"
+#include "codegen/ir/workload.h"
 #include "dataset/record_database.h"
 #include "dnnl.hpp"
 #include "measure/host_builder.h"
@@ -241,7 +244,7 @@ DnnlThreads FindDnnlThreads() {
 /// task's inputs.
 Kernel TuneKernel(const Bench& b, const std::string& config_json, const measure::TaskData& data,
                   const Options& o) {
-  auto tmpl = codegen::Template::Create(b.workload);
+  auto tmpl = codegen::CreateTemplate(b.workload);
   if (!tmpl.ok()) return Failed("failed", tmpl.status().ToString());
   auto config = (*tmpl)->space().FromJson(config_json);
   if (!config.ok()) return Failed("bad config", config.status().ToString());
@@ -442,28 +445,6 @@ std::string Spread(const Kernel& r) {
   return buf;
 }
 
-void PrintTable(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows) {
-  std::vector<size_t> width(header.size());
-  for (size_t c = 0; c < header.size(); ++c) width[c] = header[c].size();
-  for (const auto& r : rows) {
-    for (size_t c = 0; c < r.size(); ++c) width[c] = std::max(width[c], r[c].size());
-  }
-  auto line = [&](const std::vector<std::string>& cells, char fill) {
-    std::string s = "|";
-    for (size_t c = 0; c < header.size(); ++c) {
-      std::string cell = c < cells.size() ? cells[c] : "";
-      if (fill == '-') cell = std::string(width[c], '-');
-      bool left = c == 0;
-      std::string pad(width[c] - cell.size(), ' ');
-      s += " " + (left ? cell + pad : pad + cell) + " |";
-    }
-    std::printf("%s\n", s.c_str());
-  };
-  line(header, ' ');
-  line({}, '-');
-  for (const auto& r : rows) line(r, ' ');
-}
-
 /// Progress of the tuning phase on stderr: a rewritten line on a terminal, else one line
 /// per task every 16 trials.
 class Progress {
@@ -662,9 +643,9 @@ int main(int argc, char** argv) {
               o.warmup_ms, o.repeats, o.min_sample_ms,
               o.finalists > 1 ? ("fastest here of the search's " + std::to_string(o.finalists) + " best").c_str()
                               : "the search's best config");
-  PrintTable({"workload", "tune GFLOP/s", "vendor", "vendor GFLOP/s", "tune/vendor", "oneDNN any GFLOP/s",
+  base::PrintTable({"workload", "tune GFLOP/s", "vendor", "vendor GFLOP/s", "tune/vendor", "oneDNN any GFLOP/s",
               "tune/any"},
-             rows);
+             rows, {.markdown = true});
   std::printf("\n");
   for (const auto& n : notes) std::printf("%s\n", n.c_str());
   return 0;

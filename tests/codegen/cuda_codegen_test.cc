@@ -1,7 +1,7 @@
 // Tests of the CUDA backend's source generator and the CUDA GEMM template: golden text of
 // small kernels, wide-access rules, rejected kernels, and (with NVRTC, no GPU needed) random
 // valid template configs compiling for sm_90.
-#include "codegen/cuda_codegen.h"
+#include "codegen/cuda/cuda_codegen.h"
 
 #include <atomic>
 #include <random>
@@ -11,12 +11,13 @@
 #include <thread>
 #include <vector>
 
-#include "codegen/cuda_gemm_template.h"
-#include "codegen/gpu_schedule.h"
-#include "codegen/llvm_codegen.h"
-#include "codegen/nvrtc.h"
-#include "codegen/template.h"
-#include "codegen/workload.h"
+#include "codegen/cuda/cuda_gemm_template.h"
+#include "codegen/ir/gpu_schedule.h"
+#include "codegen/cpu/llvm_codegen.h"
+#include "codegen/cuda/nvrtc.h"
+#include "codegen/ir/template.h"
+#include "codegen/templates.h"
+#include "codegen/ir/workload.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/common/nvrtc_compile.h"
@@ -337,7 +338,7 @@ TEST(CudaGemmTemplateTest, SpaceHonoursTheLimits) {
   GpuLimits limits;
   limits.max_threads_per_block = 256;
   limits.max_shared_bytes_per_block = 16 * 1024;
-  auto t = Template::Create(Gemm(OpKind::kMatmul, "512,512,512"), Backend::kCuda, limits);
+  auto t = CreateTemplate(Gemm(OpKind::kMatmul, "512,512,512"), Backend::kCuda, limits);
   ASSERT_TRUE(t.ok()) << t.status();
   EXPECT_EQ((*t)->name(), "cuda_gemm");
   std::mt19937_64 rng(1);
@@ -358,7 +359,7 @@ TEST(CudaGemmTemplateTest, SpaceHonoursTheLimits) {
     EXPECT_EQ(k->grid[0] * k->block[0] * fn[2], 512);
   }
   // A config beyond the limits is refused before any code exists.
-  auto wide = Template::Create(Gemm(OpKind::kMatmul, "512,512,512"), Backend::kCuda);
+  auto wide = CreateTemplate(Gemm(OpKind::kMatmul, "512,512,512"), Backend::kCuda);
   ASSERT_TRUE(wide.ok());
   absl::StatusOr<search::Config> big = (*wide)->space().FromJson(
       R"({"tile_m":[16,32,1],"tile_n":[16,32,1],"tile_k":[16,32],"vector":[1],"double_buffer":[0],"pad":[0],"unroll_k":[0],"interleave":[0],"k_slices":[1]})");
@@ -369,17 +370,17 @@ TEST(CudaGemmTemplateTest, SpaceHonoursTheLimits) {
 }
 
 TEST(CudaGemmTemplateTest, DefaultIsThePlainSharedMemoryKernel) {
-  auto t = Template::Create(Gemm(OpKind::kMatmul, "1024,1024,1024"), Backend::kCuda);
+  auto t = CreateTemplate(Gemm(OpKind::kMatmul, "1024,1024,1024"), Backend::kCuda);
   ASSERT_TRUE(t.ok());
   EXPECT_EQ((*t)->space().ToJson((*t)->DefaultConfig()),
             R"({"tile_m":[64,16,1],"tile_n":[64,16,1],"tile_k":[64,16],"vector":[1],"double_buffer":[0],"pad":[0],"unroll_k":[0],"interleave":[0],"k_slices":[1],"k_split":[1],"cp_async":[0],"cp_async_a":[0],"unroll_stages":[0],"fma_order":[0]})");
   // Tiny shapes still have a valid default (one block, fewer than 32 threads).
-  auto tiny = Template::Create(Gemm(OpKind::kDense, "1,3,5"), Backend::kCuda);
+  auto tiny = CreateTemplate(Gemm(OpKind::kDense, "1,3,5"), Backend::kCuda);
   ASSERT_TRUE(tiny.ok());
   EXPECT_TRUE((*tiny)->space().IsValid((*tiny)->DefaultConfig()));
   // A classifier (one row): the A tile has fewer elements than the block has threads, so its
   // copy is guarded and idle lanes write a spare shared row.
-  auto fc = Template::Create(Gemm(OpKind::kDense, "1,1000,512", true), Backend::kCuda);
+  auto fc = CreateTemplate(Gemm(OpKind::kDense, "1,1000,512", true), Backend::kCuda);
   ASSERT_TRUE(fc.ok());
   search::Config def = (*fc)->DefaultConfig();
   ASSERT_TRUE((*fc)->space().IsValid(def));
@@ -392,7 +393,7 @@ TEST(CudaGemmTemplateTest, DefaultIsThePlainSharedMemoryKernel) {
 // Interleaved 8x8 thread tiles keep every fragment load and output store 128 bits wide: the
 // two halves of a thread's columns sit BN/2 apart (here 64), rows BM/2 apart.
 TEST(CudaGemmTemplateTest, InterleavedTilesUseWideAccesses) {
-  auto t = Template::Create(Gemm(OpKind::kMatmul, "1024,1024,1024"), Backend::kCuda);
+  auto t = CreateTemplate(Gemm(OpKind::kMatmul, "1024,1024,1024"), Backend::kCuda);
   ASSERT_TRUE(t.ok());
   absl::StatusOr<search::Config> c = (*t)->space().FromJson(
       R"({"tile_m":[8,16,8],"tile_n":[8,16,8],"tile_k":[64,16],"vector":[4],"double_buffer":[1],"pad":[4],"unroll_k":[1],"interleave":[1],"k_slices":[1]})");
@@ -412,7 +413,7 @@ TEST(CudaGemmTemplateTest, InterleavedTilesUseWideAccesses) {
 // K slices: threadIdx.z groups split each K step; their partial tiles meet in shared memory
 // behind a barrier, and the launch has slices x the threads.
 TEST(CudaGemmTemplateTest, KSlicesSumPartialTilesInSharedMemory) {
-  auto t = Template::Create(Gemm(OpKind::kDense, "128,768,3072", true, true), Backend::kCuda);
+  auto t = CreateTemplate(Gemm(OpKind::kDense, "128,768,3072", true, true), Backend::kCuda);
   ASSERT_TRUE(t.ok());
   absl::StatusOr<search::Config> c = (*t)->space().FromJson(
       R"({"tile_m":[4,8,4],"tile_n":[24,8,4],"tile_k":[96,32],"vector":[4],"double_buffer":[1],"pad":[4],"unroll_k":[1],"interleave":[0],"k_slices":[4]})");
@@ -436,7 +437,7 @@ TEST(CudaGemmTemplateTest, KSlicesSumPartialTilesInSharedMemory) {
 // partial tiles go to the workspace argument, the last block to count itself in sums them
 // (in split order, through __ldcg) and applies the epilogue. The printed kernel, whole.
 TEST(CudaGemmTemplateTest, GoldenSplitKKernel) {
-  auto t = Template::Create(Gemm(OpKind::kDense, "2,4,8", true, true), Backend::kCuda);
+  auto t = CreateTemplate(Gemm(OpKind::kDense, "2,4,8", true, true), Backend::kCuda);
   ASSERT_TRUE(t.ok());
   absl::StatusOr<search::Config> c = (*t)->space().FromJson(
       R"({"tile_m":[1,2,1],"tile_n":[1,1,4],"tile_k":[2,4],"vector":[4],"double_buffer":[0],"pad":[0],"unroll_k":[0],"interleave":[0],"k_slices":[1],"k_split":[2]})");
@@ -585,7 +586,7 @@ extern "C" __global__ void __launch_bounds__(2) dense_split(const float* __restr
 // dividing the K tiles and a bounded workspace; pinned to 1 under conv2d's direct variant;
 // config text recorded before the knob reads as k_split 1.
 TEST(CudaGemmTemplateTest, SplitKSpace) {
-  auto bert = Template::Create(Gemm(OpKind::kDense, "128,768,3072", true), Backend::kCuda);
+  auto bert = CreateTemplate(Gemm(OpKind::kDense, "128,768,3072", true), Backend::kCuda);
   ASSERT_TRUE(bert.ok());
   const search::ConfigSpace& space = (*bert)->space();
   absl::StatusOr<search::Config> old = space.FromJson(
@@ -604,21 +605,21 @@ TEST(CudaGemmTemplateTest, SplitKSpace) {
   EXPECT_THAT(k->source, HasSubstr("int* __restrict__ arrivals"));
   EXPECT_THAT(k->source, HasSubstr("__ldcg(reinterpret_cast<const float4*>(ws + "));
   // Three K tiles do not split in two.
-  auto short_k = Template::Create(Gemm(OpKind::kDense, "128,768,96", true), Backend::kCuda);
+  auto short_k = CreateTemplate(Gemm(OpKind::kDense, "128,768,96", true), Backend::kCuda);
   ASSERT_TRUE(short_k.ok());
   absl::StatusOr<search::Config> odd = (*short_k)->space().FromJson(
       R"({"tile_m":[4,8,4],"tile_n":[24,8,4],"tile_k":[3,32],"vector":[4],"double_buffer":[1],"pad":[4],"unroll_k":[1],"interleave":[0],"k_slices":[1],"k_split":[2]})");
   ASSERT_TRUE(odd.ok()) << odd.status();
   EXPECT_EQ((*short_k)->space().WhyInvalid(*odd), "k_split_divide");
   // Enough output tiles without splitting: no split is searched.
-  auto big = Template::Create(Gemm(OpKind::kMatmul, "1024,1024,1024"), Backend::kCuda);
+  auto big = CreateTemplate(Gemm(OpKind::kMatmul, "1024,1024,1024"), Backend::kCuda);
   ASSERT_TRUE(big.ok());
   absl::StatusOr<search::Config> big_split = (*big)->space().FromJson(
       R"({"tile_m":[64,16,1],"tile_n":[64,16,1],"tile_k":[64,16],"vector":[1],"double_buffer":[0],"pad":[0],"unroll_k":[0],"interleave":[0],"k_slices":[1],"k_split":[2]})");
   ASSERT_TRUE(big_split.ok());
   EXPECT_EQ((*big)->space().WhyInvalid(*big_split), "k_split_few_blocks");
   // A workspace over 64 MiB is refused: 8 x 2048 x 2048 floats is 128 MiB (256 output tiles).
-  auto wide = Template::Create(Gemm(OpKind::kMatmul, "2048,2048,64"), Backend::kCuda);
+  auto wide = CreateTemplate(Gemm(OpKind::kMatmul, "2048,2048,64"), Backend::kCuda);
   ASSERT_TRUE(wide.ok());
   absl::StatusOr<search::Config> wide_split = (*wide)->space().FromJson(
       R"({"tile_m":[16,16,8],"tile_n":[16,16,8],"tile_k":[8,8],"vector":[4],"double_buffer":[1],"pad":[4],"unroll_k":[1],"interleave":[1],"k_slices":[1],"k_split":[8]})");
@@ -628,7 +629,7 @@ TEST(CudaGemmTemplateTest, SplitKSpace) {
   // pinned under the direct variant.
   absl::StatusOr<Workload> conv = Workload::Parse(OpKind::kConv2d, "1,512,7,7,512,3,3,1,1");
   ASSERT_TRUE(conv.ok());
-  auto ct = Template::Create(*conv, Backend::kCuda);
+  auto ct = CreateTemplate(*conv, Backend::kCuda);
   ASSERT_TRUE(ct.ok());
   std::mt19937_64 rng(5);
   int implicit_split = 0;
@@ -650,7 +651,7 @@ TEST(CudaGemmTemplateTest, Conv2dIsAnImplicitGemm) {
   absl::StatusOr<Workload> w = Workload::Parse(OpKind::kConv2d, "1,64,56,56,128,3,3,2,1");
   ASSERT_TRUE(w.ok());
   w->bias = w->relu = true;
-  auto t = Template::Create(*w, Backend::kCuda);
+  auto t = CreateTemplate(*w, Backend::kCuda);
   ASSERT_TRUE(t.ok()) << t.status();
   EXPECT_EQ((*t)->name(), "cuda_conv2d");
   const auto& knobs = (*t)->space().knobs();
@@ -668,7 +669,7 @@ TEST(CudaGemmTemplateTest, Conv2dIsAnImplicitGemm) {
   EXPECT_THAT(kernel->source, Not(HasSubstr("reinterpret_cast<const float4*>(data")));
   absl::StatusOr<Workload> grouped = Workload::Parse(OpKind::kConv2d, "1,32,28,28,32,3,3,1,1,1,4");
   ASSERT_TRUE(grouped.ok());
-  EXPECT_EQ(Template::Create(*grouped, Backend::kCuda).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(CreateTemplate(*grouped, Backend::kCuda).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 // Depthwise conv2d has its own direct template: channels on threadIdx.z, a register tile of
@@ -677,7 +678,7 @@ TEST(CudaDepthwiseTemplateTest, DirectKernelPerChannel) {
   absl::StatusOr<Workload> w = Workload::Parse(OpKind::kConv2d, "1,144,56,56,144,3,3,2,1,1,144");
   ASSERT_TRUE(w.ok()) << w.status();
   w->bias = w->relu = true;
-  auto t = Template::Create(*w, Backend::kCuda);
+  auto t = CreateTemplate(*w, Backend::kCuda);
   ASSERT_TRUE(t.ok()) << t.status();
   EXPECT_EQ((*t)->name(), "cuda_depthwise_conv2d");
   absl::StatusOr<search::Config> c = (*t)->space().FromJson(
@@ -712,7 +713,7 @@ TEST(CudaGemmTemplateTest, RandomValidConfigsCompileForSm90) {
   std::vector<test::CudaSource> jobs;
   std::mt19937_64 rng(2026);
   for (const Workload& w : workloads) {
-    auto t = Template::Create(w, Backend::kCuda);
+    auto t = CreateTemplate(w, Backend::kCuda);
     ASSERT_TRUE(t.ok()) << t.status();
     for (int i = 0; i < 10; ++i) {
       absl::StatusOr<search::Config> c = (*t)->space().Sample(rng);
@@ -732,7 +733,7 @@ TEST(CudaGemmTemplateTest, RandomValidConfigsCompileForSm90) {
                                            Gemm(OpKind::kDense, "1,1000,512", true)};
   int split_jobs = 0;
   for (const Workload& w : few_tiles) {
-    auto t = Template::Create(w, Backend::kCuda);
+    auto t = CreateTemplate(w, Backend::kCuda);
     ASSERT_TRUE(t.ok()) << t.status();
     const search::ConfigSpace& space = (*t)->space();
     int drawn = 0;
@@ -761,7 +762,7 @@ TEST(CudaGemmTemplateTest, RandomValidConfigsCompileForSm90) {
 // matmul's B tile 16 bytes at a time and the transposed A tile 4 bytes at a time, into
 // `cp_async` shared stages, with no staging registers; text without the knob reads as 0.
 TEST(CudaGemmTemplateTest, CpAsyncPipeline) {
-  auto t = Template::Create(Gemm(OpKind::kMatmul, "4096,4096,4096"), Backend::kCuda);
+  auto t = CreateTemplate(Gemm(OpKind::kMatmul, "4096,4096,4096"), Backend::kCuda);
   ASSERT_TRUE(t.ok()) << t.status();
   const search::ConfigSpace& space = (*t)->space();
   const std::string old_text =
@@ -805,7 +806,7 @@ TEST(CudaGemmTemplateTest, CpAsyncPipeline) {
   absl::StatusOr<search::Config> p = space.FromJson(pinned);
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ(space.WhyInvalid(*p), "double_buffer_pinned");
-  auto conv = Template::Create(Gemm(OpKind::kConv2d, "1,64,56,56,64,3,3,1,1"), Backend::kCuda);
+  auto conv = CreateTemplate(Gemm(OpKind::kConv2d, "1,64,56,56,64,3,3,1,1"), Backend::kCuda);
   ASSERT_TRUE(conv.ok());
   EXPECT_EQ((*conv)->space().knobs()[(*conv)->space().KnobIndex("cp_async")].options.size(), 1u);
   if (NvrtcAvailable()) test::ExpectAllCompileForSm90(jobs);
@@ -825,7 +826,7 @@ void ExpectRandomPipelineConfigsCompile(bool hybrid, uint64_t seed,
   std::set<int64_t> stages;
   std::mt19937_64 rng(seed);
   for (const Workload& w : workloads) {
-    auto t = Template::Create(w, Backend::kCuda);
+    auto t = CreateTemplate(w, Backend::kCuda);
     ASSERT_TRUE(t.ok()) << t.status();
     const search::ConfigSpace& space = (*t)->space();
     int drawn = 0;
@@ -860,7 +861,7 @@ TEST(CudaGemmTemplateTest, RandomCpAsyncConfigsCompileForSm90) {
 // to As[k][m], so each 4-byte cp.async of a warp reads 4 rows x 32 contiguous bytes (whole
 // sectors), not 16 rows x 2 words 16 bytes apart per instruction as runs of 4 would.
 TEST(CudaGemmTemplateTest, CpAsyncTransposedCopiesReadWholeSectors) {
-  auto t = Template::Create(Gemm(OpKind::kMatmul, "4096,4096,4096"), Backend::kCuda);
+  auto t = CreateTemplate(Gemm(OpKind::kMatmul, "4096,4096,4096"), Backend::kCuda);
   ASSERT_TRUE(t.ok()) << t.status();
   const search::ConfigSpace& space = (*t)->space();
   absl::StatusOr<search::Config> c = space.FromJson(
@@ -882,7 +883,7 @@ TEST(CudaGemmTemplateTest, CpAsyncTransposedCopiesReadWholeSectors) {
   EXPECT_THAT(k->source, HasSubstr("for (int cb_e = 0; cb_e < 2; ++cb_e) {"));
   EXPECT_THAT(k->source, HasSubstr("tune_cp_async16(Bs + "));
   // Dense: B is transposed too, and copied the same way.
-  auto dense = Template::Create(Gemm(OpKind::kDense, "128,768,3072"), Backend::kCuda);
+  auto dense = CreateTemplate(Gemm(OpKind::kDense, "128,768,3072"), Backend::kCuda);
   ASSERT_TRUE(dense.ok());
   absl::StatusOr<search::Config> d = (*dense)->space().FromJson(
       R"({"tile_m": [2, 8, 8], "tile_n": [12, 16, 4], "tile_k": [384, 8], "vector": [4], "double_buffer": [1], )"
@@ -902,7 +903,7 @@ TEST(CudaGemmTemplateTest, CpAsyncTransposedCopiesReadWholeSectors) {
 // tiles straight to their stages; the wait counts are those of the plain pipeline. Without
 // the pipeline the knob is pinned, and text without it reads as async.
 TEST(CudaGemmTemplateTest, CpAsyncHybridPipeline) {
-  auto t = Template::Create(Gemm(OpKind::kMatmul, "4096,4096,4096"), Backend::kCuda);
+  auto t = CreateTemplate(Gemm(OpKind::kMatmul, "4096,4096,4096"), Backend::kCuda);
   ASSERT_TRUE(t.ok()) << t.status();
   const search::ConfigSpace& space = (*t)->space();
   const std::string base =

@@ -1,7 +1,7 @@
 // Tests of the CUDA conv2d template's direct variant: the `variant` knob and its pinned knobs,
 // the device limits, old config text, the printed kernel (golden text and structure), and
 // (with NVRTC, no GPU needed) random direct configs compiling for sm_90.
-#include "codegen/cuda_direct_conv.h"
+#include "codegen/cuda/cuda_direct_conv.h"
 
 #include <algorithm>
 #include <atomic>
@@ -10,10 +10,11 @@
 #include <thread>
 #include <vector>
 
-#include "codegen/cuda_codegen.h"
-#include "codegen/nvrtc.h"
-#include "codegen/template.h"
-#include "codegen/workload.h"
+#include "codegen/cuda/cuda_codegen.h"
+#include "codegen/cuda/nvrtc.h"
+#include "codegen/ir/template.h"
+#include "codegen/templates.h"
+#include "codegen/ir/workload.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/common/nvrtc_compile.h"
@@ -72,7 +73,7 @@ search::Config SampleDirect(const Template& t, std::mt19937_64& rng) {
 // of the other variant away from option 0; the default stays the implicit GEMM, and config
 // text written before the knob existed still reads (as the implicit GEMM).
 TEST(CudaDirectConvTest, VariantKnobPinsTheOtherVariantsKnobs) {
-  auto t = Template::Create(Conv("1,64,56,56,128,3,3,2,1", true, true), Backend::kCuda);
+  auto t = CreateTemplate(Conv("1,64,56,56,128,3,3,2,1", true, true), Backend::kCuda);
   ASSERT_TRUE(t.ok()) << t.status();
   const search::ConfigSpace& space = (*t)->space();
   const search::Knob& variant = space.knobs()[space.KnobIndex("variant")];
@@ -113,7 +114,7 @@ TEST(CudaDirectConvTest, SpaceHonoursTheLimits) {
   limits.max_shared_bytes_per_block = 16 * 1024;
   limits.max_registers_per_block = 16 * 1024;
   const Workload w = Conv("2,64,28,28,128,3,3,2,1");
-  auto t = Template::Create(w, Backend::kCuda, limits);
+  auto t = CreateTemplate(w, Backend::kCuda, limits);
   ASSERT_TRUE(t.ok()) << t.status();
   std::mt19937_64 rng(3);
   for (int i = 0; i < 100; ++i) {
@@ -135,7 +136,7 @@ TEST(CudaDirectConvTest, SpaceHonoursTheLimits) {
   // channel and 8 x 288 weights, neither a whole number of rounds of 224 threads (a spare row
   // each), two stages: 2 x 161 x 29 (+ 2 to 16 bytes) + 2 x 289 x 8 floats, 55 KiB. Fine on an
   // H100, not under a 16 KiB limit.
-  auto full = Template::Create(w, Backend::kCuda);
+  auto full = CreateTemplate(w, Backend::kCuda);
   ASSERT_TRUE(full.ok());
   const search::Config big = Direct(**full, {16, 8, 1}, {7, 2, 1}, {1, 14, 1}, {2, 32}, 1, 1, 0, 0);
   EXPECT_EQ((*full)->space().WhyInvalid(big), "");
@@ -159,7 +160,7 @@ TEST(CudaDirectConvTest, SpaceHonoursTheLimits) {
 // each 2 channels x 2 x 1 pixels; 2 channels a step (2 steps), a 6 x 6 halo per channel.
 TEST(CudaDirectConvTest, GoldenSmallKernel) {
   const Workload w = Conv("1,4,4,4,4,3,3,1,1", true, true);
-  auto t = Template::Create(w, Backend::kCuda);
+  auto t = CreateTemplate(w, Backend::kCuda);
   ASSERT_TRUE(t.ok());
   const search::Config c = Direct(**t, {1, 2, 2}, {1, 2, 2}, {1, 4, 1}, {2, 2}, 2, 0, 0, 0);
   ASSERT_EQ((*t)->space().WhyInvalid(c), "");
@@ -270,7 +271,7 @@ extern "C" __global__ void __launch_bounds__(16) conv(const float* __restrict__ 
 // transposed weights, the fused bias + relu; a layer without padding needs no guard.
 TEST(CudaDirectConvTest, StridedResnetLayerKernel) {
   const Workload w = Conv("2,64,56,56,128,3,3,2,1", true, true);
-  auto t = Template::Create(w, Backend::kCuda);
+  auto t = CreateTemplate(w, Backend::kCuda);
   ASSERT_TRUE(t.ok());
   const search::Config c = Direct(**t, {4, 8, 4}, {7, 2, 2}, {2, 14, 1}, {16, 4}, 4, 1, 4, 1);
   ASSERT_EQ((*t)->space().WhyInvalid(c), "");
@@ -291,7 +292,7 @@ TEST(CudaDirectConvTest, StridedResnetLayerKernel) {
   EXPECT_THAT(k->source, HasSubstr("bias["));
   EXPECT_THAT(k->source, HasSubstr("__syncthreads();"));
 
-  auto one = Template::Create(Conv("2,64,56,56,128,1,1,2,0"), Backend::kCuda);
+  auto one = CreateTemplate(Conv("2,64,56,56,128,1,1,2,0"), Backend::kCuda);
   ASSERT_TRUE(one.ok());
   std::mt19937_64 rng(4);
   for (int i = 0; i < 5; ++i) {
@@ -314,7 +315,7 @@ TEST(CudaDirectConvTest, RandomDirectConfigsCompileForSm90) {
   std::vector<test::CudaSource> jobs;
   std::mt19937_64 rng(2027);
   for (const Workload& w : workloads) {
-    auto t = Template::Create(w, Backend::kCuda);
+    auto t = CreateTemplate(w, Backend::kCuda);
     ASSERT_TRUE(t.ok()) << t.status();
     for (int i = 0; i < 6; ++i) {
       const search::Config c = SampleDirect(**t, rng);

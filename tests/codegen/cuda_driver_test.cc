@@ -1,5 +1,5 @@
 // Tests of the CUDA driver wrapper: without a driver (CI) and, where a device opens, on the GPU.
-#include "codegen/cuda_driver.h"
+#include "codegen/runtime/cuda_driver.h"
 
 #include <cmath>
 #include <cstdint>
@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "codegen/nvrtc.h"
+#include "codegen/cuda/nvrtc.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

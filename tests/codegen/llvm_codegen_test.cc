@@ -1,5 +1,5 @@
 // Tests of the LLVM backend: hand-built kernels JIT-compiled and run in this process.
-#include "codegen/llvm_codegen.h"
+#include "codegen/cpu/llvm_codegen.h"
 
 #include <cstdlib>
 #include <memory>
@@ -8,9 +8,10 @@
 #include <thread>
 #include <vector>
 
-#include "codegen/ir.h"
-#include "codegen/kernel.h"
-#include "codegen/runtime.h"
+#include "codegen/ir/ir.h"
+#include "codegen/ir/kernel.h"
+#include "codegen/runtime/loaded_kernel.h"
+#include "codegen/runtime/runtime.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

@@ -1,5 +1,5 @@
 // Tests of NVRTC compilation to cubin (no GPU needed) and of the ptxas report parser.
-#include "codegen/nvrtc.h"
+#include "codegen/cuda/nvrtc.h"
 
 #include <algorithm>
 #include <map>

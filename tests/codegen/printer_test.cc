@@ -2,10 +2,11 @@
 #include <string>
 #include <unordered_map>
 
-#include "codegen/ir.h"
-#include "codegen/schedule.h"
-#include "codegen/template.h"
-#include "codegen/workload.h"
+#include "codegen/ir/ir.h"
+#include "codegen/ir/schedule.h"
+#include "codegen/ir/template.h"
+#include "codegen/templates.h"
+#include "codegen/ir/workload.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -31,7 +32,7 @@ std::unique_ptr<Template> MakeTemplate(OpKind op, const std::string& shape, bool
   if (!w.ok()) return nullptr;
   w->bias = bias;
   w->relu = relu;
-  absl::StatusOr<std::unique_ptr<Template>> t = Template::Create(*w);
+  absl::StatusOr<std::unique_ptr<Template>> t = CreateTemplate(*w);
   EXPECT_TRUE(t.ok()) << t.status();
   return t.ok() ? std::move(*t) : nullptr;
 }

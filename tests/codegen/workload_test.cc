@@ -1,5 +1,5 @@
 // Tests of Workload: parsing, validation, keys, shapes and FLOP counts.
-#include "codegen/workload.h"
+#include "codegen/ir/workload.h"
 
 #include <string>
 

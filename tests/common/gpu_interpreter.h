@@ -11,7 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "codegen/ir.h"
+#include "codegen/ir/ir.h"
 
 namespace tune::test {
 

@@ -7,7 +7,7 @@
 #include <thread>
 #include <vector>
 
-#include "codegen/nvrtc.h"
+#include "codegen/cuda/nvrtc.h"
 #include "gtest/gtest.h"
 
 namespace tune::test {

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <random>
 
-#include "codegen/template.h"
+#include "codegen/ir/template.h"
 #include "search/space.h"
 
 namespace tune::costmodel::test {

@@ -10,8 +10,9 @@
 #include <unordered_set>
 #include <vector>
 
-#include "codegen/template.h"
-#include "codegen/workload.h"
+#include "codegen/ir/template.h"
+#include "codegen/templates.h"
+#include "codegen/ir/workload.h"
 #include "costmodel/features.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -30,7 +31,7 @@ const std::string kDataDir = std::string(TUNE_SOURCE_DIR) + "/../shared/data/ker
 std::unique_ptr<Template> MakeTemplate(OpKind op, const std::string& shape) {
   auto w = codegen::Workload::Parse(op, shape);
   EXPECT_TRUE(w.ok()) << w.status();
-  auto t = Template::Create(*w);
+  auto t = CreateTemplate(*w);
   EXPECT_TRUE(t.ok()) << t.status();
   return std::move(*t);
 }

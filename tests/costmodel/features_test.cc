@@ -10,8 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "codegen/template.h"
-#include "codegen/workload.h"
+#include "codegen/ir/template.h"
+#include "codegen/templates.h"
+#include "codegen/ir/workload.h"
 #include "gtest/gtest.h"
 
 namespace tune::costmodel {
@@ -23,7 +24,7 @@ using codegen::Template;
 std::unique_ptr<Template> MakeTemplate(OpKind op, const std::string& shape) {
   auto w = codegen::Workload::Parse(op, shape);
   EXPECT_TRUE(w.ok()) << w.status();
-  auto t = Template::Create(*w);
+  auto t = CreateTemplate(*w);
   EXPECT_TRUE(t.ok()) << t.status();
   return std::move(*t);
 }
@@ -204,7 +205,7 @@ TEST(FeaturesTest, StridedConvolutionVectorAccess) {
 TEST(FeaturesTest, GpuKernelBindingsAndSharedMemory) {
   auto w = codegen::Workload::Parse(OpKind::kMatmul, "256,256,256");
   ASSERT_TRUE(w.ok());
-  auto t = Template::Create(*w, codegen::Backend::kCuda);
+  auto t = CreateTemplate(*w, codegen::Backend::kCuda);
   ASSERT_TRUE(t.ok()) << t.status();
   search::Config c = FromJson(**t,
       R"({"tile_m":[4,8,8],"tile_n":[4,16,4],"tile_k":[16,16],"vector":[4],"double_buffer":[0],)"

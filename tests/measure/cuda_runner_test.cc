@@ -10,9 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "codegen/cuda_codegen.h"
-#include "codegen/nvrtc.h"
-#include "codegen/template.h"
+#include "codegen/cuda/cuda_codegen.h"
+#include "codegen/cuda/nvrtc.h"
+#include "codegen/ir/template.h"
+#include "codegen/templates.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "measure/cuda_builder.h"
@@ -63,7 +64,7 @@ TEST(CudaRunnerTest, WithoutADeviceEveryBuildSaysWhy) {
   if (Target::Parse("cuda", 1).ok()) GTEST_SKIP() << "a CUDA device is present";
   if (!codegen::NvrtcAvailable()) GTEST_SKIP() << "this build has no NVRTC";
   codegen::Workload w = Matmul("64,64,64");
-  auto tmpl = codegen::Template::Create(w, codegen::Backend::kCuda);
+  auto tmpl = codegen::CreateTemplate(w, codegen::Backend::kCuda);
   ASSERT_TRUE(tmpl.ok());
   CudaBuilder builder("sm_90", 1);
   std::vector<BuildResult> builds = {builder.Build(**tmpl, (*tmpl)->DefaultConfig()), BuildResult{}};
@@ -137,7 +138,7 @@ TEST_F(GpuRunnerTest, RandomGemmConfigsMatchTheReference) {
   std::mt19937_64 rng(7);
   int measured = 0;
   for (const codegen::Workload& w : workloads) {
-    auto tmpl = codegen::Template::Create(w, codegen::Backend::kCuda);
+    auto tmpl = codegen::CreateTemplate(w, codegen::Backend::kCuda);
     ASSERT_TRUE(tmpl.ok());
     std::vector<search::Config> configs = {(*tmpl)->DefaultConfig()};
     while (configs.size() < 11) configs.push_back(*(*tmpl)->space().Sample(rng));
@@ -162,7 +163,7 @@ TEST_F(GpuRunnerTest, RandomDirectConvConfigsMatchTheReference) {
   std::mt19937_64 rng(8);
   int measured = 0;
   for (const codegen::Workload& w : workloads) {
-    auto tmpl = codegen::Template::Create(w, codegen::Backend::kCuda);
+    auto tmpl = codegen::CreateTemplate(w, codegen::Backend::kCuda);
     ASSERT_TRUE(tmpl.ok());
     const search::ConfigSpace& space = (*tmpl)->space();
     std::vector<search::Config> configs = {(*tmpl)->DefaultConfig()};
@@ -196,7 +197,7 @@ TEST_F(GpuRunnerTest, RandomSplitKConfigsMatchTheReference) {
   std::mt19937_64 rng(9);
   int measured = 0;
   for (const codegen::Workload& w : workloads) {
-    auto tmpl = codegen::Template::Create(w, codegen::Backend::kCuda);
+    auto tmpl = codegen::CreateTemplate(w, codegen::Backend::kCuda);
     ASSERT_TRUE(tmpl.ok());
     const search::ConfigSpace& space = (*tmpl)->space();
     std::vector<search::Config> configs = {(*tmpl)->DefaultConfig()};
@@ -250,7 +251,7 @@ TEST_F(GpuRunnerTest, RandomCpAsyncConfigsMatchTheReference) {
   std::mt19937_64 rng(11);
   int random = 0;
   for (const codegen::Workload& w : workloads) {
-    auto tmpl = codegen::Template::Create(w, codegen::Backend::kCuda);
+    auto tmpl = codegen::CreateTemplate(w, codegen::Backend::kCuda);
     ASSERT_TRUE(tmpl.ok());
     const search::ConfigSpace& space = (*tmpl)->space();
     std::vector<search::Config> configs;
@@ -286,7 +287,7 @@ TEST_F(GpuRunnerTest, RandomCpAsyncConfigsMatchTheReference) {
 // is wrong_result, a kernel that never ends is timeout; after each, the next kernel measures.
 TEST_F(GpuRunnerTest, PlantedBadKernelsBecomeRecords) {
   codegen::Workload w = Matmul("64,64,64");
-  auto tmpl = codegen::Template::Create(w, codegen::Backend::kCuda);
+  auto tmpl = codegen::CreateTemplate(w, codegen::Backend::kCuda);
   ASSERT_TRUE(tmpl.ok());
   CudaBuilder builder(target_.cpu, 2);
   BuildResult good = builder.Build(**tmpl, (*tmpl)->DefaultConfig());

@@ -11,9 +11,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "codegen/gpu_schedule.h"
-#include "codegen/template.h"
-#include "codegen/workload.h"
+#include "codegen/ir/gpu_schedule.h"
+#include "codegen/ir/template.h"
+#include "codegen/templates.h"
+#include "codegen/ir/workload.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "measure/reference.h"
@@ -88,7 +89,7 @@ TEST(CudaConvOnCpuTest, RandomDirectConfigsMatchTheReference) {
   std::mt19937_64 rng(31);
   int checked = 0;
   for (const Workload& w : DirectShapes()) {
-    auto tmpl = codegen::Template::Create(w, codegen::Backend::kCuda);
+    auto tmpl = codegen::CreateTemplate(w, codegen::Backend::kCuda);
     ASSERT_TRUE(tmpl.ok()) << tmpl.status();
     const search::ConfigSpace& space = (*tmpl)->space();
     const TaskData task = TaskData::Create(w, 5);
@@ -111,7 +112,7 @@ TEST(CudaConvOnCpuTest, RandomDirectConfigsMatchTheReference) {
 TEST(CudaConvOnCpuTest, RandomImplicitGemmConfigsMatchTheReference) {
   std::mt19937_64 rng(32);
   for (const Workload& w : DirectShapes()) {
-    auto tmpl = codegen::Template::Create(w, codegen::Backend::kCuda);
+    auto tmpl = codegen::CreateTemplate(w, codegen::Backend::kCuda);
     ASSERT_TRUE(tmpl.ok()) << tmpl.status();
     const search::ConfigSpace& space = (*tmpl)->space();
     const TaskData task = TaskData::Create(w, 6);
@@ -149,7 +150,7 @@ TEST(CudaGemmOnCpuTest, RandomSplitKConfigsMatchTheReferenceTwice) {
   int checked = 0, sliced = 0;
   std::set<int64_t> splits;
   for (const Workload& w : workloads) {
-    auto tmpl = codegen::Template::Create(w, codegen::Backend::kCuda);
+    auto tmpl = codegen::CreateTemplate(w, codegen::Backend::kCuda);
     ASSERT_TRUE(tmpl.ok()) << tmpl.status();
     const search::ConfigSpace& space = (*tmpl)->space();
     const TaskData task = TaskData::Create(w, 7);
@@ -187,7 +188,7 @@ void ExpectRandomCpAsyncConfigsMatchTheReference(int64_t a_path, uint64_t seed) 
   std::set<int64_t> stages;
   bool fewer_tiles_than_stages = false;
   for (const Workload& w : workloads) {
-    auto tmpl = codegen::Template::Create(w, codegen::Backend::kCuda);
+    auto tmpl = codegen::CreateTemplate(w, codegen::Backend::kCuda);
     ASSERT_TRUE(tmpl.ok()) << tmpl.status();
     const search::ConfigSpace& space = (*tmpl)->space();
     const TaskData task = TaskData::Create(w, 8);
@@ -247,7 +248,7 @@ TEST(CudaGemmOnCpuTest, RandomCpAsyncHybridConfigsMatchTheReference) {
 // orders (fma_order rows, blocked, columns, quads) take turns.
 TEST(CudaGemmOnCpuTest, WideInterleavedTilesAndUnrolledStagesMatchTheReference) {
   const Workload w = Gemm(OpKind::kMatmul, "128,64,40", false, false);
-  auto tmpl = codegen::Template::Create(w, codegen::Backend::kCuda);
+  auto tmpl = codegen::CreateTemplate(w, codegen::Backend::kCuda);
   ASSERT_TRUE(tmpl.ok()) << tmpl.status();
   const search::ConfigSpace& space = (*tmpl)->space();
   const TaskData task = TaskData::Create(w, 8);

@@ -10,10 +10,12 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "codegen/kernel.h"
-#include "codegen/runtime.h"
-#include "codegen/template.h"
-#include "codegen/workload.h"
+#include "codegen/ir/kernel.h"
+#include "codegen/runtime/loaded_kernel.h"
+#include "codegen/runtime/runtime.h"
+#include "codegen/ir/template.h"
+#include "codegen/templates.h"
+#include "codegen/ir/workload.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "measure/host_builder.h"
@@ -109,7 +111,7 @@ class TemplateCorrectnessTest : public ::testing::TestWithParam<Case> {
 TEST_P(TemplateCorrectnessTest, RandomConfigsMatchReference) {
   const Case& c = GetParam();
   Workload workload = MakeWorkload(c);
-  absl::StatusOr<std::unique_ptr<Template>> tmpl_or = Template::Create(workload);
+  absl::StatusOr<std::unique_ptr<Template>> tmpl_or = CreateTemplate(workload);
   ASSERT_TRUE(tmpl_or.ok()) << tmpl_or.status();
   const Template& tmpl = **tmpl_or;
   const search::ConfigSpace& space = tmpl.space();
@@ -228,7 +230,7 @@ class InvalidConfigTest : public ::testing::TestWithParam<InvalidCase> {};
 TEST_P(InvalidConfigTest, BuilderAndInstantiateRejectWithConstraintName) {
   const InvalidCase& ic = GetParam();
   Workload workload = MakeWorkload(Case{ic.label, ic.op, ic.shape, false, false, 0});
-  absl::StatusOr<std::unique_ptr<Template>> tmpl = Template::Create(workload);
+  absl::StatusOr<std::unique_ptr<Template>> tmpl = CreateTemplate(workload);
   ASSERT_TRUE(tmpl.ok()) << tmpl.status();
   const search::ConfigSpace& space = (*tmpl)->space();
 
@@ -273,7 +275,7 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(InvalidConfigDeathTest, BuilderRejectsOutOfRangeConfigWithoutCrashing) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   Workload workload = MakeWorkload(Case{"gemm", OpKind::kMatmul, "17,33,65", false, false, 0});
-  absl::StatusOr<std::unique_ptr<Template>> tmpl = Template::Create(workload);
+  absl::StatusOr<std::unique_ptr<Template>> tmpl = CreateTemplate(workload);
   ASSERT_TRUE(tmpl.ok()) << tmpl.status();
   search::Config bad = (*tmpl)->DefaultConfig();
   bad[0] = static_cast<int32_t>((*tmpl)->space().knobs()[0].options.size());

@@ -14,7 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "search/check.h"
+#include "base/check.h"
 
 namespace tune::search {
 namespace {

@@ -16,7 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "codegen/template.h"
+#include "codegen/ir/template.h"
+#include "codegen/templates.h"
 #include "dataset/record_database.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -167,7 +168,7 @@ measure::RunnerFactory FaultyRunnerFactory(FaultPlan* plan) {
 }
 
 std::string SymbolOf(const codegen::Workload& workload, uint64_t config_index) {
-  auto tmpl = codegen::Template::Create(workload);
+  auto tmpl = codegen::CreateTemplate(workload);
   EXPECT_TRUE(tmpl.ok()) << tmpl.status();
   if (!tmpl.ok()) return "";
   return measure::Builder::KernelName(**tmpl, (*tmpl)->space().FromIndex(config_index));
@@ -497,7 +498,7 @@ TEST(TunerTest, GivenConfigsAreMeasuredFirstAndOnce) {
   test::TempDir dir;
   const std::string path = dir.Join("given.db");
   TuneTask task = SmallTask();
-  auto tmpl = codegen::Template::Create(task.workload);
+  auto tmpl = codegen::CreateTemplate(task.workload);
   ASSERT_TRUE(tmpl.ok()) << tmpl.status();
   const search::ConfigSpace& space = (*tmpl)->space();
   std::mt19937_64 rng(7);
@@ -550,7 +551,7 @@ TEST(TunerTest, GivenConfigsAreMeasuredFirstAndOnce) {
 TEST(TunerTest, InvalidGivenConfigWritesNothing) {
   test::TempDir dir;
   TuneTask task = SmallTask();
-  auto tmpl = codegen::Template::Create(task.workload);
+  auto tmpl = codegen::CreateTemplate(task.workload);
   ASSERT_TRUE(tmpl.ok()) << tmpl.status();
   const search::ConfigSpace& space = (*tmpl)->space();
   // An unconstrained point that is not valid: some knob combination breaks a constraint.

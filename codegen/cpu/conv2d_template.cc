@@ -1,0 +1,167 @@
+// The conv2d template: space definition and schedule construction for NCHW convolution.
+#include "codegen/cpu/conv2d_template.h"
+
+#include "base/check.h"
+
+namespace tune::codegen {
+namespace {
+
+constexpr int64_t kMaxTile = 256;          // floats in the register accumulator tile
+constexpr int64_t kMaxUnrolledOps = 2048;  // bound on unrolled vector FMAs (code size)
+
+}  // namespace
+
+Conv2dTemplate::Conv2dTemplate(Workload w) : Template(std::move(w)) {
+  const Workload& wl = workload_;
+  auto& s = space_;
+  int64_t icg = wl.in_c / wl.groups;
+  int toc = s.AddSplit("tile_oc", wl.out_c, 3, 64);
+  s.AddSplit("tile_oh", wl.out_h(), 2);
+  int tow = s.AddSplit("tile_ow", wl.out_w(), 3, 64);
+  s.AddSplit("tile_ic", icg, 2);
+  s.AddChoice("order", {0, 1, 2}, {"oc0,oh0,ow0,oc1,oh1,ow1,ic0,kh,kw,ic1,tile",
+                                   "oc0,oh0,ow0,oh1,ow1,oc1,ic0,ic1,kh,kw,tile",
+                                   "oh0,oc0,ow0,oc1,oh1,ow1,ic0,kh,kw,ic1,tile"});
+  int vec = s.AddChoice("vector_axis", {1, 0, 2}, {"oc", "none", "ow"});
+  int unroll = s.AddChoice("unroll", {1, 0});
+  s.AddChoice("pack_weight", {1, 0});
+  s.AddChoice("acc_tile", {1, 0});
+  s.AddChoice("parallel", {1, 0});
+  const search::ConfigSpace* sp = &space_;
+  auto inner = [sp](const search::Config& c, int knob) { return sp->knobs()[knob].options[c[knob]].back(); };
+  auto value = [sp](const search::Config& c, int knob) { return sp->knobs()[knob].options[c[knob]][0]; };
+  s.AddConstraint("register_tile", [=](const search::Config& c) {
+    return inner(c, toc) * inner(c, tow) <= kMaxTile;
+  });
+  int64_t kw = wl.kernel_w;
+  s.AddConstraint("unroll_size", [=](const search::Config& c) {
+    if (!value(c, unroll)) return true;
+    int64_t oc = inner(c, toc), ow = inner(c, tow);
+    int64_t v = value(c, vec);
+    int64_t ops = v == 1 ? (oc + 7) / 8 * ow : v == 2 ? (ow + 7) / 8 * oc : oc * ow;
+    return ops * kw <= kMaxUnrolledOps;
+  });
+  s.AddConstraint("vector_width", [=](const search::Config& c) {
+    int64_t v = value(c, vec);
+    return v == 0 || (v == 1 ? inner(c, toc) : inner(c, tow)) > 1;
+  });
+}
+
+search::Config Conv2dTemplate::DefaultConfig() const {
+  const Workload& wl = workload_;
+  return ConfigOf({{"tile_oc", {wl.out_c, 1, 1}},
+                   {"tile_oh", {wl.out_h(), 1}},
+                   {"tile_ow", {wl.out_w(), 1, 1}},
+                   {"tile_ic", {wl.in_c / wl.groups, 1}},
+                   {"order", {0}},
+                   {"vector_axis", {0}},
+                   {"unroll", {0}},
+                   {"pack_weight", {0}},
+                   {"acc_tile", {1}},
+                   {"parallel", {0}}});
+}
+
+Schedule Conv2dTemplate::Build(const search::Config& c) const {
+  const Workload& wl = workload_;
+  const auto& s = space_;
+  auto foc = s.Get(c, "tile_oc"), foh = s.Get(c, "tile_oh"), fow = s.Get(c, "tile_ow");
+  auto fic = s.Get(c, "tile_ic");
+  int64_t order = s.GetInt(c, "order"), vec = s.GetInt(c, "vector_axis");
+  bool unroll = s.GetInt(c, "unroll"), pack = s.GetInt(c, "pack_weight");
+  bool acc_tile = s.GetInt(c, "acc_tile"), parallel = s.GetInt(c, "parallel");
+  int64_t icg = wl.in_c / wl.groups, ocg = wl.out_c / wl.groups;
+  int64_t ob = foc[2];
+
+  Schedule sched;
+  const ArgBuffers buffers = MakeArgBuffers();
+  const Buffer data = buffers.input0, weight = buffers.input1, bias = buffers.bias, out = buffers.out;
+  sched.args = buffers.args();
+
+  // Padding stage: a zero-bordered copy of the input (indices clamped so no load is out of
+  // bounds; the select picks zero outside).
+  Buffer src = data;
+  if (wl.pad_h > 0 || wl.pad_w > 0) {
+    int64_t ph = wl.in_h + 2 * wl.pad_h, pw = wl.in_w + 2 * wl.pad_w;
+    Buffer padded = MakeBuffer(data->name + ".pad", {wl.batch, wl.in_c, ph, pw}, BufferScope::kHeap);
+    sched.scratch.push_back(padded);
+    IterVar n = MakeIterVar("pn", wl.batch), ch = MakeIterVar("pc", wl.in_c);
+    IterVar h = MakeIterVar("ph", ph), x = MakeIterVar("pw", pw);
+    Expr ih = h.var - Expr(wl.pad_h), iw = x.var - Expr(wl.pad_w);
+    Expr inside = (Expr(wl.pad_h) <= h.var) && (h.var < Expr(wl.pad_h + wl.in_h)) &&
+                  (Expr(wl.pad_w) <= x.var) && (x.var < Expr(wl.pad_w + wl.in_w));
+    Expr load = Load(data, {n.var, ch.var, Min(Max(ih, 0), wl.in_h - 1), Min(Max(iw, 0), wl.in_w - 1)});
+    Stage pad(padded, {n, ch, h, x}, Select(inside, load, FloatImm(0.0)));
+    if (parallel) pad.Parallel(pad.Fuse(pad.axis(0), pad.axis(1)));
+    sched.stages.push_back(std::move(pad));
+    src = padded;
+  }
+
+  IterVar vn = MakeIterVar("n", wl.batch), voc = MakeIterVar("oc", wl.out_c);
+  IterVar voh = MakeIterVar("oh", wl.out_h()), vow = MakeIterVar("ow", wl.out_w());
+  IterVar vic = MakeIterVar("ic", icg), vkh = MakeIterVar("kh", wl.kernel_h), vkw = MakeIterVar("kw", wl.kernel_w);
+
+  Expr w_value;
+  if (pack) {
+    Buffer packed = MakeBuffer(weight->name + ".packed", {wl.out_c / ob, icg, wl.kernel_h, wl.kernel_w, ob},
+                               BufferScope::kHeap);
+    sched.scratch.push_back(packed);
+    IterVar po = MakeIterVar("po", wl.out_c / ob), pi = MakeIterVar("pi", icg);
+    IterVar ph = MakeIterVar("pkh", wl.kernel_h), pw = MakeIterVar("pkw", wl.kernel_w), pb = MakeIterVar("pb", ob);
+    Stage ps(packed, {po, pi, ph, pw, pb}, Load(weight, {po.var * Expr(ob) + pb.var, pi.var, ph.var, pw.var}));
+    if (parallel) ps.Parallel(ps.axis(0));
+    sched.stages.push_back(std::move(ps));
+    w_value = Load(packed, {voc.var / Expr(ob), vic.var, vkh.var, vkw.var, voc.var % Expr(ob)});
+  } else {
+    w_value = Load(weight, {voc.var, vic.var, vkh.var, vkw.var});
+  }
+  Expr channel = vic.var;
+  if (wl.groups > 1) channel = voc.var / Expr(ocg) * Expr(icg) + vic.var;
+  Expr x_value = Load(src, {vn.var, channel, voh.var * Expr(wl.stride_h) + vkh.var * Expr(wl.dilation_h),
+                            vow.var * Expr(wl.stride_w) + vkw.var * Expr(wl.dilation_w)});
+  Stage st(out, {vn, voc, voh, vow}, {vic, vkh, vkw}, x_value * w_value);
+  if (wl.bias || wl.relu) {
+    Expr acc = MakeVar("acc");
+    Expr e = acc;
+    if (wl.bias) e = e + Load(bias, {voc.var});
+    if (wl.relu) e = Max(e, FloatImm(0.0));
+    st.SetEpilogue(acc, e);
+  }
+  auto oc = st.SplitFactors(st.axis(1), foc);
+  auto oh = st.SplitFactors(st.axis(2), foh);
+  auto ow = st.SplitFactors(st.axis(3), fow);
+  auto ic = st.SplitFactors(st.reduce_axis(0), fic);
+  int kh = st.reduce_axis(1), kw = st.reduce_axis(2);
+  int n = st.axis(0);
+  // The register tile: the vectorized axis innermost.
+  std::vector<int> tile = vec == 2 ? std::vector<int>{oc[2], ow[2]} : std::vector<int>{ow[2], oc[2]};
+  std::vector<int> leaves;
+  int attach;
+  switch (order) {
+    case 1:
+      leaves = {n, oc[0], oh[0], ow[0], oh[1], ow[1], oc[1], ic[0], ic[1], kh, kw};
+      attach = oc[1];
+      break;
+    case 2:
+      leaves = {n, oh[0], oc[0], ow[0], oc[1], oh[1], ow[1], ic[0], kh, kw, ic[1]};
+      attach = ow[1];
+      break;
+    default:
+      leaves = {n, oc[0], oh[0], ow[0], oc[1], oh[1], ow[1], ic[0], kh, kw, ic[1]};
+      attach = ow[1];
+      break;
+  }
+  leaves.insert(leaves.end(), tile.begin(), tile.end());
+  st.Reorder(leaves);
+  if (vec == 1) st.Vectorize(oc[2]);
+  if (vec == 2) st.Vectorize(ow[2]);
+  if (unroll) {
+    st.Unroll(tile[0]);
+    st.Unroll(kw);
+  }
+  if (acc_tile) st.CacheWrite(attach);
+  if (parallel) st.Parallel(st.Fuse(leaves[0], leaves[1]));
+  sched.stages.push_back(std::move(st));
+  return sched;
+}
+
+}  // namespace tune::codegen

@@ -1,0 +1,155 @@
+// The GEMM template: space definition and schedule construction for dense/matmul/batch_matmul.
+#include "codegen/cpu/gemm_template.h"
+
+#include "base/check.h"
+
+namespace tune::codegen {
+namespace {
+
+enum Order { kMNOuterMN = 0, kNMOuterNM = 1, kKBetweenMN = 2 };
+constexpr int64_t kMaxTile = 256;          // floats in the register accumulator tile
+constexpr int64_t kMaxUnrolledFma = 2048;  // bound on unrolled vector FMAs (code size)
+
+}  // namespace
+
+GemmTemplate::GemmTemplate(Workload w) : Template(std::move(w)) {
+  const Workload& wl = workload_;
+  auto& s = space_;
+  int tm = s.AddSplit("tile_m", wl.m, 3, 16);
+  int tn = s.AddSplit("tile_n", wl.n, 3, 64);
+  int tk = s.AddSplit("tile_k", wl.k, 2, 64);
+  int order = s.AddChoice("order", {0, 1, 2}, {"m0,n0,m1,n1,k0,k1,m2,n2", "n0,m0,n1,m1,k0,k1,m2,n2",
+                                               "m0,n0,m1,n1,k0,m2,k1,n2"});
+  int vec = s.AddChoice("vectorize", {1, 0});
+  int unroll_m = s.AddChoice("unroll_m", {1, 0});
+  int unroll_k = s.AddChoice("unroll_k", {0, 1});
+  int pack = s.AddChoice("pack_b", {1, 0});
+  int cache = s.AddChoice("acc_tile", {1, 0});
+  s.AddChoice("parallel", {1, 0});
+  const search::ConfigSpace* sp = &space_;
+  auto inner = [sp](const search::Config& c, int knob) { return sp->knobs()[knob].options[c[knob]].back(); };
+  auto value = [sp](const search::Config& c, int knob) { return sp->knobs()[knob].options[c[knob]][0]; };
+  s.AddConstraint("register_tile", [=](const search::Config& c) {
+    return inner(c, tm) * inner(c, tn) <= kMaxTile;
+  });
+  s.AddConstraint("unroll_size", [=](const search::Config& c) {
+    int64_t n_vectors = value(c, vec) ? (inner(c, tn) + 7) / 8 : inner(c, tn);
+    int64_t m = value(c, unroll_m) ? inner(c, tm) : 1;
+    int64_t k = value(c, unroll_k) ? inner(c, tk) : 1;
+    return m * k * n_vectors <= kMaxUnrolledFma && (!value(c, unroll_k) || inner(c, tk) <= 16);
+  });
+  s.AddConstraint("vector_width", [=](const search::Config& c) {
+    return !value(c, vec) || inner(c, tn) > 1;
+  });
+  s.AddConstraint("order_needs_tile", [=](const search::Config& c) {
+    return value(c, order) != kKBetweenMN || value(c, cache) == 1;
+  });
+  (void)pack;
+}
+
+search::Config GemmTemplate::DefaultConfig() const {
+  const Workload& wl = workload_;
+  return ConfigOf({{"tile_m", {wl.m, 1, 1}},
+                   {"tile_n", {wl.n, 1, 1}},
+                   {"tile_k", {wl.k, 1}},
+                   {"order", {0}},
+                   {"vectorize", {0}},
+                   {"unroll_m", {0}},
+                   {"unroll_k", {0}},
+                   {"pack_b", {0}},
+                   {"acc_tile", {1}},
+                   {"parallel", {0}}});
+}
+
+Schedule GemmTemplate::Build(const search::Config& c) const {
+  const Workload& wl = workload_;
+  const auto& s = space_;
+  auto fm = s.Get(c, "tile_m"), fn = s.Get(c, "tile_n"), fk = s.Get(c, "tile_k");
+  int64_t order = s.GetInt(c, "order");
+  bool vectorize = s.GetInt(c, "vectorize"), unroll_m = s.GetInt(c, "unroll_m");
+  bool unroll_k = s.GetInt(c, "unroll_k"), pack = s.GetInt(c, "pack_b");
+  bool acc_tile = s.GetInt(c, "acc_tile"), parallel = s.GetInt(c, "parallel");
+  bool batched = wl.op == OpKind::kBatchMatmul;
+  int64_t nb = fn[2];
+
+  Schedule sched;
+  const ArgBuffers buffers = MakeArgBuffers();
+  const Buffer a = buffers.input0, b = buffers.input1, bias = buffers.bias, out = buffers.out;
+  sched.args = buffers.args();
+
+  IterVar vb = MakeIterVar("b", wl.batch), vm = MakeIterVar("m", wl.m), vn = MakeIterVar("n", wl.n);
+  IterVar vk = MakeIterVar("k", wl.k);
+  auto bidx = [&](std::vector<Expr> rest) {
+    if (batched) rest.insert(rest.begin(), vb.var);
+    return rest;
+  };
+  // B(b, k, n) as the definition reads it, from the original or the packed layout.
+  auto b_at = [&](Expr k, Expr n) -> Expr {
+    if (wl.op == OpKind::kDense) return Load(b, {n, k});
+    return Load(b, bidx({k, n}));
+  };
+  Expr b_value;
+  if (pack) {
+    std::vector<int64_t> shape = {wl.n / nb, wl.k, nb};
+    if (batched) shape.insert(shape.begin(), wl.batch);
+    Buffer packed = MakeBuffer(b->name + ".packed", shape, BufferScope::kHeap);
+    sched.scratch.push_back(packed);
+    IterVar po = MakeIterVar("no", wl.n / nb), pk = MakeIterVar("kk", wl.k), pi = MakeIterVar("ni", nb);
+    std::vector<IterVar> axes = {po, pk, pi};
+    if (batched) axes.insert(axes.begin(), vb);
+    Expr src = b_at(pk.var, po.var * Expr(nb) + pi.var);
+    Stage pack_stage(packed, axes, src);
+    if (parallel) pack_stage.Parallel(pack_stage.axis(0));
+    if (wl.op != OpKind::kDense && nb > 1) pack_stage.Vectorize(pack_stage.axis(batched ? 3 : 2));
+    sched.stages.push_back(std::move(pack_stage));
+    b_value = Load(packed, bidx({vn.var / Expr(nb), vk.var, vn.var % Expr(nb)}));
+  } else {
+    b_value = b_at(vk.var, vn.var);
+  }
+
+  std::vector<IterVar> axes = {vm, vn};
+  if (batched) axes.insert(axes.begin(), vb);
+  Stage st(out, axes, {vk}, Load(a, bidx({vm.var, vk.var})) * b_value);
+  if (wl.bias || wl.relu) {
+    Expr acc = MakeVar("acc");
+    Expr e = acc;
+    if (wl.bias) e = e + Load(bias, {vn.var});
+    if (wl.relu) e = Max(e, FloatImm(0.0));
+    st.SetEpilogue(acc, e);
+  }
+  int off = batched ? 1 : 0;
+  auto m = st.SplitFactors(st.axis(off), fm);
+  auto n = st.SplitFactors(st.axis(off + 1), fn);
+  auto k = st.SplitFactors(st.reduce_axis(0), fk);
+  std::vector<int> leaves;
+  if (batched) leaves.push_back(st.axis(0));
+  int attach;
+  switch (order) {
+    case kNMOuterNM:
+      leaves.insert(leaves.end(), {n[0], m[0], n[1], m[1], k[0], k[1], m[2], n[2]});
+      attach = m[1];
+      break;
+    case kKBetweenMN:
+      leaves.insert(leaves.end(), {m[0], n[0], m[1], n[1], k[0], m[2], k[1], n[2]});
+      attach = n[1];
+      break;
+    default:
+      leaves.insert(leaves.end(), {m[0], n[0], m[1], n[1], k[0], k[1], m[2], n[2]});
+      attach = n[1];
+      break;
+  }
+  st.Reorder(leaves);
+  if (vectorize) st.Vectorize(n[2]);
+  if (unroll_m) st.Unroll(m[2]);
+  if (unroll_k) st.Unroll(k[1]);
+  if (acc_tile) st.CacheWrite(attach);
+  if (parallel) {
+    int outer = leaves[0];
+    if (batched) outer = st.Fuse(leaves[0], leaves[1]);
+    st.Parallel(outer);
+  }
+  sched.stages.push_back(std::move(st));
+  return sched;
+}
+
+}  // namespace tune::codegen

@@ -1,0 +1,517 @@
+// Lowering of the loop AST to LLVM IR (IRBuilder), the O3 pipeline and object emission.
+#include "codegen/cpu/llvm_codegen.h"
+
+#include <mutex>
+#include <unordered_map>
+
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/Analysis/TargetTransformInfo.h"
+#include "llvm/IR/IRBuilder.h"
+#include "llvm/IR/Intrinsics.h"
+#include "llvm/IR/LLVMContext.h"
+#include "llvm/IR/LegacyPassManager.h"
+#include "llvm/IR/Module.h"
+#include "llvm/IR/Verifier.h"
+#include "llvm/MC/TargetRegistry.h"
+#include "llvm/Passes/PassBuilder.h"
+#include "llvm/Support/Host.h"
+#include "llvm/Support/TargetSelect.h"
+#include "llvm/Support/raw_ostream.h"
+#include "llvm/Target/TargetMachine.h"
+#include "llvm/Target/TargetOptions.h"
+#include "base/check.h"
+
+namespace tune::codegen {
+namespace {
+
+constexpr int kMaxVectorLanes = 64;
+
+void InitLLVMOnce() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    llvm::InitializeNativeTarget();
+    llvm::InitializeNativeTargetAsmPrinter();
+  });
+}
+
+std::string HostFeatures() {
+  llvm::StringMap<bool> features;
+  std::string out;
+  if (llvm::sys::getHostCPUFeatures(features)) {
+    for (auto& f : features) {
+      if (!out.empty()) out += ",";
+      out += (f.second ? "+" : "-") + f.first().str();
+    }
+  }
+  return out;
+}
+
+/// True iff every store in `s` writes an index that moves with `var` (so lanes never write
+/// the same element) and `s` holds no loops: then the loop over `var` can become vector code.
+bool CanVectorize(const Stmt& s, const VarNode* var) {
+  switch (s->kind) {
+    case StmtKind::kStore: {
+      auto* n = static_cast<const StoreNode*>(s.get());
+      Expr flat = FlattenIndex(n->buffer->shape, n->indices);
+      int64_t c;
+      if (LinearCoefficient(flat, var, &c)) return c != 0;
+      return UsesVar(flat, var);
+    }
+    case StmtKind::kSeq:
+      for (auto& t : static_cast<const SeqNode*>(s.get())->stmts) {
+        if (!CanVectorize(t, var)) return false;
+      }
+      return true;
+    default:
+      return false;
+  }
+}
+
+/// True iff `s` has GPU thread bindings, shared memory or barriers.
+bool UsesGpuConstructs(const Stmt& s) {
+  struct Finder : IRVisitor {
+    bool found = false;
+    void VisitStmt(const Stmt& t) override {
+      if (t->kind == StmtKind::kSync || t->kind == StmtKind::kFence || t->kind == StmtKind::kAtomicAdd ||
+          t->kind == StmtKind::kIf || t->kind == StmtKind::kAsyncCopy || t->kind == StmtKind::kAsyncCommit ||
+          t->kind == StmtKind::kAsyncWait) {
+        found = true;
+      }
+      if (t->kind == StmtKind::kFor && IsGpuBinding(static_cast<const ForNode*>(t.get())->for_kind)) found = true;
+      if (t->kind == StmtKind::kAllocate &&
+          static_cast<const AllocateNode*>(t.get())->buffer->scope == BufferScope::kShared) {
+        found = true;
+      }
+      IRVisitor::VisitStmt(t);
+    }
+  } finder;
+  finder.VisitStmt(s);
+  return finder.found;
+}
+
+class Lowering {
+ public:
+  Lowering(llvm::LLVMContext& ctx, llvm::Module& mod, const std::string& cpu,
+           const std::string& features)
+      : ctx_(ctx), mod_(mod), b_(ctx), cpu_(cpu), features_(features) {
+    f32_ = llvm::Type::getFloatTy(ctx);
+    i64_ = llvm::Type::getInt64Ty(ctx);
+    ptr_ = llvm::PointerType::get(ctx, 0);
+  }
+
+  void LowerFunc(const LoweredFunc& func) {
+    // The implementation takes one noalias pointer per buffer; the exported wrapper unpacks
+    // the argument array and calls it (and is inlined away).
+    std::vector<llvm::Type*> params(func.args.size(), ptr_);
+    auto* impl_ty = llvm::FunctionType::get(b_.getVoidTy(), params, false);
+    auto* impl = llvm::Function::Create(impl_ty, llvm::Function::InternalLinkage,
+                                        func.name + "_impl", mod_);
+    SetAttrs(impl);
+    impl->addFnAttr(llvm::Attribute::AlwaysInline);
+    for (size_t i = 0; i < func.args.size(); ++i) {
+      impl->getArg(i)->addAttr(llvm::Attribute::NoAlias);
+      impl->getArg(i)->setName(func.args[i]->name);
+      bufs_[func.args[i].get()] = impl->getArg(i);
+    }
+    BeginFunction(impl);
+    LowerStmt(func.body);
+    b_.CreateRetVoid();
+    EndFunction();
+
+    auto* wrap_ty = llvm::FunctionType::get(b_.getVoidTy(), {ptr_}, false);
+    auto* wrap = llvm::Function::Create(wrap_ty, llvm::Function::ExternalLinkage, func.name, mod_);
+    SetAttrs(wrap);
+    b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", wrap));
+    std::vector<llvm::Value*> args;
+    for (size_t i = 0; i < func.args.size(); ++i) {
+      auto* slot = b_.CreateGEP(ptr_, wrap->getArg(0), {b_.getInt64(static_cast<int64_t>(i))});
+      args.push_back(b_.CreateAlignedLoad(ptr_, slot, llvm::Align(8)));
+    }
+    b_.CreateCall(impl, args);
+    b_.CreateRetVoid();
+  }
+
+ private:
+  struct Val {
+    llvm::Value* v;
+    bool vec;
+  };
+
+  void SetAttrs(llvm::Function* f) {
+    f->addFnAttr("target-cpu", cpu_);
+    f->addFnAttr("target-features", features_);
+    f->addFnAttr(llvm::Attribute::NoUnwind);
+  }
+
+  void BeginFunction(llvm::Function* f) {
+    auto* entry = llvm::BasicBlock::Create(ctx_, "entry", f);
+    fn_stack_.push_back(entry);
+    b_.SetInsertPoint(entry);
+  }
+  void EndFunction() { fn_stack_.pop_back(); }
+
+  llvm::Value* Splat(const Val& x) {
+    if (x.vec) return x.v;
+    return b_.CreateVectorSplat(lanes_, x.v);
+  }
+
+  llvm::Value* Ramp() {
+    std::vector<llvm::Constant*> c;
+    for (int i = 0; i < lanes_; ++i) c.push_back(llvm::ConstantInt::get(i64_, i));
+    return llvm::ConstantVector::get(c);
+  }
+
+  Val LowerExpr(const Expr& e) {
+    switch (e->kind) {
+      case ExprKind::kIntImm:
+        return {llvm::ConstantInt::get(i64_, static_cast<const IntImmNode*>(e.get())->value), false};
+      case ExprKind::kFloatImm:
+        return {llvm::ConstantFP::get(f32_, static_cast<const FloatImmNode*>(e.get())->value), false};
+      case ExprKind::kVar: {
+        const VarNode* v = AsVar(e);
+        if (v == vec_var_) return {Ramp(), true};
+        auto it = vars_.find(v);
+        TUNE_CHECK_MSG(it != vars_.end(), "unbound variable " + v->name);
+        return {it->second, false};
+      }
+      case ExprKind::kSelect: {
+        auto* n = static_cast<const SelectNode*>(e.get());
+        Val c = LowerExpr(n->cond), t = LowerExpr(n->true_value), f = LowerExpr(n->false_value);
+        if (c.vec || t.vec || f.vec) return {b_.CreateSelect(Splat(c), Splat(t), Splat(f)), true};
+        return {b_.CreateSelect(c.v, t.v, f.v), false};
+      }
+      case ExprKind::kLoad:
+        return LowerLoad(static_cast<const LoadNode*>(e.get()));
+      default:
+        return LowerBinary(static_cast<const BinaryNode*>(e.get()));
+    }
+  }
+
+  Val LowerBinary(const BinaryNode* n) {
+    Val a = LowerExpr(n->a), b = LowerExpr(n->b);
+    bool vec = a.vec || b.vec;
+    llvm::Value* x = vec ? Splat(a) : a.v;
+    llvm::Value* y = vec ? Splat(b) : b.v;
+    bool is_float = n->a->dtype == DType::kFloat32;
+    llvm::FastMathFlags fmf;
+    fmf.setAllowContract(true);
+    b_.setFastMathFlags(fmf);
+    llvm::Value* r = nullptr;
+    switch (n->kind) {
+      case ExprKind::kAdd: r = is_float ? b_.CreateFAdd(x, y) : b_.CreateAdd(x, y); break;
+      case ExprKind::kSub: r = is_float ? b_.CreateFSub(x, y) : b_.CreateSub(x, y); break;
+      case ExprKind::kMul: r = is_float ? b_.CreateFMul(x, y) : b_.CreateMul(x, y); break;
+      case ExprKind::kDiv: r = is_float ? b_.CreateFDiv(x, y) : b_.CreateSDiv(x, y); break;
+      case ExprKind::kMod: TUNE_CHECK(!is_float); r = b_.CreateSRem(x, y); break;
+      case ExprKind::kMin:
+        r = is_float ? b_.CreateMinNum(x, y) : b_.CreateSelect(b_.CreateICmpSLT(x, y), x, y);
+        break;
+      case ExprKind::kMax:
+        r = is_float ? b_.CreateMaxNum(x, y) : b_.CreateSelect(b_.CreateICmpSGT(x, y), x, y);
+        break;
+      case ExprKind::kLT: r = is_float ? b_.CreateFCmpOLT(x, y) : b_.CreateICmpSLT(x, y); break;
+      case ExprKind::kLE: r = is_float ? b_.CreateFCmpOLE(x, y) : b_.CreateICmpSLE(x, y); break;
+      case ExprKind::kEQ: r = is_float ? b_.CreateFCmpOEQ(x, y) : b_.CreateICmpEQ(x, y); break;
+      case ExprKind::kAnd: r = b_.CreateAnd(ToBool(x), ToBool(y)); break;
+      default: TUNE_CHECK_MSG(false, "unexpected binary node");
+    }
+    return {r, vec};
+  }
+
+  llvm::Value* ToBool(llvm::Value* v) {
+    if (v->getType()->getScalarType()->isIntegerTy(1)) return v;
+    return b_.CreateICmpNE(v, llvm::Constant::getNullValue(v->getType()));
+  }
+
+  llvm::Value* BufferPtr(const Buffer& buf) {
+    auto it = bufs_.find(buf.get());
+    TUNE_CHECK_MSG(it != bufs_.end(), "unbound buffer " + buf->name);
+    return it->second;
+  }
+
+  Val LowerLoad(const LoadNode* n) {
+    Expr flat = FlattenIndex(n->buffer->shape, n->indices);
+    llvm::Value* base = BufferPtr(n->buffer);
+    if (vec_var_ == nullptr || !UsesVar(flat, vec_var_)) {
+      llvm::Value* idx = LowerExpr(flat).v;
+      return {b_.CreateAlignedLoad(f32_, b_.CreateInBoundsGEP(f32_, base, {idx}), llvm::Align(4)), false};
+    }
+    int64_t coeff;
+    if (LinearCoefficient(flat, vec_var_, &coeff) && coeff == 1) {
+      Expr start = Substitute(flat, {{vec_var_, Expr(int64_t{0})}});
+      auto* ptr = b_.CreateInBoundsGEP(f32_, base, {LowerExpr(start).v});
+      auto* vty = llvm::FixedVectorType::get(f32_, lanes_);
+      return {b_.CreateAlignedLoad(vty, ptr, llvm::Align(4)), true};
+    }
+    llvm::Value* idx = Splat(LowerExpr(flat));
+    auto* ptrs = b_.CreateInBoundsGEP(f32_, base, {idx});
+    auto* vty = llvm::FixedVectorType::get(f32_, lanes_);
+    return {b_.CreateMaskedGather(vty, ptrs, llvm::Align(4)), true};
+  }
+
+  void LowerStore(const StoreNode* n) {
+    Expr flat = FlattenIndex(n->buffer->shape, n->indices);
+    llvm::Value* base = BufferPtr(n->buffer);
+    Val value = LowerExpr(n->value);
+    if (vec_var_ == nullptr) {
+      TUNE_CHECK(!value.vec);
+      auto* ptr = b_.CreateInBoundsGEP(f32_, base, {LowerExpr(flat).v});
+      b_.CreateAlignedStore(value.v, ptr, llvm::Align(4));
+      return;
+    }
+    int64_t coeff;
+    if (LinearCoefficient(flat, vec_var_, &coeff) && coeff == 1) {
+      Expr start = Substitute(flat, {{vec_var_, Expr(int64_t{0})}});
+      auto* ptr = b_.CreateInBoundsGEP(f32_, base, {LowerExpr(start).v});
+      b_.CreateAlignedStore(Splat(value), ptr, llvm::Align(4));
+      return;
+    }
+    llvm::Value* idx = Splat(LowerExpr(flat));
+    auto* ptrs = b_.CreateInBoundsGEP(f32_, base, {idx});
+    b_.CreateMaskedScatter(Splat(value), ptrs, llvm::Align(4));
+  }
+
+  void LowerStmt(const Stmt& s) {
+    switch (s->kind) {
+      case StmtKind::kStore:
+        LowerStore(static_cast<const StoreNode*>(s.get()));
+        return;
+      case StmtKind::kSeq:
+        for (auto& t : static_cast<const SeqNode*>(s.get())->stmts) LowerStmt(t);
+        return;
+      case StmtKind::kAllocate:
+        LowerAllocate(static_cast<const AllocateNode*>(s.get()));
+        return;
+      case StmtKind::kFor:
+        LowerFor(static_cast<const ForNode*>(s.get()));
+        return;
+      case StmtKind::kSync:  // these GPU statements are rejected by CompileForHost before lowering
+      case StmtKind::kFence:
+      case StmtKind::kAtomicAdd:
+      case StmtKind::kIf:
+      case StmtKind::kAsyncCopy:
+      case StmtKind::kAsyncCommit:
+      case StmtKind::kAsyncWait:
+        return;
+    }
+  }
+
+  void LowerAllocate(const AllocateNode* n) {
+    const Buffer& buf = n->buffer;
+    if (buf->scope == BufferScope::kLocal) {
+      llvm::IRBuilder<> entry(fn_stack_.back(), fn_stack_.back()->getFirstInsertionPt());
+      auto* arr = llvm::ArrayType::get(f32_, buf->NumElements());
+      auto* alloca = entry.CreateAlloca(arr, nullptr, buf->name);
+      alloca->setAlignment(llvm::Align(32));
+      bufs_[buf.get()] = alloca;
+      LowerStmt(n->body);
+      bufs_.erase(buf.get());
+      return;
+    }
+    llvm::FunctionCallee alloc_fn = mod_.getOrInsertFunction(
+        "tune_rt_alloc", llvm::FunctionType::get(ptr_, {i64_}, false));
+    llvm::FunctionCallee free_fn = mod_.getOrInsertFunction(
+        "tune_rt_free", llvm::FunctionType::get(b_.getVoidTy(), {ptr_}, false));
+    if (auto* f = llvm::dyn_cast<llvm::Function>(alloc_fn.getCallee())) {
+      f->addRetAttr(llvm::Attribute::NoAlias);
+      f->addFnAttr(llvm::Attribute::NoUnwind);
+    }
+    llvm::Value* p = b_.CreateCall(alloc_fn, {b_.getInt64(buf->NumElements() * 4)});
+    bufs_[buf.get()] = p;
+    LowerStmt(n->body);
+    b_.CreateCall(free_fn, {p});
+    bufs_.erase(buf.get());
+  }
+
+  void LowerFor(const ForNode* n) {
+    const VarNode* var = AsVar(n->var);
+    switch (n->for_kind) {
+      case ForKind::kUnrolled:
+        for (int64_t i = 0; i < n->extent; ++i) {
+          vars_[var] = b_.getInt64(i);
+          LowerStmt(n->body);
+        }
+        vars_.erase(var);
+        return;
+      case ForKind::kVectorized:
+        if (vec_var_ == nullptr && n->extent > 1 && n->extent <= kMaxVectorLanes &&
+            CanVectorize(n->body, var)) {
+          vec_var_ = var;
+          lanes_ = static_cast<int>(n->extent);
+          LowerStmt(n->body);
+          vec_var_ = nullptr;
+          lanes_ = 0;
+          return;
+        }
+        break;
+      case ForKind::kParallel:
+        if (vec_var_ == nullptr && n->extent > 1) {
+          LowerParallel(n);
+          return;
+        }
+        break;
+      case ForKind::kSerial:
+        break;
+      default:  // GPU bindings: rejected by CompileForHost before lowering
+        break;
+    }
+    LowerSerial(n);
+  }
+
+  void LowerSerial(const ForNode* n) {
+    const VarNode* var = AsVar(n->var);
+    llvm::Function* fn = b_.GetInsertBlock()->getParent();
+    llvm::BasicBlock* pre = b_.GetInsertBlock();
+    auto* loop = llvm::BasicBlock::Create(ctx_, var->name, fn);
+    auto* exit = llvm::BasicBlock::Create(ctx_, var->name + ".end", fn);
+    b_.CreateBr(loop);
+    b_.SetInsertPoint(loop);
+    llvm::PHINode* phi = b_.CreatePHI(i64_, 2, var->name);
+    phi->addIncoming(b_.getInt64(0), pre);
+    vars_[var] = phi;
+    LowerStmt(n->body);
+    llvm::Value* next = b_.CreateAdd(phi, b_.getInt64(1), "", /*HasNUW=*/true, /*HasNSW=*/true);
+    phi->addIncoming(next, b_.GetInsertBlock());
+    b_.CreateCondBr(b_.CreateICmpSLT(next, b_.getInt64(n->extent)), loop, exit);
+    b_.SetInsertPoint(exit);
+    vars_.erase(var);
+  }
+
+  /// Outlines the loop body into `void body(i64 i, ptr closure)`; the closure carries every
+  /// bound variable and buffer pointer as i64 slots.
+  void LowerParallel(const ForNode* n) {
+    std::vector<std::pair<const VarNode*, llvm::Value*>> cap_vars(vars_.begin(), vars_.end());
+    std::vector<std::pair<const BufferNode*, llvm::Value*>> cap_bufs(bufs_.begin(), bufs_.end());
+    size_t slots = cap_vars.size() + cap_bufs.size();
+    llvm::IRBuilder<> entry(fn_stack_.back(), fn_stack_.back()->getFirstInsertionPt());
+    auto* closure_ty = llvm::ArrayType::get(i64_, slots == 0 ? 1 : slots);
+    auto* closure = entry.CreateAlloca(closure_ty, nullptr, "closure");
+    size_t k = 0;
+    for (auto& [v, val] : cap_vars) {
+      b_.CreateStore(val, b_.CreateConstInBoundsGEP2_64(closure_ty, closure, 0, k++));
+    }
+    for (auto& [bn, val] : cap_bufs) {
+      b_.CreateStore(b_.CreatePtrToInt(val, i64_), b_.CreateConstInBoundsGEP2_64(closure_ty, closure, 0, k++));
+    }
+
+    auto* body_ty = llvm::FunctionType::get(b_.getVoidTy(), {i64_, ptr_}, false);
+    auto* body_fn = llvm::Function::Create(body_ty, llvm::Function::InternalLinkage,
+                                           "parallel_" + AsVar(n->var)->name, mod_);
+    SetAttrs(body_fn);
+    auto saved_vars = vars_;
+    auto saved_bufs = bufs_;
+    llvm::IRBuilderBase::InsertPoint saved_ip = b_.saveIP();
+    BeginFunction(body_fn);
+    k = 0;
+    for (auto& [v, val] : cap_vars) {
+      vars_[v] = b_.CreateLoad(i64_, b_.CreateConstInBoundsGEP2_64(closure_ty, body_fn->getArg(1), 0, k++));
+    }
+    for (auto& [bn, val] : cap_bufs) {
+      auto* raw = b_.CreateLoad(i64_, b_.CreateConstInBoundsGEP2_64(closure_ty, body_fn->getArg(1), 0, k++));
+      bufs_[bn] = b_.CreateIntToPtr(raw, ptr_);
+    }
+    vars_[AsVar(n->var)] = body_fn->getArg(0);
+    LowerStmt(n->body);
+    b_.CreateRetVoid();
+    EndFunction();
+    vars_ = saved_vars;
+    bufs_ = saved_bufs;
+    b_.restoreIP(saved_ip);
+
+    auto rt = mod_.getOrInsertFunction(
+        "tune_rt_parallel_for", llvm::FunctionType::get(b_.getVoidTy(), {i64_, ptr_, ptr_}, false));
+    b_.CreateCall(rt, {b_.getInt64(n->extent), body_fn, closure});
+  }
+
+  llvm::LLVMContext& ctx_;
+  llvm::Module& mod_;
+  llvm::IRBuilder<> b_;
+  std::string cpu_, features_;
+  llvm::Type* f32_;
+  llvm::Type* i64_;
+  llvm::PointerType* ptr_;
+  std::unordered_map<const VarNode*, llvm::Value*> vars_;
+  std::unordered_map<const BufferNode*, llvm::Value*> bufs_;
+  std::vector<llvm::BasicBlock*> fn_stack_;  // entry block of each function being built
+  const VarNode* vec_var_ = nullptr;
+  int lanes_ = 0;
+};
+
+}  // namespace
+
+std::string HostCpuName() { return llvm::sys::getHostCPUName().str(); }
+
+absl::StatusOr<CompiledKernel> CompileForHost(const LoweredFunc& func, const CodegenOptions& options) {
+  if (UsesGpuConstructs(func.body)) {
+    return absl::InvalidArgumentError("kernel " + func.name +
+                                      " binds GPU threads or uses shared memory; it needs the CUDA backend");
+  }
+  InitLLVMOnce();
+  std::string triple = llvm::sys::getProcessTriple();
+  std::string error;
+  const llvm::Target* target = llvm::TargetRegistry::lookupTarget(triple, error);
+  if (target == nullptr) return absl::InternalError("LLVM target lookup failed: " + error);
+  std::string cpu = HostCpuName(), features = HostFeatures();
+  llvm::TargetOptions topts;
+  std::unique_ptr<llvm::TargetMachine> tm(target->createTargetMachine(
+      triple, cpu, features, topts, llvm::Reloc::PIC_, llvm::CodeModel::Small,
+      options.opt_level >= 2 ? llvm::CodeGenOpt::Aggressive : llvm::CodeGenOpt::Default));
+  if (!tm) return absl::InternalError("cannot create an LLVM target machine for " + triple);
+
+  llvm::LLVMContext ctx;
+  auto mod = std::make_unique<llvm::Module>(func.name, ctx);
+  mod->setTargetTriple(triple);
+  mod->setDataLayout(tm->createDataLayout());
+  Lowering(ctx, *mod, cpu, features).LowerFunc(func);
+
+  std::string verify_msg;
+  llvm::raw_string_ostream verify_os(verify_msg);
+  if (llvm::verifyModule(*mod, &verify_os)) {
+    return absl::InternalError("generated LLVM IR is invalid: " + verify_os.str());
+  }
+
+  {
+    llvm::LoopAnalysisManager lam;
+    llvm::FunctionAnalysisManager fam;
+    llvm::CGSCCAnalysisManager cgam;
+    llvm::ModuleAnalysisManager mam;
+    llvm::PipelineTuningOptions pto;
+    pto.LoopUnrolling = true;
+    pto.LoopVectorization = true;
+    pto.SLPVectorization = true;
+    llvm::PassBuilder pb(tm.get(), pto);
+    pb.registerModuleAnalyses(mam);
+    pb.registerCGSCCAnalyses(cgam);
+    pb.registerFunctionAnalyses(fam);
+    pb.registerLoopAnalyses(lam);
+    pb.crossRegisterProxies(lam, fam, cgam, mam);
+    llvm::OptimizationLevel level = options.opt_level >= 3   ? llvm::OptimizationLevel::O3
+                                    : options.opt_level == 2 ? llvm::OptimizationLevel::O2
+                                    : options.opt_level == 1 ? llvm::OptimizationLevel::O1
+                                                             : llvm::OptimizationLevel::O0;
+    llvm::ModulePassManager mpm = level == llvm::OptimizationLevel::O0
+                                      ? pb.buildO0DefaultPipeline(level)
+                                      : pb.buildPerModuleDefaultPipeline(level);
+    mpm.run(*mod, mam);
+  }
+
+  CompiledKernel out;
+  out.symbol = func.name;
+  if (options.keep_ir) {
+    llvm::raw_string_ostream os(out.ir);
+    mod->print(os, nullptr);
+  }
+  llvm::SmallVector<char, 0> buffer;
+  {
+    llvm::raw_svector_ostream os(buffer);
+    llvm::legacy::PassManager pm;
+    if (tm->addPassesToEmitFile(pm, os, nullptr, llvm::CGFT_ObjectFile)) {
+      return absl::InternalError("LLVM cannot emit object code for " + triple);
+    }
+    pm.run(*mod);
+  }
+  out.object_code.assign(buffer.begin(), buffer.end());
+  return out;
+}
+
+}  // namespace tune::codegen

@@ -1,0 +1,105 @@
+// Compute stages and the schedule primitives that turn them into loop nests.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "codegen/ir/ir.h"
+
+namespace tune::codegen {
+
+/// A loop variable of a compute definition with its extent (iterates 0..extent-1).
+struct IterVar {
+  Expr var;
+  int64_t extent;
+};
+IterVar MakeIterVar(const std::string& name, int64_t extent);
+
+/// One compute definition plus its schedule. Either an elementwise/layout stage
+/// (out[axes] = value) or a sum reduction (out[axes] = sum over reduce_axes of value), with an
+/// optional epilogue applied to each finished output element.
+///
+/// Loops are named by integer handles. The root loops are axis(i) and reduce_axis(i);
+/// Split/Fuse create new loops; the leaf loops, in their current order, become the nest.
+class Stage {
+ public:
+  Stage(Buffer output, std::vector<IterVar> axes, Expr value);
+  Stage(Buffer output, std::vector<IterVar> axes, std::vector<IterVar> reduce_axes, Expr summand);
+
+  /// out = epilogue, where `acc` (a var) stands for the reduced value inside `epilogue` and
+  /// the root axis vars may appear (e.g. relu(acc + bias[n])).
+  void SetEpilogue(Expr acc, Expr epilogue);
+
+  int axis(int i) const { return i; }
+  int reduce_axis(int i) const { return static_cast<int>(axes_.size()) + i; }
+  int64_t extent(int loop) const { return loops_[loop].extent; }
+  const std::string& loop_name(int loop) const { return loops_[loop].name; }
+  const std::vector<int>& leaves() const { return leaves_; }
+  const Buffer& output() const { return output_; }
+
+  /// Splits `loop` into (outer, inner) with inner extent `factor`, which must divide the
+  /// loop's extent. The two replace `loop` in the leaf order.
+  std::pair<int, int> Split(int loop, int64_t factor);
+  /// Splits `loop` into as many loops as `factors` (outermost first, product = extent).
+  std::vector<int> SplitFactors(int loop, const std::vector<int64_t>& factors);
+  /// Fuses two adjacent leaves (outer then inner, both spatial) into one.
+  int Fuse(int outer, int inner);
+  /// Sets the leaf order; `order` must be a permutation of leaves().
+  void Reorder(const std::vector<int>& order);
+  void Vectorize(int loop) { Annotate(loop, ForKind::kVectorized); }
+  void Unroll(int loop) { Annotate(loop, ForKind::kUnrolled); }
+  void Parallel(int loop) { Annotate(loop, ForKind::kParallel); }
+  void Annotate(int loop, ForKind kind);
+  /// Accumulates into a kLocal tile allocated inside leaf `attach` (every leaf after it must
+  /// be spatial-or-reduce of its own, and all reduce leaves must come after it); the tile is
+  /// zeroed before the reduction and written back (through the epilogue) after it.
+  void CacheWrite(int attach);
+
+  /// The loop nest of this stage.
+  Stmt Lower() const;
+
+ private:
+  struct Loop {
+    std::string name;
+    int64_t extent;
+    bool reduce;
+    ForKind kind = ForKind::kSerial;
+    Expr var;
+  };
+  struct Relation {
+    bool is_split;
+    int parent, outer, inner;  // split: parent -> (outer, inner); fuse: (outer, inner) -> parent
+  };
+  int AddLoop(const std::string& name, int64_t extent, bool reduce);
+  /// Value of every loop (by handle) in terms of the leaf loop vars.
+  std::vector<Expr> LoopValues() const;
+  Stmt Nest(const std::vector<int>& leaves, Stmt body) const;
+  Stmt LowerNest() const;
+
+  Buffer output_;
+  std::vector<IterVar> axes_, reduce_axes_;
+  Expr value_;
+  bool is_reduce_ = false;
+  Expr acc_var_, epilogue_;
+  std::vector<Loop> loops_;
+  std::vector<Relation> relations_;
+  std::vector<int> leaves_;
+  int cache_write_at_ = -1;
+  bool cache_write_ = false;
+};
+
+/// A kernel: its argument buffers, scratch buffers and stages run in order. GPU templates
+/// build their loop nest with the primitives of codegen/gpu_schedule.h instead of stages:
+/// then `body` is that nest and `stages` is empty.
+struct Schedule {
+  std::string name;
+  std::vector<Buffer> args;     // kArg buffers in argument order
+  std::vector<Buffer> scratch;  // kHeap buffers written by earlier stages
+  std::vector<Stage> stages;
+  Stmt body;                    // a nest built directly (GPU templates); null otherwise
+
+  LoweredFunc Lower() const;
+};
+
+}  // namespace tune::codegen

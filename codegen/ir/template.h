@@ -1,0 +1,74 @@
+// Templates: per-operator maps from (workload, config) to a scheduled kernel, with their spaces.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "codegen/ir/gpu_schedule.h"
+#include "codegen/ir/ir.h"
+#include "codegen/ir/schedule.h"
+#include "codegen/ir/workload.h"
+#include "search/space.h"
+
+namespace tune::codegen {
+
+/// Which code generator a template's kernels are for: the host CPU through LLVM, or an
+/// NVIDIA GPU through CUDA C and NVRTC.
+enum class Backend { kLlvm, kCuda };
+
+/// A kernel template bound to one workload. It owns the configuration space of that workload
+/// (knob extents depend on the shapes) and instantiates any valid config into a schedule.
+/// Const methods are thread-safe.
+class Template {
+ public:
+  virtual ~Template() = default;
+
+  /// "gemm" or "conv2d" ("cuda_gemm", ... on the GPU); with version() it forms the template
+  /// part of a task key.
+  virtual std::string name() const = 0;
+  /// Bumped whenever the meaning of a config or the generated code changes, so records of
+  /// older versions are never mixed with new ones.
+  virtual int version() const = 0;
+  const Workload& workload() const { return workload_; }
+  const search::ConfigSpace& space() const { return space_; }
+
+  /// The untuned baseline: plain loops in the definition's order, scalar code, one thread.
+  virtual search::Config DefaultConfig() const = 0;
+
+  /// The scheduled kernel for `config`; InvalidArgument naming the failed constraint when
+  /// the config is not valid in space().
+  absl::StatusOr<Schedule> Instantiate(const search::Config& config) const;
+  /// Instantiate() then Schedule::Lower(); the kernel is called `name`.
+  absl::StatusOr<LoweredFunc> Lower(const search::Config& config, const std::string& name) const;
+
+ protected:
+  explicit Template(Workload workload) : workload_(std::move(workload)) {}
+  /// Builds the schedule of a config already known to be valid.
+  virtual Schedule Build(const search::Config& config) const = 0;
+  /// The config choosing, for each named knob, the option equal to the given values; knobs
+  /// not named keep option 0. Aborts when a value is not an option (a template bug).
+  search::Config ConfigOf(const std::vector<std::pair<std::string, std::vector<int64_t>>>& values) const;
+
+  /// The kernel's argument buffers, in argument order: the two operands, the bias (null
+  /// without one) and the output; `args()` lists the non-null ones for Schedule::args.
+  struct ArgBuffers {
+    Buffer input0, input1, bias, out;
+    std::vector<Buffer> args() const;
+  };
+  ArgBuffers MakeArgBuffers() const;
+
+  /// The valid config with the highest `score` (first in index order on ties), skipping those
+  /// it returns nullopt for: how GPU templates pick a default close to a textbook kernel.
+  /// Knobs named in `held` stay at option 0 (another variant's knobs, say). Aborts when there
+  /// is none (a template bug). Walks the space of the other knobs: for up to a few million points.
+  search::Config BestScoring(const std::function<std::optional<int64_t>(const search::Config&)>& score,
+                             const std::vector<std::string>& held = {}) const;
+
+  Workload workload_;
+  search::ConfigSpace space_;
+};
+
+}  // namespace tune::codegen
