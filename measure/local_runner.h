@@ -16,9 +16,10 @@ struct LocalRunnerOptions {
   int threads = 1;  // worker threads the kernel's parallel loops may use (>= 1)
 };
 
-/// Runs a local measurement of every ok build in a fresh child process (fork, no exec):
-/// the child loads the kernel, checks one call against TaskData::reference, times it per
-/// the protocol, re-checks the output after timing and sends its result back over a pipe.
+/// Runs a local measurement of every ok build in a fresh ChildProcess (child_process.h: fork,
+/// no exec, isolated): the child loads the kernel, checks one call against
+/// TaskData::reference, times it per the protocol, re-checks the output after timing and
+/// sends its result back over the pipe.
 /// A kernel that crashes, hangs past protocol.timeout_s or computes a wrong result costs
 /// only its own record; the parent process is never touched by kernel code.
 ///
