@@ -1,22 +1,17 @@
-// CudaRunner: a forked worker measures CUDA builds; the parent reads results with deadlines.
+// CudaRunner: a worker ChildProcess measures CUDA builds; the parent reads their results with deadlines.
 #include "measure/cuda_runner.h"
 
-#include <poll.h>
-#include <signal.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
 #include <cmath>
-#include <cstring>
 #include <deque>
-#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "codegen/cuda/nvrtc.h"
+#include "measure/child_message.h"
+#include "measure/child_process.h"
 #include "measure/cuda_reference.h"
 #include "measure/reference.h"
 
@@ -28,64 +23,30 @@ using codegen::CudaDevice;
 using codegen::DeviceBuffer;
 using codegen::Dim3;
 
-constexpr uint32_t kMagic = 0x41444354;  // "TCDA"
-constexpr int32_t kResult = 1, kReference = 2, kFatal = 3;
-constexpr int kStickyExit = 3;
+constexpr int kFatalExit = 2;   // the device could not be set up (after a kFatal message)
+constexpr int kStickyExit = 3;  // after the result of a build that lost the context
 constexpr double kSetupAllowanceS = 120;  // device open, upload and the reference kernel
+constexpr double kExitGraceS = 10;        // for a worker's exit after its last message
 constexpr int kMaxNumber = 1 << 16;
 constexpr uint32_t kNanPattern = 0x7fc00000u;
 
-// ---- Wire format: magic u32, kind i32, payload length u64, payload ---------------------------
-
-template <typename T>
-void Put(std::string* out, const T& v) {
-  out->append(reinterpret_cast<const char*>(&v), sizeof(T));
-}
-void PutString(std::string* out, const std::string& s) {
-  Put<uint64_t>(out, s.size());
-  out->append(s);
-}
-template <typename T>
-bool Get(const std::string& in, size_t* pos, T* v) {
-  if (in.size() - *pos < sizeof(T)) return false;
-  std::memcpy(v, in.data() + *pos, sizeof(T));
-  *pos += sizeof(T);
-  return true;
-}
-bool GetString(const std::string& in, size_t* pos, std::string* s) {
-  uint64_t n;
-  if (!Get(in, pos, &n) || in.size() - *pos < n) return false;
-  s->assign(in.data() + *pos, n);
-  *pos += n;
-  return true;
-}
-
-bool WriteAll(int fd, const std::string& bytes) {
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    done += static_cast<size_t>(n);
-  }
-  return true;
-}
-
-void Send(int fd, int32_t kind, const std::string& payload) {
-  std::string msg;
-  Put(&msg, kMagic);
-  Put(&msg, kind);
-  Put<uint64_t>(&msg, payload.size());
-  msg += payload;
-  if (!WriteAll(fd, msg)) ::_exit(4);  // the parent is gone
-}
+// Messages from the worker: a kind (i32), then its payload.
+constexpr int32_t kResult = 1, kReference = 2, kFatal = 3;
 
 // ---- The worker (child) ------------------------------------------------------------------
 
+// Sends one message of `kind` to the parent.
+void Send(ChildProcess::Channel& channel, int32_t kind, const MessageWriter& payload) {
+  channel.Send(MessageWriter().Put(kind).bytes() + payload.bytes());
+}
+
 struct Worker {
+  Worker(const TaskData& task, const CudaRunnerOptions& options, ChildProcess::Channel& channel)
+      : task(task), options(options), channel(channel) {}
+
   const TaskData& task;
   const CudaRunnerOptions& options;
-  int fd;
+  ChildProcess::Channel& channel;
   std::unique_ptr<CudaDevice> device;
   std::vector<DeviceBuffer> buffers;  // inputs, then the output
   std::vector<float> reference;
@@ -93,8 +54,8 @@ struct Worker {
   int64_t out_size = 0;
 
   [[noreturn]] void Fatal(const std::string& why) {
-    Send(fd, kFatal, why);
-    ::_exit(2);
+    Send(channel, kFatal, MessageWriter().PutString(why));
+    ::_exit(kFatalExit);
   }
 
   void Setup(const std::vector<float>* known_reference) {
@@ -134,10 +95,7 @@ struct Worker {
     if (!st.ok()) Fatal("running the reference kernel: " + st.ToString());
     reference.resize(out_size);
     if (auto c = buffers.back().CopyToHost(reference.data()); !c.ok()) Fatal("reading the reference: " + c.ToString());
-    std::string payload;
-    Put<uint64_t>(&payload, reference.size());
-    payload.append(reinterpret_cast<const char*>(reference.data()), reference.size() * sizeof(float));
-    Send(fd, kReference, payload);
+    Send(channel, kReference, MessageWriter().PutFloats(reference));
   }
 
   static Dim3 Dims(const std::array<int64_t, 3>& d) {
@@ -264,91 +222,31 @@ struct Worker {
   }
 };
 
-[[noreturn]] void WorkerMain(int fd, pid_t parent, const TaskData& task, const std::vector<BuildResult>& builds,
-                             const std::vector<size_t>& order, const std::vector<float>* known_reference,
-                             const CudaRunnerOptions& options) {
-  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (::getppid() != parent) ::_exit(5);
-  ::signal(SIGINT, SIG_IGN);  // the parent decides on Ctrl-C; see LocalRunner's IsolateChild
-  ::signal(SIGTERM, SIG_IGN);
-  Worker w{task, options, fd};
+// The worker's body: sets up the device, then measures builds[order[...]] one by one and
+// sends a result per build; exits kStickyExit after a build that lost the context.
+int WorkerMain(ChildProcess::Channel& channel, const TaskData& task, const std::vector<BuildResult>& builds,
+               const std::vector<size_t>& order, const std::vector<float>* known_reference,
+               const CudaRunnerOptions& options) {
+  Worker w(task, options, channel);
   w.Setup(known_reference);
   for (size_t i : order) {
     bool sticky = false;
-    MeasureResult r = w.Measure(builds[i], &sticky);
-    std::string payload;
-    Put<int32_t>(&payload, static_cast<int32_t>(i));
-    Put<int32_t>(&payload, static_cast<int32_t>(r.status));
-    Put<int32_t>(&payload, r.number);
-    PutString(&payload, r.message);
-    Put<uint64_t>(&payload, r.costs_s.size());
-    for (double c : r.costs_s) Put(&payload, c);
-    Send(fd, kResult, payload);
-    if (sticky) ::_exit(kStickyExit);
+    const MeasureResult r = w.Measure(builds[i], &sticky);
+    Send(channel, kResult, MessageWriter().Put(static_cast<uint64_t>(i)).PutResult(r));
+    if (sticky) return kStickyExit;
   }
-  ::_exit(0);
+  return 0;
 }
 
-// ---- The parent ----------------------------------------------------------------------------
-
-// Reads whole messages from the worker's pipe.
-class MessageReader {
- public:
-  explicit MessageReader(int fd) : fd_(fd) {}
-  enum Outcome { kMessage, kEof, kTimedOut, kError };
-  Outcome Next(Clock::time_point deadline, int32_t* kind, std::string* payload) {
-    while (true) {
-      if (buf_.size() >= 16) {
-        uint32_t magic;
-        uint64_t len;
-        std::memcpy(&magic, buf_.data(), 4);
-        std::memcpy(kind, buf_.data() + 4, 4);
-        std::memcpy(&len, buf_.data() + 8, 8);
-        if (magic != kMagic) return kError;
-        if (buf_.size() >= 16 + len) {
-          payload->assign(buf_.data() + 16, len);
-          buf_.erase(0, 16 + len);
-          return kMessage;
-        }
-      }
-      const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
-      if (left <= 0) return kTimedOut;
-      pollfd pfd{fd_, POLLIN, 0};
-      const int ready = ::poll(&pfd, 1, static_cast<int>(std::min<int64_t>(left, 1 << 30)));
-      if (ready < 0 && errno == EINTR) continue;
-      if (ready < 0) return kError;
-      if (ready == 0) continue;
-      char chunk[1 << 16];
-      const ssize_t n = ::read(fd_, chunk, sizeof(chunk));
-      if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-      if (n < 0) return kError;
-      if (n == 0) return kEof;
-      buf_.append(chunk, static_cast<size_t>(n));
-    }
-  }
-
- private:
-  int fd_;
-  std::string buf_;
-};
-
-std::string ExitText(int wstatus) {
-  if (WIFSIGNALED(wstatus)) {
-    const char* abbrev = sigabbrev_np(WTERMSIG(wstatus));
-    return absl::StrCat("killed by SIG", abbrev != nullptr ? abbrev : "?");
-  }
-  if (WIFEXITED(wstatus)) return absl::StrCat("exit code ", WEXITSTATUS(wstatus));
-  return "ended";
+Clock::duration Seconds(double s) {
+  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
 }
 
 }  // namespace
 
 RunnerFactory CudaRunner::Factory(int device) {
   return [device](const MeasureProtocol& protocol) -> std::unique_ptr<Runner> {
-    CudaRunnerOptions o;
-    o.protocol = protocol;
-    o.device = device;
-    return std::make_unique<CudaRunner>(o);
+    return std::make_unique<CudaRunner>(CudaRunnerOptions{protocol, device});
   };
 }
 
@@ -370,152 +268,108 @@ std::vector<MeasureResult> CudaRunner::Run(const TaskData& task, const std::vect
   const std::string key = task.workload.Key();
   const double timeout_s = options_.protocol.timeout_s;
   while (!pending.empty()) {
-    int fds[2];
-    if (::pipe(fds) != 0) {
-      for (size_t i : pending) results[i].message = absl::StrCat("pipe: ", std::strerror(errno));
-      break;
-    }
     auto it = references_.find(key);
     const std::vector<float>* known = it == references_.end() ? nullptr : &it->second;
-    std::vector<size_t> order(pending.begin(), pending.end());
-    const pid_t parent = ::getpid();
-    const Clock::time_point started = Clock::now();
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-      ::close(fds[0]);
-      WorkerMain(fds[1], parent, task, builds, order, known, options_);
-    }
-    ::close(fds[1]);
-    if (pid < 0) {
-      ::close(fds[0]);
-      for (size_t i : pending) results[i].message = absl::StrCat("fork: ", std::strerror(errno));
+    const std::vector<size_t> order(pending.begin(), pending.end());
+    Clock::time_point build_start = Clock::now();
+    absl::StatusOr<std::unique_ptr<ChildProcess>> worker = ChildProcess::Start(
+        [&](ChildProcess::Channel& channel) { return WorkerMain(channel, task, builds, order, known, options_); });
+    if (!worker.ok()) {
+      for (size_t i : pending) results[i].message = std::string(worker.status().message());
       break;
     }
-    MessageReader reader(fds[0]);
-    Clock::time_point deadline = started + std::chrono::duration_cast<Clock::duration>(
-                                               std::chrono::duration<double>(kSetupAllowanceS + timeout_s));
-    Clock::time_point build_start = started;
-    std::string fatal;
-    bool killed = false;
-    while (!pending.empty()) {
-      int32_t kind;
+    ChildProcess& child = **worker;
+    const size_t pending_before = pending.size();
+    Clock::time_point deadline = build_start + Seconds(kSetupAllowanceS + timeout_s);
+    ChildProcess::Read read = ChildProcess::Read::kMessage;
+    bool fatal = false, garbage = false;
+    std::string fatal_message;
+    while (!pending.empty() && !fatal && !garbage) {
       std::string payload;
-      MessageReader::Outcome o = reader.Next(deadline, &kind, &payload);
-      if (o == MessageReader::kTimedOut) {
-        ::kill(pid, SIGKILL);
-        killed = true;
-        MeasureResult& r = results[pending.front()];
-        r.status = MeasureStatus::kTimeout;
-        r.message = absl::StrCat("kernel did not finish within ", timeout_s, "s");
-        r.wall_s = std::chrono::duration<double>(Clock::now() - build_start).count();
-        pending.pop_front();
-        break;
-      }
-      if (o != MessageReader::kMessage) break;
-      size_t pos = 0;
-      if (kind == kFatal) {
-        fatal = payload;
-        break;
-      }
-      if (kind == kReference) {
-        uint64_t n;
-        if (Get(payload, &pos, &n) && payload.size() - pos == n * sizeof(float)) {
-          std::vector<float>& ref = references_[key];
-          ref.resize(n);
-          std::memcpy(ref.data(), payload.data() + pos, n * sizeof(float));
-        }
-      } else if (kind == kResult) {
-        int32_t index, status, number;
-        uint64_t count;
-        MeasureResult r;
-        if (!Get(payload, &pos, &index) || !Get(payload, &pos, &status) || !Get(payload, &pos, &number) ||
-            !GetString(payload, &pos, &r.message) || !Get(payload, &pos, &count) || index < 0 ||
-            static_cast<size_t>(index) >= builds.size() || pending.empty() ||
-            pending.front() != static_cast<size_t>(index)) {
-          break;  // garbage: treat like a dead worker
-        }
-        for (uint64_t c = 0; c < count; ++c) {
-          double v;
-          if (!Get(payload, &pos, &v)) break;
-          r.costs_s.push_back(v);
-        }
-        r.status = static_cast<MeasureStatus>(status);
-        r.number = number;
+      read = child.Next(deadline, &payload);
+      if (read != ChildProcess::Read::kMessage) break;
+      MessageReader reader(payload);
+      int32_t kind = 0;
+      uint64_t index = 0;
+      MeasureResult r;
+      std::vector<float> reference;
+      if (reader.Get(&kind) && kind == kFatal && reader.GetString(&fatal_message) && reader.Done()) {
+        fatal = true;
+      } else if (kind == kReference && reader.GetFloats(&reference) && reader.Done()) {
+        references_[key] = std::move(reference);
+      } else if (kind == kResult && reader.Get(&index) && reader.GetResult(&r) && reader.Done() &&
+                 index == pending.front()) {
         r.build_s = builds[index].build_s;
         r.wall_s = std::chrono::duration<double>(Clock::now() - build_start).count();
         results[index] = std::move(r);
         pending.pop_front();
+      } else {
+        garbage = true;  // a worker that broke the protocol is treated like a dead one
       }
       build_start = Clock::now();
-      deadline = build_start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
+      deadline = build_start + Seconds(timeout_s);
     }
-    ::close(fds[0]);
-    int wstatus = 0;
-    if (!killed && !pending.empty()) ::kill(pid, SIGKILL);  // a worker that broke the protocol
-    while (::waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
-    }
-    if (!fatal.empty()) {  // the device is unusable for every build
-      for (size_t i : pending) {
-        results[i].status = MeasureStatus::kRuntimeError;
-        results[i].message = fatal;
-      }
+    if (fatal) {  // the device is unusable for every build
+      child.Wait(Clock::now() + Seconds(kExitGraceS));
+      for (size_t i : pending) results[i].message = fatal_message;
       break;
     }
-    const bool reported_sticky = WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == kStickyExit;
-    if (!killed && !reported_sticky && !pending.empty()) {  // died without reporting the build it was on
-      MeasureResult& r = results[pending.front()];
-      r.status = MeasureStatus::kRuntimeError;
-      r.message = "kernel process died: " + ExitText(wstatus);
-      pending.pop_front();
+    if (pending.empty()) {
+      child.Wait(Clock::now() + Seconds(kExitGraceS));
+      break;
     }
+    // The worker gave no result for the build it was on: a timeout, a crash, garbage, or the
+    // exit after a sticky error it did report (then the next worker starts on the next build).
+    const ChildExit exit = read == ChildProcess::Read::kEnd ? child.Wait(deadline) : child.Kill();
+    if (read == ChildProcess::Read::kEnd && exit.kind == ChildExit::Kind::kExited && exit.code == kStickyExit &&
+        pending.size() < pending_before) {
+      continue;
+    }
+    const size_t lost = pending.front();
+    pending.pop_front();
+    results[lost] = LostResult(read, child, exit, timeout_s);
+    results[lost].build_s = builds[lost].build_s;
+    results[lost].wall_s = std::chrono::duration<double>(Clock::now() - build_start).count();
   }
   return results;
 }
 
 absl::StatusOr<codegen::CudaDeviceInfo> CudaRunner::Probe(int device) {
-  int fds[2];
-  if (::pipe(fds) != 0) return absl::InternalError(absl::StrCat("pipe: ", std::strerror(errno)));
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::close(fds[0]);
-    auto dev = CudaDevice::Open(device);
-    std::string payload;
+  absl::StatusOr<std::unique_ptr<ChildProcess>> probe = ChildProcess::Start([device](ChildProcess::Channel& channel) {
+    absl::StatusOr<std::unique_ptr<CudaDevice>> dev = CudaDevice::Open(device);
     if (!dev.ok()) {
-      Send(fds[1], kFatal, dev.status().ToString());
-      ::_exit(2);
+      Send(channel, kFatal, MessageWriter().PutString(std::string(dev.status().message())));
+      return kFatalExit;
     }
     const codegen::CudaDeviceInfo& i = (*dev)->info();
-    PutString(&payload, i.name);
+    MessageWriter payload;
+    payload.PutString(i.name);
     for (int64_t v : {int64_t{i.sm_count}, int64_t{i.cc_major}, int64_t{i.cc_minor}, int64_t{i.driver_version},
                       i.total_memory, int64_t{i.max_threads_per_block}, i.max_shared_per_block_optin,
                       int64_t{i.regs_per_block}, i.l2_bytes, int64_t{i.clock_khz}}) {
-      Put(&payload, v);
+      payload.Put(v);
     }
-    Send(fds[1], kResult, payload);
-    ::_exit(0);
-  }
-  ::close(fds[1]);
-  if (pid < 0) {
-    ::close(fds[0]);
-    return absl::InternalError(absl::StrCat("fork: ", std::strerror(errno)));
-  }
-  MessageReader reader(fds[0]);
-  int32_t kind = 0;
+    Send(channel, kResult, payload);
+    return 0;
+  });
+  if (!probe.ok()) return probe.status();
   std::string payload;
-  auto outcome = reader.Next(Clock::now() + std::chrono::seconds(120), &kind, &payload);
-  ::close(fds[0]);
-  if (outcome == MessageReader::kTimedOut) ::kill(pid, SIGKILL);
-  int wstatus;
-  while (::waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
+  const ChildProcess::Read read = (*probe)->Next(Clock::now() + Seconds(kSetupAllowanceS), &payload);
+  if (read == ChildProcess::Read::kMessage) {
+    (*probe)->Wait(Clock::now() + Seconds(kExitGraceS));
+  } else {
+    (*probe)->Kill();
   }
-  if (outcome != MessageReader::kMessage) return absl::UnavailableError("the CUDA probe process gave no answer");
-  if (kind == kFatal) return absl::UnavailableError(payload);
+  if (read != ChildProcess::Read::kMessage) return absl::UnavailableError("the CUDA probe process gave no answer");
+  MessageReader reader(payload);
+  int32_t kind = 0;
+  std::string error;
+  if (reader.Get(&kind) && kind == kFatal && reader.GetString(&error)) return absl::UnavailableError(error);
   codegen::CudaDeviceInfo info;
-  size_t pos = 0;
   int64_t v[10];
-  if (!GetString(payload, &pos, &info.name)) return absl::InternalError("malformed probe answer");
+  if (kind != kResult || !reader.GetString(&info.name)) return absl::InternalError("malformed probe answer");
   for (int64_t& x : v) {
-    if (!Get(payload, &pos, &x)) return absl::InternalError("malformed probe answer");
+    if (!reader.Get(&x)) return absl::InternalError("malformed probe answer");
   }
   info.ordinal = device;
   info.sm_count = static_cast<int>(v[0]);

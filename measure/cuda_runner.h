@@ -18,13 +18,17 @@ struct CudaRunnerOptions {
 
 /// Measures the CUDA builds of one task (BuildResult::kernel.cuda) on a GPU.
 ///
-/// Isolation: the parent never touches the CUDA driver. Each Run forks a worker child that
-/// opens the device, uploads the task's inputs and measures the builds one after another,
-/// streaming a result per build back over a pipe. A sticky CUDA error (illegal address,
-/// launch failure, ...) leaves the context unusable: the worker reports runtime_error for
-/// that build and exits; a kernel that does not finish within protocol.timeout_s gets its
-/// worker SIGKILLed and a timeout record; a worker that dies without a word gives
-/// runtime_error. Either way a fresh worker goes on with the next build.
+/// Isolation: the parent never touches the CUDA driver. Each Run starts a worker
+/// ChildProcess (child_process.h: isolated like LocalRunner's children) that opens the
+/// device, uploads the task's inputs and measures the builds one after another, streaming a
+/// result per build back over the pipe. A sticky CUDA error (illegal address, launch
+/// failure, ...) leaves the context unusable: the worker reports runtime_error for that build
+/// and exits; a kernel that does not finish within protocol.timeout_s gets its worker
+/// SIGKILLed and a timeout record "kernel did not finish within Xs"; a worker that dies
+/// without a word or sends garbage gives runtime_error for the build it was on, worded as
+/// LocalRunner's ("kernel crashed: SIGSEGV (signal 11: Segmentation fault)", ...). Either way
+/// a fresh worker goes on with the next build. A device that cannot be set up gives every
+/// remaining build runtime_error with the reason.
 ///
 /// Correctness: the reference output comes from a naive double-accumulating kernel on the
 /// same GPU (cuda_reference.h), computed once per task (the first worker sends it back; the
