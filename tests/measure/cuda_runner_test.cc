@@ -18,6 +18,7 @@
 #include "gtest/gtest.h"
 #include "measure/cuda_builder.h"
 #include "measure/target.h"
+#include "tests/common/measure_cuda_configs.h"
 
 namespace tune::measure {
 namespace {
@@ -26,11 +27,7 @@ using ::testing::HasSubstr;
 
 codegen::Workload Matmul(const std::string& shape, codegen::OpKind op = codegen::OpKind::kMatmul, bool bias = false,
                          bool relu = false) {
-  absl::StatusOr<codegen::Workload> w = codegen::Workload::Parse(op, shape);
-  EXPECT_TRUE(w.ok()) << w.status();
-  w->bias = bias;
-  w->relu = relu;
-  return *w;
+  return test::ParseWorkload(op, shape, bias, relu);
 }
 
 MeasureProtocol Quick() {
@@ -91,34 +88,55 @@ class GpuRunnerTest : public ::testing::Test {
     target_ = *t;
   }
 
-  // Measures `builds` (of `configs` in `space`) on random inputs drawn with `seed`: each must
-  // match the on-device reference and time positive.
-  std::vector<MeasureResult> RunExpectingOk(const codegen::Workload& w, const search::ConfigSpace& space,
-                                            const std::vector<search::Config>& configs,
-                                            const std::vector<BuildResult>& builds, uint64_t seed) {
-    CudaRunner runner({Quick(), target_.device});
-    std::vector<MeasureResult> results = runner.Run(TaskData::Create(w, seed, false), builds);
-    EXPECT_EQ(results.size(), configs.size()) << w.Key();
-    for (size_t i = 0; i < results.size() && i < configs.size(); ++i) {
-      EXPECT_EQ(results[i].status, MeasureStatus::kOk)
-          << w.Key() << " " << space.ToJson(configs[i]) << ": " << results[i].message;
-      EXPECT_GT(results[i].Median(), 0);
+  // What MeasureConfigs measured: the template (whose space the configs belong to), the
+  // configs, their builds and their records.
+  struct Measured {
+    std::unique_ptr<codegen::Template> tmpl;
+    std::vector<search::Config> configs;
+    std::vector<BuildResult> builds;
+    std::vector<MeasureResult> results;
+  };
+  using Filter = std::function<bool(const search::ConfigSpace&, const search::Config&)>;
+
+  // Builds w's CUDA template's `fixed` configs (JSON, or kDefault for its default config) and
+  // then random valid configs for which `keep` holds, drawn with `rng`, `size` in all; measures
+  // them on random inputs drawn with `seed`. Each must match the on-device reference and time
+  // positive.
+  Measured MeasureConfigs(const codegen::Workload& w, const std::vector<std::string>& fixed, size_t size,
+                          std::mt19937_64& rng, uint64_t seed, const Filter& keep = nullptr) {
+    Measured m;
+    auto tmpl = codegen::CreateTemplate(w, codegen::Backend::kCuda);
+    EXPECT_TRUE(tmpl.ok()) << w.Key() << ": " << tmpl.status();
+    if (!tmpl.ok()) return m;
+    m.tmpl = std::move(*tmpl);
+    const search::ConfigSpace& space = m.tmpl->space();
+    for (const std::string& text : fixed) {
+      absl::StatusOr<search::Config> c = text == kDefault ? m.tmpl->DefaultConfig() : space.FromJson(text);
+      EXPECT_TRUE(c.ok()) << c.status();
+      if (!c.ok()) return m;
+      EXPECT_TRUE(space.IsValid(*c)) << text << ": " << space.WhyInvalid(*c);
+      m.configs.push_back(*c);
     }
-    return results;
+    m.configs = test::DrawWhere(
+        space, rng, size, [&](const search::Config& c) { return !keep || keep(space, c); }, std::move(m.configs));
+    EXPECT_EQ(m.configs.size(), size) << w.Key();
+    CudaBuilder builder(target_.cpu, 8);
+    m.builds = builder.BuildAll(*m.tmpl, m.configs);
+    CudaRunner runner({Quick(), target_.device});
+    m.results = runner.Run(TaskData::Create(w, seed, false), m.builds);
+    EXPECT_EQ(m.results.size(), m.configs.size()) << w.Key();
+    for (size_t i = 0; i < m.results.size() && i < m.configs.size(); ++i) {
+      EXPECT_EQ(m.results[i].status, MeasureStatus::kOk)
+          << w.Key() << " " << space.ToJson(m.configs[i]) << ": " << m.results[i].message;
+      EXPECT_GT(m.results[i].Median(), 0);
+    }
+    return m;
   }
+
+  static constexpr const char* kDefault = "default";
 
   Target target_;
 };
-
-// Appends random valid configs of `space` for which `keep` holds until `configs` has `size`
-// (at most 100000 draws: the caller checks the size).
-void DrawWhere(const search::ConfigSpace& space, std::mt19937_64& rng, size_t size,
-               const std::function<bool(const search::Config&)>& keep, std::vector<search::Config>& configs) {
-  for (int draw = 0; draw < 100000 && configs.size() < size; ++draw) {
-    search::Config c = *space.Sample(rng);
-    if (keep(c)) configs.push_back(c);
-  }
-}
 
 // >= 30 random valid configs of each CUDA template -- GEMM (dense with bias + relu, matmul,
 // batch_matmul, a one-row classifier), implicit-GEMM conv2d (padding, stride 2, batch 2) and
@@ -138,13 +156,7 @@ TEST_F(GpuRunnerTest, RandomGemmConfigsMatchTheReference) {
   std::mt19937_64 rng(7);
   int measured = 0;
   for (const codegen::Workload& w : workloads) {
-    auto tmpl = codegen::CreateTemplate(w, codegen::Backend::kCuda);
-    ASSERT_TRUE(tmpl.ok());
-    std::vector<search::Config> configs = {(*tmpl)->DefaultConfig()};
-    while (configs.size() < 11) configs.push_back(*(*tmpl)->space().Sample(rng));
-    CudaBuilder builder(target_.cpu, 8);
-    std::vector<BuildResult> builds = builder.BuildAll(**tmpl, configs);
-    for (const MeasureResult& r : RunExpectingOk(w, (*tmpl)->space(), configs, builds, 3)) measured += r.ok();
+    for (const MeasureResult& r : MeasureConfigs(w, {kDefault}, 11, rng, 3).results) measured += r.ok();
   }
   EXPECT_GE(measured, 100);
 }
@@ -163,19 +175,14 @@ TEST_F(GpuRunnerTest, RandomDirectConvConfigsMatchTheReference) {
   std::mt19937_64 rng(8);
   int measured = 0;
   for (const codegen::Workload& w : workloads) {
-    auto tmpl = codegen::CreateTemplate(w, codegen::Backend::kCuda);
-    ASSERT_TRUE(tmpl.ok());
-    const search::ConfigSpace& space = (*tmpl)->space();
-    std::vector<search::Config> configs = {(*tmpl)->DefaultConfig()};
-    DrawWhere(space, rng, 7, [&](const search::Config& c) { return space.GetInt(c, "variant") == 1; }, configs);
-    ASSERT_EQ(configs.size(), 7u) << w.Key();
-    CudaBuilder builder(target_.cpu, 8);
-    std::vector<BuildResult> builds = builder.BuildAll(**tmpl, configs);
-    std::vector<MeasureResult> results = RunExpectingOk(w, space, configs, builds, 4);
-    for (size_t i = 0; i < results.size(); ++i) {
-      if (i > 0) measured += results[i].ok();
+    const Measured m = MeasureConfigs(w, {kDefault}, 7, rng, 4, [](const search::ConfigSpace& space, const search::Config& c) {
+      return space.GetInt(c, "variant") == 1;
+    });
+    ASSERT_EQ(m.configs.size(), 7u) << w.Key();
+    for (size_t i = 0; i < m.results.size(); ++i) {
+      if (i > 0) measured += m.results[i].ok();
       std::printf("%-60s %-14s %9.1f us %s\n", w.Label().c_str(), i == 0 ? "implicit_gemm" : "direct",
-                  results[i].Median() * 1e6, space.ToJson(configs[i]).c_str());
+                  m.results[i].Median() * 1e6, m.tmpl->space().ToJson(m.configs[i]).c_str());
     }
   }
   EXPECT_GE(measured, 30);
@@ -197,23 +204,19 @@ TEST_F(GpuRunnerTest, RandomSplitKConfigsMatchTheReference) {
   std::mt19937_64 rng(9);
   int measured = 0;
   for (const codegen::Workload& w : workloads) {
-    auto tmpl = codegen::CreateTemplate(w, codegen::Backend::kCuda);
-    ASSERT_TRUE(tmpl.ok());
-    const search::ConfigSpace& space = (*tmpl)->space();
-    std::vector<search::Config> configs = {(*tmpl)->DefaultConfig()};
-    DrawWhere(space, rng, 8, [&](const search::Config& c) { return space.GetInt(c, "k_split") > 1; }, configs);
-    ASSERT_EQ(configs.size(), 8u) << w.Key();
-    CudaBuilder builder(target_.cpu, 8);
-    std::vector<BuildResult> builds = builder.BuildAll(**tmpl, configs);
-    for (size_t i = 1; i < builds.size(); ++i) {
-      EXPECT_EQ(builds[i].kernel.launch.scratch.size(), 2u) << space.ToJson(configs[i]);
+    const Measured m = MeasureConfigs(w, {kDefault}, 8, rng, 10, [](const search::ConfigSpace& space, const search::Config& c) {
+      return space.GetInt(c, "k_split") > 1;
+    });
+    ASSERT_EQ(m.configs.size(), 8u) << w.Key();
+    const search::ConfigSpace& space = m.tmpl->space();
+    for (size_t i = 1; i < m.builds.size(); ++i) {
+      EXPECT_EQ(m.builds[i].kernel.launch.scratch.size(), 2u) << space.ToJson(m.configs[i]);
     }
-    std::vector<MeasureResult> results = RunExpectingOk(w, space, configs, builds, 10);
-    for (size_t i = 0; i < results.size(); ++i) {
-      if (i > 0) measured += results[i].ok();
+    for (size_t i = 0; i < m.results.size(); ++i) {
+      if (i > 0) measured += m.results[i].ok();
       std::printf("%-44s k_split %lld %9.1f us %s\n", w.Label().c_str(),
-                  static_cast<long long>(space.GetInt(configs[i], "k_split")), results[i].Median() * 1e6,
-                  space.ToJson(configs[i]).c_str());
+                  static_cast<long long>(space.GetInt(m.configs[i], "k_split")), m.results[i].Median() * 1e6,
+                  space.ToJson(m.configs[i]).c_str());
     }
   }
   EXPECT_GE(measured, 30);
@@ -251,25 +254,16 @@ TEST_F(GpuRunnerTest, RandomCpAsyncConfigsMatchTheReference) {
   std::mt19937_64 rng(11);
   int random = 0;
   for (const codegen::Workload& w : workloads) {
-    auto tmpl = codegen::CreateTemplate(w, codegen::Backend::kCuda);
-    ASSERT_TRUE(tmpl.ok());
-    const search::ConfigSpace& space = (*tmpl)->space();
-    std::vector<search::Config> configs;
-    if (w.m == 4096) {
-      for (const std::string& text : fixed) {
-        absl::StatusOr<search::Config> c = space.FromJson(text);
-        ASSERT_TRUE(c.ok()) << c.status();
-        ASSERT_TRUE(space.IsValid(*c)) << text << ": " << space.WhyInvalid(*c);
-        configs.push_back(*c);
-      }
-    }
-    const size_t fixed_count = configs.size();
-    DrawWhere(space, rng, fixed_count + 8, [&](const search::Config& c) { return space.GetInt(c, "cp_async") > 0; },
-              configs);
-    ASSERT_EQ(configs.size(), fixed_count + 8) << w.Key();
-    CudaBuilder builder(target_.cpu, 8);
-    std::vector<BuildResult> builds = builder.BuildAll(**tmpl, configs);
-    std::vector<MeasureResult> results = RunExpectingOk(w, space, configs, builds, 12);
+    const size_t fixed_count = w.m == 4096 ? fixed.size() : 0;
+    const Measured m = MeasureConfigs(w, std::vector<std::string>(fixed.begin(), fixed.begin() + fixed_count),
+                                      fixed_count + 8, rng, 12,
+                                      [](const search::ConfigSpace& space, const search::Config& c) {
+                                        return space.GetInt(c, "cp_async") > 0;
+                                      });
+    ASSERT_EQ(m.configs.size(), fixed_count + 8) << w.Key();
+    const search::ConfigSpace& space = m.tmpl->space();
+    const std::vector<search::Config>& configs = m.configs;
+    const std::vector<MeasureResult>& results = m.results;
     const double flop =
         2.0 * static_cast<double>(w.m) * w.n * w.k * (w.op == codegen::OpKind::kBatchMatmul ? w.batch : 1);
     for (size_t i = 0; i < results.size(); ++i) {

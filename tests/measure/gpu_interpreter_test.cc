@@ -19,6 +19,7 @@
 #include "gtest/gtest.h"
 #include "measure/reference.h"
 #include "measure/runner.h"
+#include "tests/common/measure_cuda_configs.h"
 
 namespace tune::measure {
 namespace {
@@ -27,36 +28,46 @@ using codegen::OpKind;
 using codegen::Workload;
 using ::testing::HasSubstr;
 using test::GpuInterpreter;
+using test::ParseWorkload;
 
 Workload Conv(const std::string& shape, bool bias, bool relu) {
-  absl::StatusOr<Workload> w = Workload::Parse(OpKind::kConv2d, shape);
-  EXPECT_TRUE(w.ok()) << w.status();
-  w->bias = bias;
-  w->relu = relu;
-  return *w;
+  return ParseWorkload(OpKind::kConv2d, shape, bias, relu);
 }
 
+// The arguments of kernel `f` on `task`: copies of its inputs, a poisoned output, and its
+// scratch memory, zeroed or NaN-filled as the CUDA runner does.
+struct KernelArgs {
+  KernelArgs(const codegen::LoweredFunc& f, const TaskData& task)
+      : inputs(task.inputs), out(task.reference.size(), kPoison) {
+    for (const codegen::Buffer& b : f.args) {
+      if (b->scratch) scratch.emplace_back(b->NumElements(), b->zero_init ? 0.0f : std::nanf(""));
+    }
+    for (auto& in : inputs) args.push_back(&in);
+    args.push_back(&out);
+    for (auto& sc : scratch) args.push_back(&sc);
+  }
+  KernelArgs(const KernelArgs&) = delete;
+
+  static constexpr float kPoison = -12345.0f;
+  std::vector<std::vector<float>> inputs;
+  std::vector<float> out;
+  std::vector<std::vector<float>> scratch;
+  std::vector<std::vector<float>*> args;  // points into the members above
+};
+
 // Runs `config` of `tmpl` on the task's inputs `runs` times, with the same scratch memory
-// (zeroed or NaN-filled once, as the CUDA runner does) and a fresh poisoned output each time;
-// "" when every run matches the reference and leaves the zero-initialized scratch zero, else
-// why not.
+// (initialized once) and a fresh poisoned output each time; "" when every run matches the
+// reference and leaves the zero-initialized scratch zero, else why not.
 std::string RunAndCompare(const codegen::Template& tmpl, const search::Config& config, const TaskData& task,
                           int runs = 1) {
   absl::StatusOr<codegen::LoweredFunc> f = tmpl.Lower(config, "k");
   if (!f.ok()) return f.status().ToString();
-  std::vector<std::vector<float>> inputs = task.inputs;
-  std::vector<float> out;
-  std::vector<std::vector<float>> scratch;
-  for (const codegen::Buffer& b : f->args) {
-    if (b->scratch) scratch.emplace_back(b->NumElements(), b->zero_init ? 0.0f : std::nanf(""));
-  }
-  std::vector<std::vector<float>*> args;
-  for (auto& in : inputs) args.push_back(&in);
-  args.push_back(&out);
-  for (auto& sc : scratch) args.push_back(&sc);
+  KernelArgs k(*f, task);
+  std::vector<float>& out = k.out;
+  const std::vector<std::vector<float>>& scratch = k.scratch;
   for (int run = 0; run < runs; ++run) {
-    out.assign(task.reference.size(), -12345.0f);
-    absl::Status st = GpuInterpreter::Run(*f, args);
+    out.assign(task.reference.size(), KernelArgs::kPoison);
+    absl::Status st = GpuInterpreter::Run(*f, k.args);
     if (!st.ok()) return absl::StrCat("run ", run + 1, ": ", st.ToString());
     std::string why;
     if (!AllClose(out.data(), task.reference.data(), static_cast<int64_t>(out.size()), 1e-4, 1e-5, &why)) {
@@ -93,16 +104,13 @@ TEST(CudaConvOnCpuTest, RandomDirectConfigsMatchTheReference) {
     ASSERT_TRUE(tmpl.ok()) << tmpl.status();
     const search::ConfigSpace& space = (*tmpl)->space();
     const TaskData task = TaskData::Create(w, 5);
-    int direct = 0;
-    for (int draw = 0; draw < 4000 && direct < 30; ++draw) {
-      absl::StatusOr<search::Config> c = space.Sample(rng);
-      ASSERT_TRUE(c.ok()) << c.status();
-      if (space.GetInt(*c, "variant") != 1) continue;
-      ++direct;
-      EXPECT_EQ(RunAndCompare(**tmpl, *c, task), "") << w.Key() << " " << space.ToJson(*c);
+    const std::vector<search::Config> direct =
+        test::DrawWhere(space, rng, 30, [&](const search::Config& c) { return space.GetInt(c, "variant") == 1; }, {}, 4000);
+    for (const search::Config& c : direct) {
+      EXPECT_EQ(RunAndCompare(**tmpl, c, task), "") << w.Key() << " " << space.ToJson(c);
     }
-    EXPECT_EQ(direct, 30) << w.Key();
-    checked += direct;
+    EXPECT_EQ(direct.size(), 30u) << w.Key();
+    checked += static_cast<int>(direct.size());
   }
   EXPECT_GE(checked, 180);
 }
@@ -117,23 +125,12 @@ TEST(CudaConvOnCpuTest, RandomImplicitGemmConfigsMatchTheReference) {
     const search::ConfigSpace& space = (*tmpl)->space();
     const TaskData task = TaskData::Create(w, 6);
     EXPECT_EQ(RunAndCompare(**tmpl, (*tmpl)->DefaultConfig(), task), "") << w.Key();
-    int implicit = 0;
-    for (int draw = 0; draw < 4000 && implicit < 5; ++draw) {
-      absl::StatusOr<search::Config> c = space.Sample(rng);
-      ASSERT_TRUE(c.ok()) << c.status();
-      if (space.GetInt(*c, "variant") != 0) continue;
-      ++implicit;
-      EXPECT_EQ(RunAndCompare(**tmpl, *c, task), "") << w.Key() << " " << space.ToJson(*c);
+    const std::vector<search::Config> implicit =
+        test::DrawWhere(space, rng, 5, [&](const search::Config& c) { return space.GetInt(c, "variant") == 0; }, {}, 4000);
+    for (const search::Config& c : implicit) {
+      EXPECT_EQ(RunAndCompare(**tmpl, c, task), "") << w.Key() << " " << space.ToJson(c);
     }
   }
-}
-
-Workload Gemm(OpKind op, const std::string& shape, bool bias, bool relu) {
-  absl::StatusOr<Workload> w = Workload::Parse(op, shape);
-  EXPECT_TRUE(w.ok()) << w.status();
-  w->bias = bias;
-  w->relu = relu;
-  return *w;
 }
 
 // Split-K: random valid configs with k_split > 1 of dense with bias, dense with bias + relu,
@@ -143,8 +140,8 @@ Workload Gemm(OpKind op, const std::string& shape, bool bias, bool relu) {
 // and the second run is right only if the first left every counter at zero.
 TEST(CudaGemmOnCpuTest, RandomSplitKConfigsMatchTheReferenceTwice) {
   const std::vector<Workload> workloads = {
-      Gemm(OpKind::kDense, "8,12,96", true, false), Gemm(OpKind::kDense, "4,16,128", true, true),
-      Gemm(OpKind::kMatmul, "12,8,64", false, false), Gemm(OpKind::kBatchMatmul, "3,8,8,64", false, false),
+      ParseWorkload(OpKind::kDense, "8,12,96", true, false), ParseWorkload(OpKind::kDense, "4,16,128", true, true),
+      ParseWorkload(OpKind::kMatmul, "12,8,64"), ParseWorkload(OpKind::kBatchMatmul, "3,8,8,64"),
       Conv("2,16,5,5,8,3,3,1,1", true, true)};
   std::mt19937_64 rng(33);
   int checked = 0, sliced = 0;
@@ -154,18 +151,15 @@ TEST(CudaGemmOnCpuTest, RandomSplitKConfigsMatchTheReferenceTwice) {
     ASSERT_TRUE(tmpl.ok()) << tmpl.status();
     const search::ConfigSpace& space = (*tmpl)->space();
     const TaskData task = TaskData::Create(w, 7);
-    int split = 0;
-    for (int draw = 0; draw < 20000 && split < 8; ++draw) {
-      absl::StatusOr<search::Config> c = space.Sample(rng);
-      ASSERT_TRUE(c.ok()) << c.status();
-      if (space.GetInt(*c, "k_split") == 1) continue;
-      ++split;
-      splits.insert(space.GetInt(*c, "k_split"));
-      sliced += space.GetInt(*c, "k_slices") > 1;
-      EXPECT_EQ(RunAndCompare(**tmpl, *c, task, /*runs=*/2), "") << w.Key() << " " << space.ToJson(*c);
+    const std::vector<search::Config> split =
+        test::DrawWhere(space, rng, 8, [&](const search::Config& c) { return space.GetInt(c, "k_split") != 1; }, {}, 20000);
+    for (const search::Config& c : split) {
+      splits.insert(space.GetInt(c, "k_split"));
+      sliced += space.GetInt(c, "k_slices") > 1;
+      EXPECT_EQ(RunAndCompare(**tmpl, c, task, /*runs=*/2), "") << w.Key() << " " << space.ToJson(c);
     }
-    EXPECT_EQ(split, 8) << w.Key();
-    checked += split;
+    EXPECT_EQ(split.size(), 8u) << w.Key();
+    checked += static_cast<int>(split.size());
   }
   EXPECT_EQ(checked, 40);
   EXPECT_GT(sliced, 0);
@@ -181,8 +175,8 @@ TEST(CudaGemmOnCpuTest, RandomSplitKConfigsMatchTheReferenceTwice) {
 // are checked for races with the reads of that stage like any shared store).
 void ExpectRandomCpAsyncConfigsMatchTheReference(int64_t a_path, uint64_t seed) {
   const std::vector<Workload> workloads = {
-      Gemm(OpKind::kDense, "8,12,96", true, true), Gemm(OpKind::kMatmul, "16,32,64", false, false),
-      Gemm(OpKind::kMatmul, "12,8,40", false, false), Gemm(OpKind::kBatchMatmul, "2,8,16,32", false, false)};
+      ParseWorkload(OpKind::kDense, "8,12,96", true, true), ParseWorkload(OpKind::kMatmul, "16,32,64"),
+      ParseWorkload(OpKind::kMatmul, "12,8,40"), ParseWorkload(OpKind::kBatchMatmul, "2,8,16,32")};
   std::mt19937_64 rng(seed);
   int checked = 0;
   std::set<int64_t> stages;
@@ -192,20 +186,21 @@ void ExpectRandomCpAsyncConfigsMatchTheReference(int64_t a_path, uint64_t seed) 
     ASSERT_TRUE(tmpl.ok()) << tmpl.status();
     const search::ConfigSpace& space = (*tmpl)->space();
     const TaskData task = TaskData::Create(w, 8);
-    int drawn = 0;
-    for (int draw = 0; draw < 20000 && drawn < 8; ++draw) {
-      absl::StatusOr<search::Config> c = space.Sample(rng);
-      ASSERT_TRUE(c.ok()) << c.status();
-      const int64_t n = space.GetInt(*c, "cp_async");
-      if (n == 0 || space.GetInt(*c, "cp_async_a") != a_path) continue;
-      ++drawn;
+    const std::vector<search::Config> drawn = test::DrawWhere(
+        space, rng, 8,
+        [&](const search::Config& c) {
+          return space.GetInt(c, "cp_async") != 0 && space.GetInt(c, "cp_async_a") == a_path;
+        },
+        {}, 20000);
+    for (const search::Config& c : drawn) {
+      const int64_t n = space.GetInt(c, "cp_async");
       stages.insert(n);
-      const int64_t tiles = space.Get(*c, "tile_k")[0] / space.GetInt(*c, "k_split");
+      const int64_t tiles = space.Get(c, "tile_k")[0] / space.GetInt(c, "k_split");
       fewer_tiles_than_stages |= tiles < n - 1;
-      EXPECT_EQ(RunAndCompare(**tmpl, *c, task, /*runs=*/space.GetInt(*c, "k_split") > 1 ? 2 : 1), "")
-          << w.Key() << " " << space.ToJson(*c);
+      EXPECT_EQ(RunAndCompare(**tmpl, c, task, /*runs=*/space.GetInt(c, "k_split") > 1 ? 2 : 1), "")
+          << w.Key() << " " << space.ToJson(c);
       // The same kernel waiting for one group fewer computes on a stage still in flight.
-      absl::StatusOr<codegen::LoweredFunc> f = (*tmpl)->Lower(*c, "k");
+      absl::StatusOr<codegen::LoweredFunc> f = (*tmpl)->Lower(c, "k");
       ASSERT_TRUE(f.ok());
       struct WaitLess : codegen::IRMutator {
         codegen::Stmt MutateStmt(const codegen::Stmt& s) override {
@@ -215,20 +210,11 @@ void ExpectRandomCpAsyncConfigsMatchTheReference(int64_t a_path, uint64_t seed) 
       };
       codegen::LoweredFunc early = *f;
       early.body = WaitLess().MutateStmt(f->body);
-      std::vector<std::vector<float>> inputs = task.inputs;
-      std::vector<float> out(task.reference.size());
-      std::vector<std::vector<float>> scratch;
-      std::vector<std::vector<float>*> args;
-      for (auto& in : inputs) args.push_back(&in);
-      args.push_back(&out);
-      for (const codegen::Buffer& b : f->args) {
-        if (b->scratch) scratch.emplace_back(b->NumElements(), 0.0f);
-      }
-      for (auto& sc : scratch) args.push_back(&sc);
-      EXPECT_THAT(GpuInterpreter::Run(early, args).ToString(), HasSubstr("in flight")) << space.ToJson(*c);
+      KernelArgs args(*f, task);
+      EXPECT_THAT(GpuInterpreter::Run(early, args.args).ToString(), HasSubstr("in flight")) << space.ToJson(c);
     }
-    EXPECT_EQ(drawn, 8) << w.Key();
-    checked += drawn;
+    EXPECT_EQ(drawn.size(), 8u) << w.Key();
+    checked += static_cast<int>(drawn.size());
   }
   EXPECT_GE(checked, 30);
   EXPECT_EQ(stages, (std::set<int64_t>{2, 3, 4}));
@@ -247,7 +233,7 @@ TEST(CudaGemmOnCpuTest, RandomCpAsyncHybridConfigsMatchTheReference) {
 // last iterations are peeled. Each matches the reference; so does the rolled loop. The FMA
 // orders (fma_order rows, blocked, columns, quads) take turns.
 TEST(CudaGemmOnCpuTest, WideInterleavedTilesAndUnrolledStagesMatchTheReference) {
-  const Workload w = Gemm(OpKind::kMatmul, "128,64,40", false, false);
+  const Workload w = ParseWorkload(OpKind::kMatmul, "128,64,40", false, false);
   auto tmpl = codegen::CreateTemplate(w, codegen::Backend::kCuda);
   ASSERT_TRUE(tmpl.ok()) << tmpl.status();
   const search::ConfigSpace& space = (*tmpl)->space();
