@@ -1,8 +1,6 @@
 // Tests of KernelTunerCache::Load: handcrafted caches, every kind of malformed file, the real caches.
 #include "measure/kernel_tuner_cache.h"
 
-#include <zlib.h>
-
 #include <cmath>
 #include <filesystem>
 #include <string>
@@ -11,7 +9,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "tests/common/temp_dir.h"
+#include "tests/common/measure_cache_fixture.h"
 
 namespace tune::measure {
 namespace {
@@ -40,28 +38,8 @@ json SmallCache() {
   })");
 }
 
-std::string Gzip(const std::string& bytes) {
-  uLongf cap = compressBound(static_cast<uLong>(bytes.size())) + 64;
-  std::string out(cap, '\0');
-  z_stream zs{};
-  EXPECT_EQ(deflateInit2(&zs, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY), Z_OK);
-  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(bytes.data()));
-  zs.avail_in = static_cast<uInt>(bytes.size());
-  zs.next_out = reinterpret_cast<Bytef*>(out.data());
-  zs.avail_out = static_cast<uInt>(out.size());
-  EXPECT_EQ(deflate(&zs, Z_FINISH), Z_STREAM_END);
-  out.resize(zs.total_out);
-  deflateEnd(&zs);
-  return out;
-}
-
-class KernelTunerCacheTest : public ::testing::Test {
+class KernelTunerCacheTest : public test::CacheFileFixture {
  protected:
-  std::string Write(const std::string& name, const std::string& bytes) {
-    std::string path = dir_.Join(name);
-    test::WriteFileBytes(path, bytes);
-    return path;
-  }
   // Loads `doc` written as plain JSON and expects InvalidArgument whose one-line message names
   // the file and contains `needle`.
   void ExpectInvalid(const std::string& bytes, const std::string& needle, const std::string& name = "bad.json") {
@@ -74,7 +52,6 @@ class KernelTunerCacheTest : public ::testing::Test {
     EXPECT_THAT(msg, HasSubstr(needle));
     EXPECT_THAT(msg, Not(HasSubstr("\n")));
   }
-  test::TempDir dir_;
 };
 
 void ExpectSmall(const KernelTunerCache& c, const std::string& path) {
@@ -115,7 +92,7 @@ TEST_F(KernelTunerCacheTest, LoadsPlainJson) {
 }
 
 TEST_F(KernelTunerCacheTest, LoadsGzipByContentNotName) {
-  std::string gz = Gzip(SmallCache().dump());
+  std::string gz = test::Gzip(SmallCache().dump());
   for (const std::string name : {"small.json.gz", "small.json"}) {
     std::string path = Write(name, gz);
     auto c = KernelTunerCache::Load(path);
@@ -124,7 +101,7 @@ TEST_F(KernelTunerCacheTest, LoadsGzipByContentNotName) {
   }
   // Concatenated gzip members form one file, as gzip(1) reads them.
   std::string text = SmallCache().dump();
-  std::string path = Write("two_members.json.gz", Gzip(text.substr(0, 100)) + Gzip(text.substr(100)));
+  std::string path = Write("two_members.json.gz", test::Gzip(text.substr(0, 100)) + test::Gzip(text.substr(100)));
   auto c = KernelTunerCache::Load(path);
   ASSERT_TRUE(c.ok()) << c.status();
   ExpectSmall(*c, path);
@@ -158,7 +135,7 @@ TEST_F(KernelTunerCacheTest, MissingFileIsNotFound) {
 }
 
 TEST_F(KernelTunerCacheTest, TruncatedGzip) {
-  std::string gz = Gzip(SmallCache().dump());
+  std::string gz = test::Gzip(SmallCache().dump());
   for (size_t keep : {gz.size() - 1, gz.size() - 8, gz.size() / 2, size_t{12}, size_t{3}}) {
     SCOPED_TRACE(keep);
     ExpectInvalid(gz.substr(0, keep), "truncated gzip", "cut.json.gz");
@@ -166,7 +143,7 @@ TEST_F(KernelTunerCacheTest, TruncatedGzip) {
 }
 
 TEST_F(KernelTunerCacheTest, CorruptGzip) {
-  std::string gz = Gzip(SmallCache().dump());
+  std::string gz = test::Gzip(SmallCache().dump());
   std::string bad_crc = gz;
   bad_crc[bad_crc.size() - 6] ^= 0x55;  // inside the CRC32 trailer
   ExpectInvalid(bad_crc, "corrupt gzip", "crc.json.gz");
@@ -179,7 +156,7 @@ TEST_F(KernelTunerCacheTest, InvalidJson) {
   ExpectInvalid(text.substr(0, text.size() / 2), "invalid JSON");
   ExpectInvalid("", "invalid JSON");
   ExpectInvalid("{\"tune_params_keys\": [\"a\",]}", "invalid JSON");
-  ExpectInvalid(Gzip(text.substr(0, text.size() - 3)), "invalid JSON", "half.json.gz");
+  ExpectInvalid(test::Gzip(text.substr(0, text.size() - 3)), "invalid JSON", "half.json.gz");
   ExpectInvalid("[1, 2]", "top level is array");
 }
 
