@@ -40,12 +40,6 @@ TEST(TargetParseTest, CudaDescribesTheGpuOrSaysWhyNot) {
   EXPECT_NE(gpu->Key().find("sm|nvrtc-"), std::string::npos) << gpu->Key();
 }
 
-}  // namespace
-}  // namespace tune::measure
-
-namespace tune::measure {
-namespace {
-
 TEST(TargetJsonTest, FromJsonRoundTripsAndChecksTheKey) {
   Target cpu = Target::HostCpu(3);
   auto back = Target::FromJson(cpu.ToJson());
@@ -53,18 +47,17 @@ TEST(TargetJsonTest, FromJsonRoundTripsAndChecksTheKey) {
   EXPECT_EQ(back->Key(), cpu.Key());
   EXPECT_EQ(back->threads, 3);
 
-  Target gpu;
-  gpu.kind = "cuda";
-  gpu.device_model = "NVIDIA H200";
-  gpu.cpu = "sm_90";
-  gpu.features = "132sm";
-  gpu.toolkit = "nvrtc-13.0,driver-13.0";
-  gpu.device = 1;
-  gpu.max_threads_per_block = 1024;
-  gpu.max_shared_per_block = 232448;
-  gpu.registers_per_block = 65536;
-  gpu.multiprocessors = 132;
-  gpu.l2_bytes = 50 << 20;
+  const Target gpu{.kind = "cuda",
+                   .device_model = "NVIDIA H200",
+                   .cpu = "sm_90",
+                   .features = "132sm",
+                   .toolkit = "nvrtc-13.0,driver-13.0",
+                   .device = 1,
+                   .max_threads_per_block = 1024,
+                   .max_shared_per_block = 232448,
+                   .registers_per_block = 65536,
+                   .multiprocessors = 132,
+                   .l2_bytes = 50 << 20};
   auto g = Target::FromJson(gpu.ToJson());
   ASSERT_TRUE(g.ok()) << g.status();
   EXPECT_EQ(g->ToJson(), gpu.ToJson());
