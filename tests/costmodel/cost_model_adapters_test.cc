@@ -11,12 +11,12 @@
 #include <vector>
 
 #include "codegen/ir/template.h"
-#include "codegen/templates.h"
 #include "codegen/ir/workload.h"
 #include "costmodel/features.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "measure/kernel_tuner_cache.h"
+#include "tests/common/toy_template.h"
 #include "tests/costmodel/analytic_gemm.h"
 
 namespace tune::costmodel {
@@ -24,17 +24,10 @@ namespace {
 
 using codegen::OpKind;
 using codegen::Template;
+using ::tune::test::MakeTemplate;
 using search::Config;
 
 const std::string kDataDir = std::string(TUNE_SOURCE_DIR) + "/../shared/data/kernel_tuner";
-
-std::unique_ptr<Template> MakeTemplate(OpKind op, const std::string& shape) {
-  auto w = codegen::Workload::Parse(op, shape);
-  EXPECT_TRUE(w.ok()) << w.status();
-  auto t = CreateTemplate(*w);
-  EXPECT_TRUE(t.ok()) << t.status();
-  return std::move(*t);
-}
 
 // `n` distinct valid configs of `space` drawn with `rng`.
 std::vector<Config> DistinctConfigs(const search::ConfigSpace& space, size_t n, std::mt19937_64& rng) {

@@ -11,23 +11,16 @@
 #include <vector>
 
 #include "codegen/ir/template.h"
-#include "codegen/templates.h"
 #include "codegen/ir/workload.h"
 #include "gtest/gtest.h"
+#include "tests/common/toy_template.h"
 
 namespace tune::costmodel {
 namespace {
 
 using codegen::OpKind;
 using codegen::Template;
-
-std::unique_ptr<Template> MakeTemplate(OpKind op, const std::string& shape) {
-  auto w = codegen::Workload::Parse(op, shape);
-  EXPECT_TRUE(w.ok()) << w.status();
-  auto t = CreateTemplate(*w);
-  EXPECT_TRUE(t.ok()) << t.status();
-  return std::move(*t);
-}
+using ::tune::test::MakeTemplate;
 
 search::Config FromJson(const Template& t, const std::string& json) {
   auto c = t.space().FromJson(json);
@@ -203,14 +196,12 @@ TEST(FeaturesTest, StridedConvolutionVectorAccess) {
 // GPU kernels: thread-bound loops are flagged, shared memory, barriers and the launch shape
 // are counted (CUDA GEMM, 8x16 threads of 8x4 tiles, K steps of 16, one shared stage).
 TEST(FeaturesTest, GpuKernelBindingsAndSharedMemory) {
-  auto w = codegen::Workload::Parse(OpKind::kMatmul, "256,256,256");
-  ASSERT_TRUE(w.ok());
-  auto t = CreateTemplate(*w, codegen::Backend::kCuda);
-  ASSERT_TRUE(t.ok()) << t.status();
-  search::Config c = FromJson(**t,
+  auto t = MakeTemplate(::tune::test::ToyWorkload(OpKind::kMatmul, "256,256,256"), codegen::Backend::kCuda);
+  ASSERT_NE(t, nullptr);
+  search::Config c = FromJson(*t,
       R"({"tile_m":[4,8,8],"tile_n":[4,16,4],"tile_k":[16,16],"vector":[4],"double_buffer":[0],)"
       R"("pad":[4],"unroll_k":[0],"interleave":[0],"k_slices":[1]})");
-  std::vector<float> f = Features(**t, c);
+  std::vector<float> f = Features(*t, c);
   EXPECT_FLOAT_EQ(Get(f, "log_gpu_threads"), Log2p(128));
   EXPECT_FLOAT_EQ(Get(f, "log_gpu_blocks"), Log2p(16));
   EXPECT_FLOAT_EQ(Get(f, "log_shared_bytes"), Log2p((16 * 68 + 16 * 68) * 4));

@@ -15,6 +15,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/common/fake_strategy.h"
 #include "tests/common/subprocess.h"
 #include "tests/common/temp_dir.h"
 
@@ -249,51 +250,8 @@ TEST(ReplayDriverTest, RandomStrategyMatchesTheBaseline) {
   }
 }
 
-// Records the order of calls; proposes from a fixed list.
-class ScriptedStrategy : public search::SearchStrategy {
- public:
-  ScriptedStrategy(std::vector<search::Config> script, std::vector<std::string>* log)
-      : script_(std::move(script)), log_(log) {}
-  std::string name() const override { return "scripted"; }
-  std::vector<search::Config> Propose(int batch) override {
-    log_->push_back("propose " + std::to_string(batch));
-    std::vector<search::Config> out;
-    while (static_cast<int>(out.size()) < batch && next_ < script_.size()) out.push_back(script_[next_++]);
-    return out;
-  }
-  void Update(const std::vector<search::MeasuredConfig>& results) override {
-    log_->push_back("update " + std::to_string(results.size()));
-  }
-  search::CostModel* model() const { return cost_model_; }
-
- private:
-  std::vector<search::Config> script_;
-  size_t next_ = 0;
-  std::vector<std::string>* log_;
-};
-
-class RecordingModel : public search::CostModel {
- public:
-  explicit RecordingModel(std::vector<std::string>* log) : log_(log) {}
-  bool trained() const override { return fits_ > 0; }
-  absl::Status Fit(const std::vector<search::Config>& configs, const std::vector<double>& costs) override {
-    EXPECT_EQ(configs.size(), costs.size());
-    log_->push_back("fit " + std::to_string(configs.size()));
-    ++fits_;
-    last_costs_ = costs;
-    return absl::OkStatus();
-  }
-  std::vector<double> Predict(const std::vector<search::Config>& configs, std::vector<double>* variance) override {
-    return std::vector<double>(configs.size(), 0.0);
-  }
-  absl::StatusOr<std::string> Save() const override { return std::string(); }
-  absl::Status Load(const std::string&) override { return absl::OkStatus(); }
-  std::vector<double> last_costs_;
-
- private:
-  std::vector<std::string>* log_;
-  int fits_ = 0;
-};
+using test::RecordingModel;
+using test::ScriptedStrategy;
 
 TEST(ReplayDriverTest, BatchesAndCostModelFitBeforeUpdate) {
   test::TempDir dir;
@@ -314,9 +272,9 @@ TEST(ReplayDriverTest, BatchesAndCostModelFitBeforeUpdate) {
   EXPECT_EQ(strategy.model(), &model);
   EXPECT_EQ(log, (std::vector<std::string>{"propose 4", "fit 4", "update 4", "propose 4", "fit 8", "update 4",
                                            "propose 2", "fit 10", "update 2"}));
-  ASSERT_EQ(model.last_costs_.size(), 10u);
-  EXPECT_DOUBLE_EQ(model.last_costs_[0], 9.0e-3);  // seconds
-  EXPECT_TRUE(std::isinf(model.last_costs_[3]));   // "1,32,1" failed
+  ASSERT_EQ(model.last_costs().size(), 10u);
+  EXPECT_DOUBLE_EQ(model.last_costs()[0], 9.0e-3);  // seconds
+  EXPECT_TRUE(std::isinf(model.last_costs()[3]));   // "1,32,1" failed
 }
 
 TEST(ReplayDriverTest, ContractViolationsAreErrors) {

@@ -17,13 +17,15 @@
 #include <vector>
 
 #include "codegen/ir/template.h"
-#include "codegen/templates.h"
 #include "dataset/record_database.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "measure/builder.h"
 #include "measure/local_runner.h"
 #include "tests/common/temp_dir.h"
+#include "tests/common/test_db.h"
+#include "tests/common/test_seed.h"
+#include "tests/common/toy_template.h"
 
 namespace tune::tuner {
 namespace {
@@ -32,16 +34,12 @@ using ::testing::HasSubstr;
 
 constexpr char kDefault[] = "default";
 
-codegen::Workload Matmul(const std::string& shape) {
-  auto w = codegen::Workload::Parse(codegen::OpKind::kMatmul, shape);
-  EXPECT_TRUE(w.ok()) << w.status();
-  return w.ok() ? *w : codegen::Workload();
+TuneTask SmallTask(const std::string& shape = "16,32,24") {
+  return TuneTask{"mm" + shape, test::ToyWorkload(codegen::OpKind::kMatmul, shape), 1};
 }
 
-TuneTask SmallTask(const std::string& shape = "16,32,24") { return TuneTask{"mm" + shape, Matmul(shape), 1}; }
-
 // A quick measurement protocol: candidates are tiny and timings are not under test.
-TuneOptions FastOptions(int trials, int batch, uint64_t seed = 1) {
+TuneOptions FastOptions(int trials, int batch, uint64_t seed = test::kTestSeed) {
   TuneOptions o;
   o.trials_per_task = trials;
   o.batch = batch;
@@ -56,20 +54,16 @@ TuneOptions FastOptions(int trials, int batch, uint64_t seed = 1) {
   return o;
 }
 
-std::unique_ptr<dataset::RecordDatabase> OpenDb(const std::string& path) {
-  auto db = dataset::RecordDatabase::Open(path);
-  EXPECT_TRUE(db.ok()) << db.status();
-  return db.ok() ? std::move(*db) : nullptr;
+// FastOptions that continue from the records already in the database (--resume).
+TuneOptions ResumeOptions(int trials, int batch) {
+  TuneOptions o = FastOptions(trials, batch);
+  o.resume = true;
+  return o;
 }
 
 // All records of one task on the host target, oldest first.
 std::vector<dataset::Record> RecordsOf(dataset::RecordDatabase& db, int64_t task_id) {
-  auto target = db.FindTarget(measure::Target::HostCpu(1).Key());
-  EXPECT_TRUE(target.ok() && target->has_value());
-  if (!target.ok() || !target->has_value()) return {};
-  auto records = db.Records(task_id, (*target)->id);
-  EXPECT_TRUE(records.ok()) << records.status();
-  return records.ok() ? *records : std::vector<dataset::Record>{};
+  return test::RecordsOf(db, task_id, measure::Target::HostCpu(1).Key());
 }
 
 std::vector<TaskOutcome> RunTuner(dataset::RecordDatabase* db, const std::vector<TuneTask>& tasks,
@@ -80,12 +74,6 @@ std::vector<TaskOutcome> RunTuner(dataset::RecordDatabase* db, const std::vector
   if (!outcomes.ok()) return {};
   EXPECT_EQ(outcomes->size(), tasks.size());
   return *outcomes;
-}
-
-int CountStrategy(const std::vector<dataset::Record>& records, const std::string& strategy) {
-  int n = 0;
-  for (const auto& r : records) n += r.strategy == strategy;
-  return n;
 }
 
 // config_json of every record not made by the default schedule, with how often each occurs.
@@ -168,10 +156,8 @@ measure::RunnerFactory FaultyRunnerFactory(FaultPlan* plan) {
 }
 
 std::string SymbolOf(const codegen::Workload& workload, uint64_t config_index) {
-  auto tmpl = codegen::CreateTemplate(workload);
-  EXPECT_TRUE(tmpl.ok()) << tmpl.status();
-  if (!tmpl.ok()) return "";
-  return measure::Builder::KernelName(**tmpl, (*tmpl)->space().FromIndex(config_index));
+  auto tmpl = test::MakeTemplate(workload);
+  return tmpl == nullptr ? "" : measure::Builder::KernelName(*tmpl, tmpl->space().FromIndex(config_index));
 }
 
 TEST(TunerTest, CrashingAndHangingKernelsCostOneRecordEach) {
@@ -182,7 +168,7 @@ TEST(TunerTest, CrashingAndHangingKernelsCostOneRecordEach) {
   plan->crash_at = 2;
   plan->hang_at = 3;
 
-  auto db = OpenDb(":memory:");
+  auto db = test::OpenTestDb();
   ASSERT_NE(db, nullptr);
   TuneOptions options = FastOptions(/*trials=*/8, /*batch=*/4);
   options.protocol.timeout_s = 2;  // what the spinning kernel costs
@@ -244,7 +230,7 @@ TEST(TunerTest, CrashingAndHangingKernelsCostOneRecordEach) {
 }
 
 TEST(TunerTest, TrialsPerTaskBudgetIsRespected) {
-  auto db = OpenDb(":memory:");
+  auto db = test::OpenTestDb();
   ASSERT_NE(db, nullptr);
   std::vector<ProgressEvent> events;
   Tuner tuner(db.get(), measure::Target::HostCpu(1), measure::LocalRunner::Factory(1), FastOptions(/*trials=*/5, /*batch=*/2),
@@ -257,8 +243,8 @@ TEST(TunerTest, TrialsPerTaskBudgetIsRespected) {
 
   std::vector<dataset::Record> records = RecordsOf(*db, (*outcomes)[0].task_id);
   EXPECT_EQ(records.size(), 5u + 1u) << "trials_per_task plus the default schedule";
-  EXPECT_EQ(CountStrategy(records, kDefault), 1);
-  EXPECT_EQ(CountStrategy(records, "random"), 5);
+  EXPECT_EQ(test::CountStrategy(records, kDefault), 1);
+  EXPECT_EQ(test::CountStrategy(records, "random"), 5);
 
   ASSERT_FALSE(events.empty());
   EXPECT_TRUE(events.back().task_done);
@@ -270,7 +256,7 @@ TEST(TunerTest, TrialsPerTaskBudgetIsRespected) {
 // A stop request (Ctrl-C in the CLI) ends the run after the batch in flight: its records stay,
 // no finalists are re-measured, and the run is marked interrupted; a normal run is finished.
 TEST(TunerTest, StopRequestEndsTheRunAsInterrupted) {
-  auto db = OpenDb(":memory:");
+  auto db = test::OpenTestDb();
   ASSERT_NE(db, nullptr);
   TuneOptions options = FastOptions(/*trials=*/8, /*batch=*/2);
   options.finalists = 3;  // would add finalist records if the run were not interrupted
@@ -281,8 +267,8 @@ TEST(TunerTest, StopRequestEndsTheRunAsInterrupted) {
   ASSERT_TRUE(outcomes.ok()) << outcomes.status();
   EXPECT_EQ((*outcomes)[0].trials, 4);
   std::vector<dataset::Record> records = RecordsOf(*db, (*outcomes)[0].task_id);
-  EXPECT_EQ(CountStrategy(records, "random"), 4);
-  EXPECT_EQ(CountStrategy(records, "finalist"), 0);
+  EXPECT_EQ(test::CountStrategy(records, "random"), 4);
+  EXPECT_EQ(test::CountStrategy(records, "finalist"), 0);
   auto runs = db->Runs();
   ASSERT_TRUE(runs.ok()) << runs.status();
   ASSERT_EQ(runs->size(), 1u);
@@ -300,7 +286,7 @@ TEST(TunerTest, StopRequestEndsTheRunAsInterrupted) {
 }
 
 TEST(TunerTest, TotalTrialsCapIsSpreadOverTasks) {
-  auto db = OpenDb(":memory:");
+  auto db = test::OpenTestDb();
   ASSERT_NE(db, nullptr);
   TuneOptions options = FastOptions(/*trials=*/10, /*batch=*/4);
   options.total_trials = 7;
@@ -316,13 +302,13 @@ TEST(TunerTest, TotalTrialsCapIsSpreadOverTasks) {
     total += o.trials;
     std::vector<dataset::Record> records = RecordsOf(*db, o.task_id);
     EXPECT_EQ(static_cast<int>(records.size()), o.trials + 1) << o.task.name;
-    EXPECT_EQ(CountStrategy(records, kDefault), 1) << o.task.name;
+    EXPECT_EQ(test::CountStrategy(records, kDefault), 1) << o.task.name;
   }
   EXPECT_EQ(total, 7);
 }
 
 TEST(TunerTest, TotalTrialsAbovePerTaskBudgetDoesNotRaiseIt) {
-  auto db = OpenDb(":memory:");
+  auto db = test::OpenTestDb();
   ASSERT_NE(db, nullptr);
   TuneOptions options = FastOptions(/*trials=*/2, /*batch=*/4);
   options.total_trials = 100;
@@ -335,7 +321,7 @@ TEST(TunerTest, TotalTrialsAbovePerTaskBudgetDoesNotRaiseIt) {
 }
 
 TEST(TunerTest, FinalistsAreMeasuredAgainAndTheWinnerComesFromThem) {
-  auto db = OpenDb(":memory:");
+  auto db = test::OpenTestDb();
   ASSERT_NE(db, nullptr);
   TuneOptions options = FastOptions(/*trials=*/8, /*batch=*/4);
   options.finalists = 3;
@@ -375,11 +361,9 @@ TEST(TunerTest, FinalistsAreMeasuredAgainAndTheWinnerComesFromThem) {
     EXPECT_EQ(o.best_s, def->result.Median());
   }
   // Resuming a finished task measures nothing, finalists included.
-  std::vector<TaskOutcome> again = [&] {
-    TuneOptions resume = options;
-    resume.resume = true;
-    return RunTuner(db.get(), {SmallTask("32,32,32")}, resume);
-  }();
+  TuneOptions resume = options;
+  resume.resume = true;
+  std::vector<TaskOutcome> again = RunTuner(db.get(), {SmallTask("32,32,32")}, resume);
   ASSERT_EQ(again.size(), 1u);
   EXPECT_EQ(again[0].trials, 8);
   EXPECT_EQ(again[0].measured_now, 0);
@@ -387,7 +371,7 @@ TEST(TunerTest, FinalistsAreMeasuredAgainAndTheWinnerComesFromThem) {
 }
 
 TEST(TunerTest, CutoffStopsTimingCandidatesFarSlowerThanTheBest) {
-  auto db = OpenDb(":memory:");
+  auto db = test::OpenTestDb();
   ASSERT_NE(db, nullptr);
   TuneOptions options = FastOptions(/*trials=*/24, /*batch=*/8);
   options.protocol.repeats = 3;
@@ -416,7 +400,7 @@ TEST(TunerTest, CutoffStopsTimingCandidatesFarSlowerThanTheBest) {
 }
 
 std::vector<std::string> ConfigSequence(uint64_t seed) {
-  auto db = OpenDb(":memory:");
+  auto db = test::OpenTestDb();
   if (db == nullptr) return {};
   std::vector<TaskOutcome> outcomes = RunTuner(db.get(), {SmallTask()}, FastOptions(/*trials=*/10, /*batch=*/4, seed));
   if (outcomes.size() != 1) return {};
@@ -444,7 +428,7 @@ TEST(TunerTest, ResumeMeasuresOnlyNewConfigs) {
   int64_t task_id = 0;
   std::vector<dataset::Record> before;
   {
-    auto db = OpenDb(path);
+    auto db = test::OpenTestDb(path);
     ASSERT_NE(db, nullptr);
     std::vector<TaskOutcome> outcomes = RunTuner(db.get(), {task}, FastOptions(/*trials=*/8, /*batch=*/3));
     ASSERT_EQ(outcomes.size(), 1u);
@@ -454,11 +438,9 @@ TEST(TunerTest, ResumeMeasuresOnlyNewConfigs) {
     ASSERT_EQ(before.size(), 9u);
   }
   {
-    auto db = OpenDb(path);
+    auto db = test::OpenTestDb(path);
     ASSERT_NE(db, nullptr);
-    TuneOptions options = FastOptions(/*trials=*/12, /*batch=*/3);
-    options.resume = true;
-    std::vector<TaskOutcome> outcomes = RunTuner(db.get(), {task}, options);
+    std::vector<TaskOutcome> outcomes = RunTuner(db.get(), {task}, ResumeOptions(/*trials=*/12, /*batch=*/3));
     ASSERT_EQ(outcomes.size(), 1u);
     EXPECT_EQ(outcomes[0].task_id, task_id);
     EXPECT_EQ(outcomes[0].trials, 12);
@@ -467,7 +449,7 @@ TEST(TunerTest, ResumeMeasuresOnlyNewConfigs) {
 
     std::vector<dataset::Record> after = RecordsOf(*db, task_id);
     ASSERT_EQ(after.size(), 13u);
-    EXPECT_EQ(CountStrategy(after, kDefault), 1) << "the default schedule is not measured again";
+    EXPECT_EQ(test::CountStrategy(after, kDefault), 1) << "the default schedule is not measured again";
     for (size_t i = 0; i < before.size(); ++i) {
       EXPECT_EQ(after[i].id, before[i].id);
       EXPECT_EQ(after[i].config_json, before[i].config_json);
@@ -479,11 +461,9 @@ TEST(TunerTest, ResumeMeasuresOnlyNewConfigs) {
   }
   {
     // Resuming a task whose budget is spent measures nothing.
-    auto db = OpenDb(path);
+    auto db = test::OpenTestDb(path);
     ASSERT_NE(db, nullptr);
-    TuneOptions options = FastOptions(/*trials=*/12, /*batch=*/3);
-    options.resume = true;
-    std::vector<TaskOutcome> outcomes = RunTuner(db.get(), {task}, options);
+    std::vector<TaskOutcome> outcomes = RunTuner(db.get(), {task}, ResumeOptions(/*trials=*/12, /*batch=*/3));
     ASSERT_EQ(outcomes.size(), 1u);
     EXPECT_EQ(outcomes[0].trials, 12);
     EXPECT_EQ(outcomes[0].measured_now, 0);
@@ -498,10 +478,10 @@ TEST(TunerTest, GivenConfigsAreMeasuredFirstAndOnce) {
   test::TempDir dir;
   const std::string path = dir.Join("given.db");
   TuneTask task = SmallTask();
-  auto tmpl = codegen::CreateTemplate(task.workload);
-  ASSERT_TRUE(tmpl.ok()) << tmpl.status();
-  const search::ConfigSpace& space = (*tmpl)->space();
-  std::mt19937_64 rng(7);
+  auto tmpl = test::MakeTemplate(task.workload);
+  ASSERT_NE(tmpl, nullptr);
+  const search::ConfigSpace& space = tmpl->space();
+  std::mt19937_64 rng = test::TestRng();
   std::vector<std::string> given;
   while (given.size() < 3) {
     absl::StatusOr<search::Config> c = space.Sample(rng);
@@ -511,7 +491,7 @@ TEST(TunerTest, GivenConfigsAreMeasuredFirstAndOnce) {
   }
   int64_t task_id = 0;
   {
-    auto db = OpenDb(path);
+    auto db = test::OpenTestDb(path);
     ASSERT_NE(db, nullptr);
     TuneOptions options = FastOptions(/*trials=*/7, /*batch=*/2);
     options.given_configs = {given[0], given[1], given[0], given[2]};  // a repeat is measured once
@@ -528,21 +508,20 @@ TEST(TunerTest, GivenConfigsAreMeasuredFirstAndOnce) {
     }
     std::map<std::string, int> configs = SearchConfigs(records);
     EXPECT_EQ(configs.size(), 7u) << "the search proposes none of the given configs again";
-    EXPECT_EQ(CountStrategy(records, "random"), 4);
+    EXPECT_EQ(test::CountStrategy(records, "random"), 4);
   }
   {
     // Resumed with the same and one more budget: the recorded given configs are not measured
     // again; the budget left goes to the search.
-    auto db = OpenDb(path);
+    auto db = test::OpenTestDb(path);
     ASSERT_NE(db, nullptr);
-    TuneOptions options = FastOptions(/*trials=*/8, /*batch=*/2);
-    options.resume = true;
+    TuneOptions options = ResumeOptions(/*trials=*/8, /*batch=*/2);
     options.given_configs = given;
     std::vector<TaskOutcome> outcomes = RunTuner(db.get(), {task}, options);
     ASSERT_EQ(outcomes.size(), 1u);
     EXPECT_EQ(outcomes[0].measured_now, 1);
     std::vector<dataset::Record> records = RecordsOf(*db, task_id);
-    EXPECT_EQ(CountStrategy(records, "given"), 3);
+    EXPECT_EQ(test::CountStrategy(records, "given"), 3);
   }
 }
 
@@ -551,11 +530,11 @@ TEST(TunerTest, GivenConfigsAreMeasuredFirstAndOnce) {
 TEST(TunerTest, InvalidGivenConfigWritesNothing) {
   test::TempDir dir;
   TuneTask task = SmallTask();
-  auto tmpl = codegen::CreateTemplate(task.workload);
-  ASSERT_TRUE(tmpl.ok()) << tmpl.status();
-  const search::ConfigSpace& space = (*tmpl)->space();
+  auto tmpl = test::MakeTemplate(task.workload);
+  ASSERT_NE(tmpl, nullptr);
+  const search::ConfigSpace& space = tmpl->space();
   // An unconstrained point that is not valid: some knob combination breaks a constraint.
-  std::mt19937_64 rng(3);
+  std::mt19937_64 rng = test::TestRng();
   std::string invalid;
   for (int i = 0; i < 100000 && invalid.empty(); ++i) {
     search::Config c = space.Draw(rng);
@@ -563,8 +542,7 @@ TEST(TunerTest, InvalidGivenConfigWritesNothing) {
   }
   ASSERT_FALSE(invalid.empty());
   for (const std::string& text : {std::string("{\"tile_m\": [1, 2]}"), std::string("not json"), invalid}) {
-    const std::string path = dir.Join("invalid" + std::to_string(text.size()) + ".db");
-    auto db = OpenDb(path);
+    auto db = test::OpenTestDb(dir.Join("invalid" + std::to_string(text.size()) + ".db"));
     ASSERT_NE(db, nullptr);
     TuneOptions options = FastOptions(/*trials=*/2, /*batch=*/2);
     options.given_configs = {text};
