@@ -44,30 +44,31 @@ class ModelBuilder {
 
   /// out[M,N] = data[M,K] * weight[N,K]^T + bias, optionally relu.
   void Dense(const std::string& name, int64_t m, int64_t n, int64_t k, bool relu, int count) {
-    Workload w;
-    w.op = OpKind::kDense;
-    w.m = m;
-    w.n = n;
-    w.k = k;
-    w.bias = true;
-    w.relu = relu;
-    Add(name, w, count);
+    Matmul(name, OpKind::kDense, 1, m, n, k, /*bias=*/true, relu, count);
   }
 
   /// out[B,M,N] = a[B,M,K] * b[B,K,N], no epilogue.
   void BatchMatmul(const std::string& name, int64_t b, int64_t m, int64_t n, int64_t k, int count) {
-    Workload w;
-    w.op = OpKind::kBatchMatmul;
-    w.batch = b;
-    w.m = m;
-    w.n = n;
-    w.k = k;
-    Add(name, w, count);
+    Matmul(name, OpKind::kBatchMatmul, b, m, n, k, /*bias=*/false, /*relu=*/false, count);
   }
 
   ZooModel Finish() { return std::move(model_); }
 
  private:
+  // A matrix product of `op` (dense, batch_matmul) with `batch` x [m, n, k].
+  void Matmul(const std::string& name, OpKind op, int64_t batch, int64_t m, int64_t n, int64_t k, bool bias,
+              bool relu, int count) {
+    Workload w;
+    w.op = op;
+    w.batch = batch;
+    w.m = m;
+    w.n = n;
+    w.k = k;
+    w.bias = bias;
+    w.relu = relu;
+    Add(name, w, count);
+  }
+
   void Add(const std::string& name, const Workload& w, int count) {
     auto [it, inserted] = index_.emplace(w.Key(), model_.layers.size());
     if (inserted) {
@@ -88,60 +89,76 @@ int64_t ResNetStem(ModelBuilder& b) {
   return (after_conv + 2 * 1 - 3) / 2 + 1;                                         // 56
 }
 
-ZooModel ResNet18() {
-  ModelBuilder b("resnet-18",
-                 "ResNet-18 (torchvision), 224x224, batch 1, fp32. Batch norm folded into "
-                 "conv bias; the second conv of each basic block (before the residual add) and "
-                 "the 1x1 downsample convs have bias without relu. Pooling and adds omitted.");
-  int64_t extent = ResNetStem(b);
-  int64_t in_c = 64;
-  const int64_t widths[] = {64, 128, 256, 512};
-  for (int stage = 0; stage < 4; ++stage) {
-    const int64_t width = widths[stage];
-    for (int block = 0; block < 2; ++block) {
-      const std::string prefix = absl::StrCat("layer", stage + 1, ".", block, ".");
-      const int64_t stride = (stage > 0 && block == 0) ? 2 : 1;
-      const int64_t out = b.Conv(prefix + "conv1", in_c, extent, width, 3, stride, 1, true);
-      b.Conv(prefix + "conv2", width, out, width, 3, 1, 1, /*relu=*/false);
-      if (stride != 1 || in_c != width) {
-        b.Conv(prefix + "downsample", in_c, extent, width, 1, stride, 0, /*relu=*/false);
-      }
-      in_c = width;
-      extent = out;
-    }
-  }
-  b.Dense("fc", 1, 1000, 512, /*relu=*/false, 1);
-  return b.Finish();
-}
+// Where one residual block of a ResNet stage sits: its layer-name prefix ("layer2.0."), input
+// channels and extent, stage width and stride (2 on the first block of stages 2-4).
+struct ResNetBlock {
+  std::string prefix;
+  int64_t in_c, extent, width, stride;
+};
+// Adds a block's convs (the downsample aside) and returns its output extent.
+using BlockFn = int64_t (*)(ModelBuilder&, const ResNetBlock&);
 
-ZooModel ResNet50() {
-  ModelBuilder b("resnet-50",
-                 "ResNet-50 v1.5 (torchvision: stride on the 3x3 conv of the bottleneck), "
-                 "224x224, batch 1, fp32. Batch norm folded into conv bias; the last 1x1 conv "
-                 "of each bottleneck (before the residual add) and the 1x1 downsample convs "
-                 "have bias without relu. Pooling and adds omitted.");
+// The stem and the four stages of widths 64..512 with `blocks[s]` blocks each, whose outputs
+// have `expansion` times the width in channels; a 1x1 downsample conv (bias, no relu) follows
+// the block wherever its stride or channels change.
+void ResNetBody(ModelBuilder& b, const int (&blocks)[4], int64_t expansion, BlockFn block) {
   int64_t extent = ResNetStem(b);
   int64_t in_c = 64;
   const int64_t widths[] = {64, 128, 256, 512};
-  const int blocks[] = {3, 4, 6, 3};
   for (int stage = 0; stage < 4; ++stage) {
     const int64_t width = widths[stage];
-    const int64_t out_c = width * 4;
-    for (int block = 0; block < blocks[stage]; ++block) {
-      const std::string prefix = absl::StrCat("layer", stage + 1, ".", block, ".");
-      const int64_t stride = (stage > 0 && block == 0) ? 2 : 1;
-      b.Conv(prefix + "conv1", in_c, extent, width, 1, 1, 0, true);
-      const int64_t out = b.Conv(prefix + "conv2", width, extent, width, 3, stride, 1, true);
-      b.Conv(prefix + "conv3", width, out, out_c, 1, 1, 0, /*relu=*/false);
-      if (stride != 1 || in_c != out_c) {
-        b.Conv(prefix + "downsample", in_c, extent, out_c, 1, stride, 0, /*relu=*/false);
+    const int64_t out_c = width * expansion;
+    for (int i = 0; i < blocks[stage]; ++i) {
+      const ResNetBlock at{absl::StrCat("layer", stage + 1, ".", i, "."), in_c, extent, width,
+                           (stage > 0 && i == 0) ? 2 : 1};
+      const int64_t out = block(b, at);
+      if (at.stride != 1 || in_c != out_c) {
+        b.Conv(at.prefix + "downsample", in_c, extent, out_c, 1, at.stride, 0, /*relu=*/false);
       }
       in_c = out_c;
       extent = out;
     }
   }
-  b.Dense("fc", 1, 1000, 2048, /*relu=*/false, 1);
+}
+
+// ResNet-18/34 basic block: two 3x3 convs, the second (before the residual add) without relu.
+int64_t BasicBlock(ModelBuilder& b, const ResNetBlock& at) {
+  const int64_t out = b.Conv(at.prefix + "conv1", at.in_c, at.extent, at.width, 3, at.stride, 1, true);
+  b.Conv(at.prefix + "conv2", at.width, out, at.width, 3, 1, 1, /*relu=*/false);
+  return out;
+}
+
+// ResNet-50 v1.5 bottleneck: 1x1 reduce, 3x3 with the stride, 1x1 expand to 4x the width
+// (before the residual add, without relu).
+int64_t Bottleneck(ModelBuilder& b, const ResNetBlock& at) {
+  b.Conv(at.prefix + "conv1", at.in_c, at.extent, at.width, 1, 1, 0, true);
+  const int64_t out = b.Conv(at.prefix + "conv2", at.width, at.extent, at.width, 3, at.stride, 1, true);
+  b.Conv(at.prefix + "conv3", at.width, out, at.width * 4, 1, 1, 0, /*relu=*/false);
+  return out;
+}
+
+// A torchvision ResNet at 224x224: the stem, the stages of `blocks` and the classifier on the
+// last stage's 512 * expansion channels. `title` names the network; `linear_conv` says which
+// conv of a block precedes the residual add (and so has no relu).
+ZooModel ResNet(std::string name, const std::string& title, const std::string& linear_conv, const int (&blocks)[4],
+                int64_t expansion, BlockFn block) {
+  ModelBuilder b(std::move(name),
+                 absl::StrCat(title, ", 224x224, batch 1, fp32. Batch norm folded into conv bias; ", linear_conv,
+                              " (before the residual add) and the 1x1 downsample convs have bias without relu. "
+                              "Pooling and adds omitted."));
+  ResNetBody(b, blocks, expansion, block);
+  b.Dense("fc", 1, 1000, 512 * expansion, /*relu=*/false, 1);
   return b.Finish();
+}
+
+ZooModel ResNet18() {
+  return ResNet("resnet-18", "ResNet-18 (torchvision)", "the second conv of each basic block", {2, 2, 2, 2},
+                /*expansion=*/1, &BasicBlock);
+}
+
+ZooModel ResNet50() {
+  return ResNet("resnet-50", "ResNet-50 v1.5 (torchvision: stride on the 3x3 conv of the bottleneck)",
+                "the last 1x1 conv of each bottleneck", {3, 4, 6, 3}, /*expansion=*/4, &Bottleneck);
 }
 
 ZooModel MobileNetV2() {

@@ -39,6 +39,41 @@ const ZooLayer* FindLayer(const ZooModel& model, const std::string& name) {
   return nullptr;
 }
 
+// Layers pinned by workload key and by how many layers of the network share it.
+struct PinnedLayer {
+  const char* model;
+  const char* name;
+  const char* key;
+  int count;
+};
+constexpr PinnedLayer kPinned[] = {
+    {"resnet-18", "conv1", "conv2d/n1_c3_h224_w224_oc64_k7x7_s2x2_p3x3_d1x1_g1/bias_relu/float32", 1},
+    {"resnet-18", "fc", "dense/m1_n1000_k512/bias/float32", 1},
+    // layer1: two blocks of two 64->64 3x3 convs at 56x56, the first with relu, the second
+    // (before the residual add) without.
+    {"resnet-18", "layer1.0.conv1", "conv2d/n1_c64_h56_w56_oc64_k3x3_s1x1_p1x1_d1x1_g1/bias_relu/float32", 2},
+    {"resnet-18", "layer1.0.conv2", "conv2d/n1_c64_h56_w56_oc64_k3x3_s1x1_p1x1_d1x1_g1/bias/float32", 2},
+    // Stage 2 entry: stride 2 on the first 3x3 and a 1x1/2 downsample, 56 -> 28.
+    {"resnet-18", "layer2.0.downsample", "conv2d/n1_c64_h56_w56_oc128_k1x1_s2x2_p0x0_d1x1_g1/bias/float32", 1},
+    {"resnet-50", "fc", "dense/m1_n1000_k2048/bias/float32", 1},
+    // v1.5: the stride sits on the 3x3 conv; the 1x1 before it runs at the input extent.
+    {"resnet-50", "layer2.0.conv1", "conv2d/n1_c256_h56_w56_oc128_k1x1_s1x1_p0x0_d1x1_g1/bias_relu/float32", 1},
+    {"resnet-50", "layer2.0.conv2", "conv2d/n1_c128_h56_w56_oc128_k3x3_s2x2_p1x1_d1x1_g1/bias_relu/float32", 1},
+    // layer1's first conv3 and its downsample are the same 1x1 64->256 conv: merged, with the
+    // other two conv3s, into one layer of count 4.
+    {"resnet-50", "layer1.0.conv3", "conv2d/n1_c64_h56_w56_oc256_k1x1_s1x1_p0x0_d1x1_g1/bias/float32", 4},
+    // layer3 has 6 blocks: 5 of them share the same 3x3 at 14x14.
+    {"resnet-50", "layer3.1.conv2", "conv2d/n1_c256_h14_w14_oc256_k3x3_s1x1_p1x1_d1x1_g1/bias_relu/float32", 5},
+    {"mobilenet-v2", "features.18", "conv2d/n1_c320_h7_w7_oc1280_k1x1_s1x1_p0x0_d1x1_g1/bias_relu/float32", 1},
+    {"mobilenet-v2", "classifier", "dense/m1_n1000_k1280/bias/float32", 1},
+    // Q, K, V and output projections in 12 layers share one workload.
+    {"bert-base", "encoder.attention.query", "dense/m128_n768_k768/bias/float32", 48},
+    {"bert-base", "encoder.attention.scores", "batch_matmul/b12_m128_n128_k64/none/float32", 12},
+    {"bert-base", "encoder.attention.context", "batch_matmul/b12_m128_n64_k128/none/float32", 12},
+    {"bert-base", "encoder.intermediate", "dense/m128_n3072_k768/bias_relu/float32", 12},
+    {"bert-base", "encoder.output", "dense/m128_n768_k3072/bias/float32", 12},
+};
+
 TEST(ZooTest, Names) {
   EXPECT_THAT(ZooModelNames(), ElementsAre("resnet-18", "resnet-50", "mobilenet-v2", "bert-base"));
 }
@@ -73,6 +108,17 @@ TEST(ZooTest, EveryLayerValidatesAndIsDistinct) {
   }
 }
 
+TEST(ZooTest, PinnedLayers) {
+  for (const PinnedLayer& pinned : kPinned) {
+    SCOPED_TRACE(std::string(pinned.model) + " " + pinned.name);
+    const ZooModel model = Get(pinned.model);
+    const ZooLayer* layer = FindLayer(model, pinned.name);
+    ASSERT_NE(layer, nullptr);
+    EXPECT_EQ(layer->workload.Key(), pinned.key);
+    EXPECT_EQ(layer->count, pinned.count);
+  }
+}
+
 TEST(ZooTest, ResNet18) {
   ZooModel model = Get("resnet-18");
   // 1 stem + 16 3x3 convs in 8 basic blocks + 3 downsample 1x1 convs.
@@ -80,31 +126,6 @@ TEST(ZooTest, ResNet18) {
   EXPECT_EQ(CountOps(model, OpKind::kDense), 1);
   // 1.82 G multiply-adds, i.e. 3.64 GFLOPs at 2 flops per multiply-add.
   EXPECT_NEAR(TotalFlops(model) / 2, 1.82e9, 0.05 * 1.82e9);
-
-  const ZooLayer* stem = FindLayer(model, "conv1");
-  ASSERT_NE(stem, nullptr);
-  EXPECT_EQ(stem->workload.Key(),
-            "conv2d/n1_c3_h224_w224_oc64_k7x7_s2x2_p3x3_d1x1_g1/bias_relu/float32");
-  EXPECT_EQ(stem->count, 1);
-  const ZooLayer* fc = FindLayer(model, "fc");
-  ASSERT_NE(fc, nullptr);
-  EXPECT_EQ(fc->workload.Key(), "dense/m1_n1000_k512/bias/float32");
-  // layer1: two blocks of two 64->64 3x3 convs at 56x56, the first with relu, the second
-  // (before the residual add) without.
-  const ZooLayer* l1c1 = FindLayer(model, "layer1.0.conv1");
-  ASSERT_NE(l1c1, nullptr);
-  EXPECT_EQ(l1c1->workload.Key(),
-            "conv2d/n1_c64_h56_w56_oc64_k3x3_s1x1_p1x1_d1x1_g1/bias_relu/float32");
-  EXPECT_EQ(l1c1->count, 2);
-  const ZooLayer* l1c2 = FindLayer(model, "layer1.0.conv2");
-  ASSERT_NE(l1c2, nullptr);
-  EXPECT_FALSE(l1c2->workload.relu);
-  EXPECT_EQ(l1c2->count, 2);
-  // Stage 2 entry: stride 2 on the first 3x3 and a 1x1/2 downsample, 56 -> 28.
-  const ZooLayer* down = FindLayer(model, "layer2.0.downsample");
-  ASSERT_NE(down, nullptr);
-  EXPECT_EQ(down->workload.Key(),
-            "conv2d/n1_c64_h56_w56_oc128_k1x1_s2x2_p0x0_d1x1_g1/bias/float32");
   const ZooLayer* l4 = FindLayer(model, "layer4.0.conv1");
   ASSERT_NE(l4, nullptr);
   EXPECT_EQ(l4->workload.out_h(), 7);
@@ -116,29 +137,8 @@ TEST(ZooTest, ResNet50) {
   EXPECT_EQ(CountOps(model, OpKind::kConv2d), 53);
   // 4.1 G multiply-adds, 8.2 GFLOPs.
   EXPECT_NEAR(TotalFlops(model) / 2, 4.1e9, 0.05 * 4.1e9);
-  const ZooLayer* fc = FindLayer(model, "fc");
-  ASSERT_NE(fc, nullptr);
-  EXPECT_EQ(fc->workload.Key(), "dense/m1_n1000_k2048/bias/float32");
-  // v1.5: the stride sits on the 3x3 conv; the 1x1 before it runs at the input extent.
-  const ZooLayer* c1 = FindLayer(model, "layer2.0.conv1");
-  ASSERT_NE(c1, nullptr);
-  EXPECT_EQ(c1->workload.Key(),
-            "conv2d/n1_c256_h56_w56_oc128_k1x1_s1x1_p0x0_d1x1_g1/bias_relu/float32");
-  const ZooLayer* c2 = FindLayer(model, "layer2.0.conv2");
-  ASSERT_NE(c2, nullptr);
-  EXPECT_EQ(c2->workload.Key(),
-            "conv2d/n1_c128_h56_w56_oc128_k3x3_s2x2_p1x1_d1x1_g1/bias_relu/float32");
-  // layer1's first conv3 and its downsample are the same 1x1 64->256 conv: merged, with the
-  // other two conv3s, into one layer of count 4.
-  const ZooLayer* c3 = FindLayer(model, "layer1.0.conv3");
-  ASSERT_NE(c3, nullptr);
-  EXPECT_EQ(c3->workload.Key(), "conv2d/n1_c64_h56_w56_oc256_k1x1_s1x1_p0x0_d1x1_g1/bias/float32");
-  EXPECT_EQ(c3->count, 4);
+  // layer1's first conv3 and its downsample are the same 1x1 64->256 conv (kPinned).
   EXPECT_EQ(FindLayer(model, "layer1.0.downsample"), nullptr);
-  // layer3 has 6 blocks: 5 of them share the same 3x3 at 14x14.
-  const ZooLayer* l3 = FindLayer(model, "layer3.1.conv2");
-  ASSERT_NE(l3, nullptr);
-  EXPECT_EQ(l3->count, 5);
 }
 
 TEST(ZooTest, MobileNetV2) {
@@ -163,39 +163,12 @@ TEST(ZooTest, MobileNetV2) {
     }
   }
   EXPECT_EQ(depthwise, 17);
-  const ZooLayer* last = FindLayer(model, "features.18");
-  ASSERT_NE(last, nullptr);
-  EXPECT_EQ(last->workload.Key(),
-            "conv2d/n1_c320_h7_w7_oc1280_k1x1_s1x1_p0x0_d1x1_g1/bias_relu/float32");
-  const ZooLayer* classifier = FindLayer(model, "classifier");
-  ASSERT_NE(classifier, nullptr);
-  EXPECT_EQ(classifier->workload.Key(), "dense/m1_n1000_k1280/bias/float32");
   EXPECT_THAT(model.description, HasSubstr("relu6 approximated as relu"));
 }
 
 TEST(ZooTest, BertBase) {
   ZooModel model = Get("bert-base");
   ASSERT_EQ(model.layers.size(), 5u);
-  const ZooLayer* qkv = FindLayer(model, "encoder.attention.query");
-  ASSERT_NE(qkv, nullptr);
-  EXPECT_EQ(qkv->workload.Key(), "dense/m128_n768_k768/bias/float32");
-  EXPECT_EQ(qkv->count, 48);  // Q, K, V and output projections in 12 layers
-  const ZooLayer* scores = FindLayer(model, "encoder.attention.scores");
-  ASSERT_NE(scores, nullptr);
-  EXPECT_EQ(scores->workload.Key(), "batch_matmul/b12_m128_n128_k64/none/float32");
-  EXPECT_EQ(scores->count, 12);
-  const ZooLayer* context = FindLayer(model, "encoder.attention.context");
-  ASSERT_NE(context, nullptr);
-  EXPECT_EQ(context->workload.Key(), "batch_matmul/b12_m128_n64_k128/none/float32");
-  EXPECT_EQ(context->count, 12);
-  const ZooLayer* ffn1 = FindLayer(model, "encoder.intermediate");
-  ASSERT_NE(ffn1, nullptr);
-  EXPECT_EQ(ffn1->workload.Key(), "dense/m128_n3072_k768/bias_relu/float32");
-  EXPECT_EQ(ffn1->count, 12);
-  const ZooLayer* ffn2 = FindLayer(model, "encoder.output");
-  ASSERT_NE(ffn2, nullptr);
-  EXPECT_EQ(ffn2->workload.Key(), "dense/m128_n768_k3072/bias/float32");
-  EXPECT_EQ(ffn2->count, 12);
   // Per layer: 4 * 2*128*768*768 + 2 * 2*12*128*128*64 + 2 * 2*128*768*3072 = 2.9 GFLOPs; x12.
   EXPECT_NEAR(
       TotalFlops(model),
