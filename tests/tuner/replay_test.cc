@@ -1,8 +1,6 @@
 // Tests of replay: the recorded space, the driver, the random baseline and P, and `tune replay`.
 #include "tuner/replay.h"
 
-#include <zlib.h>
-
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -16,6 +14,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/common/fake_strategy.h"
+#include "tests/common/measure_cache_fixture.h"
 #include "tests/common/subprocess.h"
 #include "tests/common/temp_dir.h"
 
@@ -23,6 +22,7 @@ namespace tune::tuner {
 namespace {
 
 using ::testing::HasSubstr;
+using test::Gzip;
 using json = nlohmann::json;
 
 const std::string kTune = std::string(TUNE_BIN_DIR) + "/tune";
@@ -69,20 +69,6 @@ std::unique_ptr<ReplaySpace> ToySpace(const test::TempDir& dir) {
   auto space = ReplaySpace::Create(std::move(*cache));
   EXPECT_TRUE(space.ok()) << space.status();
   return std::move(*space);
-}
-
-std::string Gzip(const std::string& bytes) {
-  std::string out(compressBound(static_cast<uLong>(bytes.size())) + 64, '\0');
-  z_stream zs{};
-  deflateInit2(&zs, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY);
-  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(bytes.data()));
-  zs.avail_in = static_cast<uInt>(bytes.size());
-  zs.next_out = reinterpret_cast<Bytef*>(out.data());
-  zs.avail_out = static_cast<uInt>(out.size());
-  EXPECT_EQ(deflate(&zs, Z_FINISH), Z_STREAM_END);
-  out.resize(zs.total_out);
-  deflateEnd(&zs);
-  return out;
 }
 
 TEST(ReplaySpaceTest, KnobsConstraintAndMeasure) {
