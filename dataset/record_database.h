@@ -53,17 +53,6 @@ struct RunInfo {
   std::string status;        // "running", "finished", "interrupted" (stopped early by a signal)
 };
 
-/// A tuning job of the daemon, as stored so that a restarted daemon resumes it.
-struct JobRow {
-  int64_t id = 0;
-  std::string request_json;  // the submitted request, as the daemon serialises it
-  std::string state;         // "queued", "running", "done", "cancelled", "failed"
-  std::string message;
-  double submitted = 0;      // seconds since the epoch
-  int64_t trials_done = 0;   // stored when the job ends (0 before)
-  int64_t trials_total = 0;
-};
-
 /// SQLite-backed store. Opening creates or migrates the schema (versioned with
 /// PRAGMA user_version) and turns on WAL. All methods are thread-compatible (one instance per
 /// thread, or external locking); several processes may open one file.
@@ -89,15 +78,6 @@ class RecordDatabase {
   absl::Status FinishRun(int64_t run_id, const std::string& status = "finished");
   /// Every run, oldest first.
   absl::StatusOr<std::vector<RunInfo>> Runs() const;
-
-  /// Jobs (the `jobs` table is created on first use; files without it have no jobs).
-  absl::StatusOr<int64_t> AddJob(const std::string& request_json, const std::string& state);
-  /// Sets a job's state and message; with trials_done / trials_total >= 0 its trial counts too
-  /// (stored when it ends, so a later daemon can list it).
-  absl::Status SetJobState(int64_t id, const std::string& state, const std::string& message,
-                           int64_t trials_done = -1, int64_t trials_total = -1);
-  /// Every job, oldest first.
-  absl::StatusOr<std::vector<JobRow>> Jobs() const;
 
   /// Commits all records in one transaction (all or nothing) and fills their ids.
   absl::Status AddRecords(std::vector<Record>& records);

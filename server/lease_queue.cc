@@ -3,13 +3,8 @@
 
 #include <chrono>
 
-namespace {
-double SteadySeconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-}  // namespace
-
 #include "absl/strings/str_cat.h"
+#include "server/monotonic_clock.h"
 
 namespace tune::server {
 
@@ -17,7 +12,7 @@ uint64_t LeaseQueue::Enqueue(BatchSpec spec) {
   std::lock_guard<std::mutex> lock(mu_);
   uint64_t id = next_id_++;
   queues_[spec.target_key].push_back(id);
-  spec.queued_at = SteadySeconds();
+  spec.queued_at = MonotonicSeconds();
   ready_[spec.target_key].notify_one();  // one waiting worker of that target per batch
   batches_[id].spec = std::move(spec);
   return id;
@@ -80,28 +75,34 @@ std::optional<std::pair<uint64_t, BatchSpec>> LeaseQueue::LeaseWait(uint64_t wor
 
 absl::Status LeaseQueue::Complete(uint64_t worker_id, uint64_t batch_id, std::vector<BatchResult> results) {
   std::lock_guard<std::mutex> lock(mu_);
+  absl::StatusOr<Entry*> held = HeldLocked(worker_id, batch_id);
+  if (!held.ok()) return held.status();
+  if (*held == nullptr) return absl::AbortedError(absl::StrCat("batch ", batch_id, " was cancelled (its job ended)"));
+  Entry& e = **held;
+  if (results.size() != e.spec.configs_json.size())
+    return absl::InvalidArgumentError(absl::StrCat("batch ", batch_id, " has ", e.spec.configs_json.size(),
+                                                   " configs, got ", results.size(), " results"));
+  UnleaseLocked(e);
+  e.done = true;
+  stats_.results_ingested += results.size();
+  e.results = std::move(results);
+  changed_.notify_all();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<LeaseQueue::Entry*> LeaseQueue::HeldLocked(uint64_t worker_id, uint64_t batch_id) {
   auto it = batches_.find(batch_id);
   if (it == batches_.end() || it->second.done || it->second.worker_id != worker_id || worker_id == 0)
     return absl::FailedPreconditionError(absl::StrCat("worker ", worker_id, " does not hold batch ", batch_id));
-  if (it->second.cancelled) {
-    batches_.erase(it);
-    return absl::AbortedError(absl::StrCat("batch ", batch_id, " was cancelled (its job ended)"));
-  }
-  if (results.size() != it->second.spec.configs_json.size())
-    return absl::InvalidArgumentError(absl::StrCat("batch ", batch_id, " has ", it->second.spec.configs_json.size(),
-                                                   " configs, got ", results.size(), " results"));
-  UnleaseLocked(it->second);
-  it->second.done = true;
-  stats_.results_ingested += results.size();
-  it->second.results = std::move(results);
-  changed_.notify_all();
-  return absl::OkStatus();
+  if (!it->second.cancelled) return &it->second;
+  batches_.erase(it);
+  return nullptr;
 }
 
 void LeaseQueue::RequeueLocked(uint64_t batch_id) {
   Entry& e = batches_[batch_id];
   UnleaseLocked(e);
-  e.spec.queued_at = SteadySeconds();
+  e.spec.queued_at = MonotonicSeconds();
   ready_[e.spec.target_key].notify_one();
   e.worker_id = 0;
   e.deadline = 0;
@@ -110,14 +111,9 @@ void LeaseQueue::RequeueLocked(uint64_t batch_id) {
 
 absl::Status LeaseQueue::Release(uint64_t worker_id, uint64_t batch_id) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = batches_.find(batch_id);
-  if (it == batches_.end() || it->second.done || it->second.worker_id != worker_id || worker_id == 0)
-    return absl::FailedPreconditionError(absl::StrCat("worker ", worker_id, " does not hold batch ", batch_id));
-  if (it->second.cancelled) {
-    batches_.erase(it);
-    return absl::OkStatus();
-  }
-  RequeueLocked(batch_id);
+  absl::StatusOr<Entry*> held = HeldLocked(worker_id, batch_id);
+  if (!held.ok()) return held.status();
+  if (*held != nullptr) RequeueLocked(batch_id);
   return absl::OkStatus();
 }
 

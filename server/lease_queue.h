@@ -111,6 +111,9 @@ class LeaseQueue {
   std::optional<std::pair<uint64_t, BatchSpec>> LeaseLocked(uint64_t worker_id, const std::string& target_key,
                                                              double now);
   void RequeueLocked(uint64_t batch_id);
+  /// The entry of `batch_id` if `worker_id` holds it unfinished; FailedPrecondition otherwise.
+  /// A cancelled batch (its job ended) is erased and reported as nullptr.
+  absl::StatusOr<Entry*> HeldLocked(uint64_t worker_id, uint64_t batch_id);
   void UnleaseLocked(const Entry& e);
   void SettleLocked(uint64_t batch_id, bool committed);  // records it and wakes its waiter  // e stops being leased: its job's lease count drops
 

@@ -458,45 +458,6 @@ TEST_F(RecordDatabaseTest, TwoHandlesSeeEachOthersCommits) {
   EXPECT_EQ((*best)[0].id, from_b[0].id);
 }
 
-// A job's trial counts are stored with its final state; a jobs table made before those
-// columns existed reads as 0 trials and gains them at the next state change.
-TEST_F(RecordDatabaseTest, JobTrialsAreStoredAndOldJobTablesGainTheColumns) {
-  const std::string path = DbPath();
-  {
-    auto db = MustOpen(path);
-    ASSERT_NE(db, nullptr);
-    absl::StatusOr<int64_t> id = db->AddJob("{}", "queued");
-    ASSERT_TRUE(id.ok()) << id.status();
-    ASSERT_TRUE(db->SetJobState(*id, "running", "").ok());
-    ASSERT_TRUE(db->SetJobState(*id, "done", "", 17, 18).ok());
-    ASSERT_TRUE(db->SetJobState(*id, "done", "again").ok());  // no counts: the stored ones stay
-    absl::StatusOr<std::vector<JobRow>> jobs = db->Jobs();
-    ASSERT_TRUE(jobs.ok()) << jobs.status();
-    ASSERT_EQ(jobs->size(), 1u);
-    EXPECT_EQ((*jobs)[0].state, "done");
-    EXPECT_EQ((*jobs)[0].message, "again");
-    EXPECT_EQ((*jobs)[0].trials_done, 17);
-    EXPECT_EQ((*jobs)[0].trials_total, 18);
-  }
-  const std::string old = DbPath("old.db");
-  MustOpen(old);  // the schema, then a jobs table as it was before the trial columns
-  RawExec(old, "CREATE TABLE jobs(id INTEGER PRIMARY KEY, request_json TEXT NOT NULL, state TEXT NOT NULL, "
-               "message TEXT NOT NULL, submitted REAL NOT NULL); "
-               "INSERT INTO jobs VALUES (1, '{}', 'done', '', 1.5)");
-  auto db = MustOpen(old);
-  ASSERT_NE(db, nullptr);
-  absl::StatusOr<std::vector<JobRow>> jobs = db->Jobs();
-  ASSERT_TRUE(jobs.ok()) << jobs.status();
-  ASSERT_EQ(jobs->size(), 1u);
-  EXPECT_EQ((*jobs)[0].trials_done, 0);
-  EXPECT_EQ((*jobs)[0].submitted, 1.5);
-  ASSERT_TRUE(db->SetJobState(1, "done", "", 4, 6).ok());
-  jobs = db->Jobs();
-  ASSERT_TRUE(jobs.ok());
-  EXPECT_EQ((*jobs)[0].trials_done, 4);
-  EXPECT_EQ((*jobs)[0].trials_total, 6);
-}
-
 TEST_F(RecordDatabaseTest, StatusCounts) {
   auto db = MustOpen(DbPath());
   ASSERT_NE(db, nullptr);

@@ -1,0 +1,203 @@
+// The record database's schema: creating it, recognising a tune file, the connection settings.
+#include "dataset/schema.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "spdlog/spdlog.h"
+
+namespace tune::dataset {
+namespace {
+
+// The tables of schema version kSchemaVersion; a change bumps it and adds a migration.
+constexpr const char* kSchemaSql = R"sql(
+CREATE TABLE tasks(
+  id INTEGER PRIMARY KEY,
+  workload_key TEXT NOT NULL,
+  op TEXT NOT NULL,
+  shape_json TEXT NOT NULL,
+  flops REAL NOT NULL,
+  template_version INTEGER NOT NULL,
+  created REAL NOT NULL,
+  UNIQUE(workload_key, template_version)
+);
+CREATE TABLE targets(
+  id INTEGER PRIMARY KEY,
+  key TEXT NOT NULL UNIQUE,
+  json TEXT NOT NULL,
+  created REAL NOT NULL
+);
+CREATE TABLE runs(
+  id INTEGER PRIMARY KEY,
+  command TEXT NOT NULL,
+  target_key TEXT NOT NULL,
+  started REAL NOT NULL,
+  finished REAL NOT NULL DEFAULT 0,
+  status TEXT NOT NULL
+);
+CREATE TABLE records(
+  id INTEGER PRIMARY KEY,
+  task_id INTEGER NOT NULL REFERENCES tasks(id),
+  target_id INTEGER NOT NULL REFERENCES targets(id),
+  run_id INTEGER REFERENCES runs(id),
+  config_json TEXT NOT NULL,
+  config_index INTEGER NOT NULL,
+  strategy TEXT NOT NULL,
+  protocol_json TEXT NOT NULL,
+  status TEXT NOT NULL,
+  message TEXT NOT NULL,
+  costs_json TEXT NOT NULL,
+  number INTEGER NOT NULL,
+  median_s REAL,
+  mean_s REAL,
+  build_s REAL NOT NULL,
+  wall_s REAL NOT NULL,
+  timestamp REAL NOT NULL
+);
+CREATE INDEX records_by_task_target_status_median
+  ON records(task_id, target_id, status, median_s);
+)sql";
+
+// Removes a database file this process created, with the side files SQLite may have made.
+void RemoveCreatedFile(const std::string& path) {
+  for (const char* suffix : {"", "-journal", "-wal", "-shm"}) {
+    std::error_code ignored;
+    std::filesystem::remove(path + suffix, ignored);
+  }
+}
+
+// What an opened file holds, judged by reading only.
+enum class Contents { kEmpty, kTune, kForeign };
+
+// Classifies the open database without writing to it. FailedPrecondition for a newer schema.
+absl::StatusOr<Contents> Inspect(sqlite3* db, const std::string& path) {
+  absl::StatusOr<int64_t> version = QueryInt(db, "PRAGMA user_version");
+  if (!version.ok()) {
+    if (absl::IsFailedPrecondition(version.status()) || absl::IsDataLoss(version.status())) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("'", path, "' is not a tune database (", version.status().message(), ")"));
+    }
+    return version.status();
+  }
+  absl::StatusOr<int64_t> objects = QueryInt(db, "SELECT count(*) FROM sqlite_master");
+  if (!objects.ok()) return objects.status();
+  if (*version > kSchemaVersion) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "'", path, "' has record database schema version ", *version,
+        ", newer than this build supports (", kSchemaVersion, "); use a newer tune"));
+  }
+  if (*version == 0) {
+    if (*objects == 0) return Contents::kEmpty;
+    return Contents::kForeign;
+  }
+  absl::StatusOr<int64_t> tables = QueryInt(
+      db,
+      "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN "
+      "('tasks', 'targets', 'runs', 'records')");
+  if (!tables.ok()) return tables.status();
+  return *tables == 4 ? Contents::kTune : Contents::kForeign;
+}
+
+absl::Status NotTuneDatabase(const std::string& path) {
+  return absl::FailedPreconditionError(absl::StrCat(
+      "'", path, "' is not a tune database (an SQLite file without tune's schema)"));
+}
+
+// Creates the schema in one transaction unless another connection got there first.
+absl::Status CreateSchema(sqlite3* db, const std::string& path) {
+  absl::StatusOr<Transaction> txn = Transaction::Begin(db);
+  if (!txn.ok()) return txn.status();
+  absl::StatusOr<Contents> contents = Inspect(db, path);  // re-check under the write lock
+  if (!contents.ok()) return contents.status();
+  if (*contents == Contents::kTune) return txn->Commit();
+  if (*contents == Contents::kForeign) return NotTuneDatabase(path);
+  if (absl::Status s = Exec(db, kSchemaSql); !s.ok()) return s;
+  if (absl::Status s = Exec(db, absl::StrCat("PRAGMA user_version = ", kSchemaVersion));
+      !s.ok()) {
+    return s;
+  }
+  return txn->Commit();
+}
+
+// Turns on the connection settings; only called once the file is known to be ours.
+absl::Status Configure(sqlite3* db, bool in_memory) {
+  if (absl::Status s = Exec(db, "PRAGMA foreign_keys = ON"); !s.ok()) return s;
+  if (absl::Status s = Exec(db, "PRAGMA synchronous = NORMAL"); !s.ok()) return s;
+  if (in_memory) return absl::OkStatus();
+  absl::StatusOr<std::string> mode = QueryText(db, "PRAGMA journal_mode = WAL");
+  if (!mode.ok()) return mode.status();
+  if (*mode != "wal") {
+    spdlog::warn("record database: journal mode is '{}', not 'wal' (file system without "
+                 "shared memory?)",
+                 *mode);
+  }
+  return absl::OkStatus();
+}
+
+// Classifies a freshly opened file, creates the schema in an empty one, configures the
+// connection.
+absl::Status Prepare(sqlite3* db, const std::string& path, bool create, bool in_memory) {
+  absl::StatusOr<Contents> contents = Inspect(db, path);
+  if (!contents.ok()) return contents.status();
+  if (*contents == Contents::kForeign) return NotTuneDatabase(path);
+  if (*contents == Contents::kEmpty) {
+    if (!create && !in_memory) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "'", path, "' is an empty file, not a tune database (a tuning run initializes it)"));
+    }
+    if (absl::Status s = CreateSchema(db, path); !s.ok()) return s;
+  }
+  return Configure(db, in_memory);
+}
+
+}  // namespace
+
+absl::StatusOr<SqliteConnection> OpenWithSchema(const std::string& path, bool create) {
+  if (path.empty()) return absl::InvalidArgumentError("record database path is empty");
+  const bool in_memory = path == ":memory:";
+
+  // Create the file ourselves (O_EXCL) so that we know whether it is ours to delete on failure.
+  bool created_file = false;
+  if (!in_memory) {
+    std::error_code ec;
+    const bool exists = std::filesystem::exists(path, ec);
+    if (ec) {
+      return absl::UnavailableError(
+          absl::StrCat("cannot access record database '", path, "': ", ec.message()));
+    }
+    if (!exists) {
+      if (!create) {
+        return absl::NotFoundError(absl::StrCat("record database '", path, "' does not exist"));
+      }
+      const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+      if (fd >= 0) {
+        ::close(fd);
+        created_file = true;
+      } else if (errno != EEXIST) {  // EEXIST: another process just created it; open that
+        return absl::UnavailableError(absl::StrCat("cannot create record database '", path,
+                                                   "': ", std::strerror(errno)));
+      }
+    }
+  }
+
+  auto fail = [&](absl::Status status) -> absl::Status {
+    if (created_file) RemoveCreatedFile(path);
+    return status;
+  };
+
+  absl::StatusOr<SqliteConnection> connection = SqliteConnection::Open(path, /*create=*/in_memory);
+  if (!connection.ok()) return fail(connection.status());
+  if (absl::Status s = Prepare(connection->get(), path, create, in_memory); !s.ok()) {
+    connection = s;  // closed before a file it created is removed
+    return fail(s);
+  }
+  return connection;
+}
+
+}  // namespace tune::dataset

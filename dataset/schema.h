@@ -1,0 +1,22 @@
+// The record database's schema (versioned by PRAGMA user_version) and opening a file as one.
+#pragma once
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "dataset/sqlite.h"
+
+namespace tune::dataset {
+
+/// Version of the schema this build writes, stored in PRAGMA user_version.
+inline constexpr int kSchemaVersion = 1;
+
+/// Opens `path` (":memory:" for a private in-memory database) as a record database: an empty
+/// or absent file (absent only with `create`) gets the schema in one transaction, a tune file
+/// is checked, and the connection gets foreign keys and WAL. NotFound for an absent file
+/// without `create`; FailedPrecondition for a file that is not a tune database, has a newer
+/// schema, or is empty without `create`; Unavailable/Internal for I/O errors. Never leaves a
+/// file it created behind on failure. Several processes and connections may open one file.
+absl::StatusOr<SqliteConnection> OpenWithSchema(const std::string& path, bool create);
+
+}  // namespace tune::dataset

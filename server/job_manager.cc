@@ -1,0 +1,312 @@
+// JobManager: jobs in memory and in the jobs table, each tuned by tuner::Tuner on its own thread.
+#include "server/job_manager.h"
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "dataset/record_database.h"
+#include "google/protobuf/util/json_util.h"
+#include "measure/target.h"
+#include "server/monotonic_clock.h"
+#include "server/proto_convert.h"
+#include "server/remote_measurer.h"
+#include "server/wire_names.h"
+#include "spdlog/spdlog.h"
+#include "tuner/model_file.h"
+#include "tuner/tuning_flags.h"
+
+namespace tune::server {
+
+/// A tuning job run by the daemon: its request, and the progress the tuner reports.
+struct JobManager::Job {
+  uint64_t id = 0;
+  v1::SubmitJobRequest request;
+  std::string model_name;
+  std::vector<tuner::TuneTask> tasks;
+  double submitted_at = 0;  // Unix time
+  double started = 0;       // monotonic
+  std::atomic<bool> cancel{false};
+  bool resumed = false;     // restarted from the database after a daemon restart
+  std::thread thread;
+
+  mutable std::mutex mu;    // guards what follows
+  v1::JobState state = v1::JOB_QUEUED;
+  std::string message;
+  std::map<int, v1::TaskProgress> tasks_progress;  // by task index
+  uint32_t trials_total = 0;
+  uint32_t stored_trials_done = 0;  // a job that ended under an earlier daemon: its trials then
+  double eta_s = 0;
+  uint64_t version = 0;     // bumped on every change, for watchers
+
+  v1::JobEvent Event() const {
+    std::lock_guard<std::mutex> lock(mu);
+    v1::JobEvent e;
+    e.set_job_id(id);
+    e.set_state(state);
+    uint32_t done = tasks_progress.empty() ? stored_trials_done : 0;
+    for (const auto& [i, t] : tasks_progress) {
+      *e.add_tasks() = t;
+      done += t.trials();
+    }
+    e.set_trials_done(done);
+    e.set_trials_total(trials_total);
+    e.set_elapsed_s(started > 0 ? MonotonicSeconds() - started : 0);
+    e.set_eta_s(eta_s);
+    e.set_message(message);
+    return e;
+  }
+
+  v1::JobState State() const {
+    std::lock_guard<std::mutex> lock(mu);
+    return state;
+  }
+
+  uint64_t Version() const {
+    std::lock_guard<std::mutex> lock(mu);
+    return version;
+  }
+
+  void SetState(v1::JobState s, const std::string& why) {
+    std::lock_guard<std::mutex> lock(mu);
+    state = s;
+    message = why;
+    ++version;
+  }
+};
+
+JobManager::JobManager(std::string db_path, JobStore* store, WorkerRegistry* registry, LeaseQueue* queue,
+                       std::function<bool()> stopping)
+    : db_path_(std::move(db_path)), store_(store), registry_(registry), queue_(queue), stopping_(std::move(stopping)) {}
+
+JobManager::~JobManager() { JoinAll(); }
+
+void JobManager::JoinAll() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& job : jobs_)
+    if (job->thread.joinable()) job->thread.join();
+}
+
+absl::Status JobManager::Restore() {
+  absl::StatusOr<std::vector<JobRow>> stored = store_->List();
+  if (!stored.ok()) return stored.status();
+  for (const JobRow& row : *stored) {
+    const v1::JobState state = JobStateFromName(row.state);
+    if (!IsFinished(state) && state != v1::JOB_QUEUED && state != v1::JOB_RUNNING) continue;
+    v1::SubmitJobRequest req;
+    if (!google::protobuf::util::JsonStringToMessage(row.request_json, &req).ok()) {
+      if (!IsFinished(state)) (void)store_->SetState(row.id, "failed", "stored request cannot be read");
+      continue;
+    }
+    if (IsFinished(state)) {
+      AddEnded(row, req, state);
+      continue;
+    }
+    if (auto job = Launch(static_cast<uint64_t>(row.id), req, /*resumed=*/true); !job.ok())
+      (void)store_->SetState(row.id, "failed", std::string(job.status().message()));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<uint64_t> JobManager::Submit(const v1::SubmitJobRequest& req) {
+  const std::string& target = req.target();
+  if (target != "llvm" && target != "cuda" && target.rfind("cuda:", 0) != 0)
+    return absl::InvalidArgumentError("target must be llvm or cuda[:N], got '" + target + "'");
+  if (req.trials() < 1 || req.trials() > static_cast<uint32_t>(tuner::TuningFlags::kMaxTrials))
+    return absl::InvalidArgumentError(absl::StrCat("trials must be in 1..", tuner::TuningFlags::kMaxTrials));
+  if (absl::StatusOr<tuner::ZooModel> model = ModelOf(req); !model.ok())
+    return absl::InvalidArgumentError(model.status().message());
+  if (absl::StatusOr<tuner::TuneOptions> o = TuneOptionsOf(req); !o.ok())
+    return absl::InvalidArgumentError(o.status().message());
+  std::string json;
+  if (!google::protobuf::util::MessageToJsonString(req, &json).ok())
+    return absl::InternalError("cannot serialise the request");
+  absl::StatusOr<int64_t> id = store_->Add(json, "queued");
+  if (!id.ok()) return id.status();
+  absl::StatusOr<Job*> job = Launch(static_cast<uint64_t>(*id), req, /*resumed=*/false);
+  if (!job.ok()) return job.status();
+  return (*job)->id;
+}
+
+absl::StatusOr<v1::JobState> JobManager::Cancel(uint64_t id) {
+  Job* job = Find(id);
+  if (!job) return absl::NotFoundError(absl::StrCat("no job ", id));
+  job->cancel = true;
+  return job->State();
+}
+
+absl::Status JobManager::Watch(uint64_t id, const std::function<bool(const v1::JobEvent&)>& write,
+                               const std::function<bool()>& cancelled) {
+  Job* job = Find(id);
+  if (!job) return absl::NotFoundError(absl::StrCat("no job ", id));
+  uint64_t seen = ~0ull;
+  while (!cancelled()) {
+    if (const uint64_t version = job->Version(); version != seen) {
+      seen = version;
+      const v1::JobEvent e = job->Event();
+      if (!write(e) || IsFinished(e.state())) break;
+    }
+    if (stopping_()) return absl::UnavailableError("the daemon is shutting down");
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return absl::OkStatus();
+}
+
+std::vector<v1::JobInfo> JobManager::List() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<v1::JobInfo> out;
+  for (const auto& job : jobs_) {
+    const v1::JobEvent e = job->Event();
+    v1::JobInfo& j = out.emplace_back();
+    j.set_job_id(job->id);
+    j.set_name(job->request.name());
+    j.set_model(job->model_name);
+    j.set_target(job->request.target());
+    j.set_state(e.state());
+    j.set_trials_done(e.trials_done());
+    j.set_trials_total(e.trials_total());
+    j.set_submitted_at(job->submitted_at);
+  }
+  return out;
+}
+
+uint32_t JobManager::ActiveCount() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  uint32_t active = 0;
+  for (const auto& job : jobs_) active += !IsFinished(job->State());
+  return active;
+}
+
+JobManager::Job* JobManager::Find(uint64_t id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& j : jobs_)
+    if (j->id == id) return j.get();
+  return nullptr;
+}
+
+/// Sets a job's state and stores it (with its trial counts once it has ended), unless the
+/// daemon is stopping: then the stored state stays "running" (or "queued") and a restarted
+/// daemon resumes the job.
+void JobManager::SetState(Job* job, v1::JobState state, const std::string& why) {
+  job->SetState(state, why);
+  if (stopping_()) return;
+  int64_t done = -1, total = -1;
+  if (IsFinished(state)) {
+    const v1::JobEvent e = job->Event();
+    done = e.trials_done();
+    total = e.trials_total();
+  }
+  if (auto st = store_->SetState(static_cast<int64_t>(job->id), JobStateName(state), why, done, total); !st.ok())
+    spdlog::warn("job {}: cannot store its state: {}", job->id, std::string(st.message()));
+}
+
+/// A job that ended under an earlier daemon, as the database has it: listed and watchable
+/// (its final state), never run.
+void JobManager::AddEnded(const JobRow& row, const v1::SubmitJobRequest& req, v1::JobState state) {
+  auto job = std::make_unique<Job>();
+  job->id = static_cast<uint64_t>(row.id);
+  job->request = req;
+  absl::StatusOr<tuner::ZooModel> model = ModelOf(req);
+  job->model_name = model.ok() ? model->name : "?";
+  job->submitted_at = row.submitted;
+  job->state = state;
+  job->message = row.message;
+  job->trials_total = static_cast<uint32_t>(row.trials_total);
+  job->stored_trials_done = static_cast<uint32_t>(row.trials_done);
+  std::lock_guard<std::mutex> lock(mu_);
+  jobs_.push_back(std::move(job));
+}
+
+/// Creates the job's in-memory entry and starts its thread. Caller validated the request.
+absl::StatusOr<JobManager::Job*> JobManager::Launch(uint64_t id, const v1::SubmitJobRequest& req, bool resumed) {
+  absl::StatusOr<tuner::ZooModel> model = ModelOf(req);
+  if (!model.ok()) return model.status();
+  auto job = std::make_unique<Job>();
+  job->id = id;
+  job->request = req;
+  job->resumed = resumed;
+  job->model_name = model->name;
+  job->tasks = tuner::ExtractTasks(*model);
+  job->submitted_at = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  Job* raw = job.get();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    jobs_.push_back(std::move(job));
+  }
+  raw->thread = std::thread([this, raw] { Run(raw); });
+  return raw;
+}
+
+/// The job's thread: waits for a worker of its target kind, then runs the tuner with a
+/// RemoteMeasurer on its own connection to the database.
+void JobManager::Run(Job* job) {
+  const std::string kind = job->request.target().substr(0, job->request.target().find(':'));
+  std::optional<WorkerDesc> worker;
+  while (!job->cancel && !stopping_()) {
+    if ((worker = registry_->AnyLive(kind))) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  if (!worker) {
+    if (job->cancel) SetState(job, v1::JOB_CANCELLED, "cancelled before it started");
+    return;  // the daemon is stopping: the job stays queued in the database
+  }
+  auto target = measure::Target::FromJson(worker->target_json);
+  if (!target.ok()) return SetState(job, v1::JOB_FAILED, std::string(target.status().message()));
+  auto db = dataset::RecordDatabase::Open(db_path_);
+  if (!db.ok()) return SetState(job, v1::JOB_FAILED, std::string(db.status().message()));
+  absl::StatusOr<tuner::TuneOptions> options = TuneOptionsOf(job->request);
+  if (!options.ok()) return SetState(job, v1::JOB_FAILED, std::string(options.status().message()));
+
+  tuner::TuneOptions& o = *options;
+  o.command = absl::StrCat("submit ", job->model_name, " --target ", job->request.target(), " (job ", job->id, ")");
+  o.should_stop = [job, this] { return job->cancel.load() || stopping_(); };
+  o.resume = job->resumed;
+  SetState(job, v1::JOB_RUNNING);
+  {
+    std::lock_guard<std::mutex> lock(job->mu);
+    job->trials_total = o.total_trials > 0 ? o.total_trials
+                                           : o.trials_per_task * static_cast<uint32_t>(job->tasks.size());
+    ++job->version;
+  }
+  job->started = MonotonicSeconds();
+  const std::string key = target->Key();
+  auto measurer = std::make_unique<RemoteMeasurer>(
+      queue_, job->id, key, tuner::TaskDataSeed(o.seed),
+      [this, key] { return static_cast<int>(registry_->LiveCount(key)); }, [this] { return stopping_(); });
+  tuner::Tuner tuner(db->get(), *target, std::move(measurer), o, [job](const tuner::ProgressEvent& e) {
+    std::lock_guard<std::mutex> lock(job->mu);
+    v1::TaskProgress& t = job->tasks_progress[e.task_index];
+    if (e.task) {
+      t.set_workload_key(e.task->workload.Key());
+      t.set_count(e.task->count);
+    }
+    t.set_trials(e.trials);
+    t.set_best_s(std::isfinite(e.best_s) ? e.best_s : 0);
+    job->eta_s = e.eta_s;
+    ++job->version;
+  });
+  auto outcomes = tuner.Run(job->tasks);
+  if (!outcomes.ok()) return SetState(job, v1::JOB_FAILED, std::string(outcomes.status().message()));
+  {
+    std::lock_guard<std::mutex> lock(job->mu);
+    for (size_t i = 0; i < outcomes->size(); ++i) {
+      const tuner::TaskOutcome& out = (*outcomes)[i];
+      v1::TaskProgress& t = job->tasks_progress[static_cast<int>(i)];
+      t.set_task_id(out.task_id);
+      t.set_workload_key(out.task.workload.Key());
+      t.set_count(out.task.count);
+      t.set_trials(out.trials);
+      t.set_ok(out.trials - out.failed);
+      t.set_best_s(std::isfinite(out.best_s) ? out.best_s : 0);
+      t.set_default_s(std::isfinite(out.default_s) ? out.default_s : 0);
+    }
+  }
+  if (job->cancel) SetState(job, v1::JOB_CANCELLED, "cancelled");
+  else if (stopping_()) job->SetState(v1::JOB_FAILED, "the daemon stopped; it resumes when the daemon restarts");
+  else SetState(job, v1::JOB_DONE);
+}
+
+}  // namespace tune::server

@@ -1,0 +1,80 @@
+// JobManager: the daemon's tuning jobs: validation, storage, one tuner thread each, resume.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "server/job_store.h"
+#include "server/lease_queue.h"
+#include "server/worker_registry.h"
+#include "tune/v1/tune.pb.h"
+
+namespace tune::server {
+
+/// Runs each job's tuner::Tuner on its own thread once a worker of its target kind is live,
+/// measuring through a RemoteMeasurer on `queue`, recording into the database at `db_path`.
+/// The jobs table (`store`) keeps each job's request and state, so a daemon that restarts
+/// resumes the jobs left queued or running (Restore). Thread-safe.
+class JobManager {
+ public:
+  /// `store`, `registry` and `queue` outlive the manager. `stopping` turns true once the
+  /// daemon shuts down: jobs then stop after their batch in flight and keep their stored
+  /// state, so that a restarted daemon resumes them.
+  JobManager(std::string db_path, JobStore* store, WorkerRegistry* registry, LeaseQueue* queue,
+             std::function<bool()> stopping);
+  /// Joins every job's thread (see JoinAll).
+  ~JobManager();
+  JobManager(const JobManager&) = delete;
+  JobManager& operator=(const JobManager&) = delete;
+
+  /// Relaunches the stored jobs still queued or running (resuming: configs already recorded
+  /// are counted, never measured again) and lists the ended ones as they ended. A stored job
+  /// that cannot be relaunched is marked failed. Errors: the store's.
+  absl::Status Restore();
+
+  /// Checks `request` (target, trials, model, tuning names), stores it and starts the job;
+  /// returns its id. InvalidArgument saying what is wrong; the store's errors.
+  absl::StatusOr<uint64_t> Submit(const v1::SubmitJobRequest& request);
+
+  /// Asks job `id` to stop; returns its state at the time. NotFound for an unknown id.
+  absl::StatusOr<v1::JobState> Cancel(uint64_t id);
+
+  /// Calls `write` with job `id`'s progress now and after each change, until the job ends or
+  /// `write` returns false or `cancelled` returns true (all OK). NotFound for an unknown id;
+  /// Unavailable when the daemon stops first.
+  absl::Status Watch(uint64_t id, const std::function<bool(const v1::JobEvent&)>& write,
+                     const std::function<bool()>& cancelled);
+
+  /// Every job known, oldest first.
+  std::vector<v1::JobInfo> List() const;
+  /// Jobs not yet ended.
+  uint32_t ActiveCount() const;
+
+  /// Waits for every job's thread to end (they end soon once `stopping` is true).
+  void JoinAll();
+
+ private:
+  struct Job;
+
+  absl::StatusOr<Job*> Launch(uint64_t id, const v1::SubmitJobRequest& request, bool resumed);
+  void AddEnded(const JobRow& row, const v1::SubmitJobRequest& request, v1::JobState state);
+  Job* Find(uint64_t id) const;
+  void Run(Job* job);
+  void SetState(Job* job, v1::JobState state, const std::string& why = "");
+
+  const std::string db_path_;
+  JobStore* store_;
+  WorkerRegistry* registry_;
+  LeaseQueue* queue_;
+  std::function<bool()> stopping_;
+  mutable std::mutex mu_;
+  std::list<std::unique_ptr<Job>> jobs_;  // guarded by mu_
+};
+
+}  // namespace tune::server

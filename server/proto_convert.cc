@@ -1,0 +1,100 @@
+// Proto <-> domain translations of the daemon: workers, batches, results and job requests.
+#include "server/proto_convert.h"
+
+#include "measure/measure_result.h"
+#include "tuner/model_file.h"
+
+namespace tune::server {
+
+v1::WorkerState ToProto(WorkerState state) {
+  switch (state) {
+    case WorkerState::kIdle: return v1::WORKER_IDLE;
+    case WorkerState::kBusy: return v1::WORKER_BUSY;
+    case WorkerState::kQuarantined: return v1::WORKER_QUARANTINED;
+    case WorkerState::kExpired: return v1::WORKER_EXPIRED;
+  }
+  return v1::WORKER_STATE_UNSPECIFIED;
+}
+
+v1::WorkerInfo ToProto(const WorkerEntry& e, double now) {
+  v1::WorkerInfo w;
+  w.set_worker_id(e.id);
+  w.set_name(e.desc.name);
+  w.set_host(e.desc.host);
+  w.set_target(e.desc.target);
+  w.set_target_key(e.desc.target_key);
+  w.set_state(ToProto(e.state));
+  w.set_last_seen_s(now - e.last_seen);
+  w.set_results(e.results);
+  w.set_batches(e.batches);
+  w.set_crashes(e.crashes);
+  return w;
+}
+
+WorkerDesc WorkerDescOf(const v1::RegisterRequest& r) {
+  return WorkerDesc{r.name(), r.host(), r.target(), r.target_key(), r.device(), r.target_json()};
+}
+
+v1::Batch ToProto(uint64_t batch_id, const BatchSpec& spec, double deadline_s) {
+  v1::Batch b;
+  b.set_batch_id(batch_id);
+  b.set_job_id(spec.job_id);
+  b.set_workload_key(spec.workload_key);
+  for (const std::string& c : spec.configs_json) b.add_configs_json(c);
+  b.set_protocol_json(spec.protocol_json);
+  b.set_deadline_s(deadline_s);
+  b.set_data_seed(spec.data_seed);
+  return b;
+}
+
+std::vector<BatchResult> BatchResultsOf(const v1::Results& results) {
+  std::vector<BatchResult> out;
+  out.reserve(results.results_size());
+  for (const v1::MeasureResult& r : results.results()) {
+    out.push_back({r.status(), r.message(), {r.costs_s().begin(), r.costs_s().end()}, static_cast<int>(r.number()),
+                   r.build_s(), r.wall_s()});
+  }
+  return out;
+}
+
+absl::StatusOr<tuner::ZooModel> ModelOf(const v1::SubmitJobRequest& req) {
+  if (req.has_zoo_name()) return tuner::GetZooModel(req.zoo_name());
+  if (req.has_model_json()) return tuner::ParseModelJson(req.model_json(), req.name().empty() ? "submitted" : req.name());
+  return absl::InvalidArgumentError("no model given");
+}
+
+absl::StatusOr<tuner::TuneOptions> TuneOptionsOf(const v1::SubmitJobRequest& r) {
+  tuner::TuningFlags f;
+  tuner::TuneOptions& o = f.options;
+  o.trials_per_task = static_cast<int>(r.trials());
+  o.total_trials = static_cast<int>(r.total_trials());
+  if (r.batch() > 0) o.batch = static_cast<int>(r.batch());
+  o.seed = r.seed();
+  if (!r.strategy().empty()) o.strategy = r.strategy();
+  f.strategy_options.assign(r.strategy_options().begin(), r.strategy_options().end());
+  if (!r.task_scheduler().empty()) o.task_scheduler = r.task_scheduler();
+  if (!r.cost_model().empty()) o.cost_model = r.cost_model();
+  if (!r.protocol_json().empty()) {
+    absl::StatusOr<measure::MeasureProtocol> protocol = measure::MeasureProtocol::FromJson(r.protocol_json());
+    if (!protocol.ok()) return absl::InvalidArgumentError(protocol.status().message());
+    o.protocol = *protocol;
+  }
+  return tuner::ToTuneOptions(f);
+}
+
+absl::Status SetTuningFlags(const tuner::TuningFlags& f, v1::SubmitJobRequest* r) {
+  if (absl::StatusOr<tuner::TuneOptions> checked = tuner::ToTuneOptions(f); !checked.ok()) return checked.status();
+  const tuner::TuneOptions& o = f.options;
+  r->set_trials(o.trials_per_task);
+  r->set_total_trials(o.total_trials);
+  r->set_batch(o.batch);
+  r->set_seed(o.seed);
+  r->set_strategy(o.strategy);
+  r->set_task_scheduler(o.task_scheduler);
+  r->set_cost_model(o.cost_model);
+  for (const std::string& kv : f.strategy_options) r->add_strategy_options(kv);
+  r->set_protocol_json(o.protocol.ToJson());
+  return absl::OkStatus();
+}
+
+}  // namespace tune::server

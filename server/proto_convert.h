@@ -1,0 +1,38 @@
+// Translations between the tune.v1 wire messages and the server's and tuner's domain types.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "server/lease_queue.h"
+#include "server/worker_registry.h"
+#include "tuner/tuner.h"
+#include "tuner/tuning_flags.h"
+#include "tuner/zoo.h"
+#include "tune/v1/tune.pb.h"
+
+namespace tune::server {
+
+v1::WorkerState ToProto(WorkerState state);
+/// A registry entry as `tune workers` lists it; `now` is on the registry's clock.
+v1::WorkerInfo ToProto(const WorkerEntry& entry, double now);
+/// The worker a Register request describes.
+WorkerDesc WorkerDescOf(const v1::RegisterRequest& request);
+
+/// A leased batch as sent to its worker; `deadline_s` is the lease time.
+v1::Batch ToProto(uint64_t batch_id, const BatchSpec& spec, double deadline_s);
+/// The results a worker returned, in the batch's config order.
+std::vector<BatchResult> BatchResultsOf(const v1::Results& results);
+
+/// The model a job request names: a zoo model, or the model file it carries. NotFound for an
+/// unknown zoo name, InvalidArgument for a bad model file or none.
+absl::StatusOr<tuner::ZooModel> ModelOf(const v1::SubmitJobRequest& request);
+/// The tuner options a job request asks for (unset fields keep the defaults), checked as
+/// tuner::ToTuneOptions checks them; InvalidArgument for an unreadable protocol.
+absl::StatusOr<tuner::TuneOptions> TuneOptionsOf(const v1::SubmitJobRequest& request);
+/// Writes `flags` into a job request (the protocol as MeasureProtocol JSON); the errors are
+/// tuner::ToTuneOptions's.
+absl::Status SetTuningFlags(const tuner::TuningFlags& flags, v1::SubmitJobRequest* request);
+
+}  // namespace tune::server

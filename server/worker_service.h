@@ -1,0 +1,52 @@
+// WorkerService: the daemon's gRPC service for worker agents (register, heartbeat, Work stream).
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "server/latency_histogram.h"
+#include "server/lease_queue.h"
+#include "server/worker_registry.h"
+#include "tune/v1/tune.grpc.pb.h"
+
+namespace tune::server {
+
+/// What the daemon tells workers, and how long it waits for them.
+struct WorkerServiceOptions {
+  std::string token;                 // shared secret; "" = no authentication
+  double heartbeat_interval_s = 2;   // what workers are told to keep
+  double expire_after_s = 10;        // silent this long: a worker is expired (told to workers)
+  double lease_s = 600;              // a leased batch's deadline, and the longest an Ack waits
+};
+
+/// Translates the Worker service's calls into WorkerRegistry and LeaseQueue calls. A Work
+/// stream alternates Ready -> Batch -> Results -> Ack; the Ack is written once the batch's
+/// results are committed (LeaseQueue::AwaitCommitted), on a thread of its own so the worker
+/// can take its next batch meanwhile. A broken stream gives the worker's batch back to the
+/// queue. `registry`, `queue` and `dispatch` outlive the service; `stopping` turns true when
+/// the daemon shuts down. Thread-safe.
+class WorkerService final : public v1::Worker::Service {
+ public:
+  WorkerService(WorkerServiceOptions options, WorkerRegistry* registry, LeaseQueue* queue,
+                LatencyHistogram* dispatch, std::function<bool()> stopping);
+
+  grpc::Status Register(grpc::ServerContext* ctx, const v1::RegisterRequest* req, v1::RegisterReply* reply) override;
+  grpc::Status Heartbeat(grpc::ServerContext* ctx, const v1::HeartbeatRequest* req,
+                         v1::HeartbeatReply* reply) override;
+  grpc::Status Work(grpc::ServerContext* ctx,
+                    grpc::ServerReaderWriter<v1::DaemonMessage, v1::WorkerMessage>* stream) override;
+
+ private:
+  class Acker;
+
+  grpc::Status Broken(uint64_t id, grpc::Status why);
+  grpc::Status Lost(uint64_t id, uint64_t held, bool clean = false);
+
+  const WorkerServiceOptions options_;
+  WorkerRegistry* registry_;
+  LeaseQueue* queue_;
+  LatencyHistogram* dispatch_;
+  std::function<bool()> stopping_;
+};
+
+}  // namespace tune::server

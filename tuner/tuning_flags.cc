@@ -1,0 +1,60 @@
+// The shared tuning flags: their CLI11 declarations, and the checks that turn them into TuneOptions.
+#include "tuner/tuning_flags.h"
+
+#include <algorithm>
+
+#include "CLI/CLI.hpp"
+#include "costmodel/cost_model_adapters.h"
+#include "search/strategy.h"
+#include "tuner/task_scheduler.h"
+
+namespace tune::tuner {
+
+void AddTuningFlags(CLI::App& app, TuningFlags& f, const std::string& timeout_flag) {
+  TuneOptions& o = f.options;
+  app.add_option("--trials", o.trials_per_task, "measurements per task")
+      ->check(CLI::Range(1, TuningFlags::kMaxTrials))->capture_default_str();
+  app.add_option("--total-trials", o.total_trials, "cap on measurements over all tasks (0 = none)")
+      ->check(CLI::Range(0, TuningFlags::kMaxTotalTrials));
+  app.add_option("--batch", o.batch, "candidates built and measured per round")
+      ->check(CLI::Range(1, TuningFlags::kMaxBatch))->capture_default_str();
+  app.add_option("--seed", o.seed, "random seed");
+  app.add_option("--strategy", o.strategy,
+                 "search strategy: random, grid, sa, evolutionary, bo, bo_ei, bo_pi, bo_ucb, bo_multi, bandit");
+  app.add_option("--strategy-option", f.strategy_options,
+                 "KEY=VALUE strategy setting, repeatable (e.g. eps_greedy=0.1, sa_chains=64)");
+  app.add_option("--task-scheduler", o.task_scheduler, "which task gets the next batch: round-robin, gradient, ucb");
+  app.add_option("--cost-model", o.cost_model, "cost model for model-guided strategies: auto, none, xgb, xgb-reg");
+  app.add_option(timeout_flag, o.protocol.timeout_s, "seconds one candidate's measurement may take")
+      ->check(CLI::Range(1, 100000000));
+  app.add_option("--repeats", o.protocol.repeats, "timed samples per candidate")->check(CLI::Range(1, 1000));
+  app.add_option("--min-repeat-ms", o.protocol.min_repeat_ms, "minimum duration of one sample")
+      ->check(CLI::Range(0, 100000000));
+  app.add_flag("--flush-cache", o.protocol.flush_cache, "flush the caches before each sample");
+}
+
+absl::StatusOr<TuneOptions> ToTuneOptions(const TuningFlags& f) {
+  TuneOptions o = f.options;
+  for (const std::string& text : f.strategy_options) {
+    if (absl::Status st = search::SetStrategyOption(o.strategy_options, text); !st.ok()) {
+      return absl::InvalidArgumentError(st.message());
+    }
+  }
+  {
+    search::ConfigSpace probe;  // strategy names are checked against the real factory
+    probe.AddChoice("x", {0, 1});
+    if (auto s = search::SearchStrategy::Create(o.strategy, &probe, o.strategy_options); !s.ok()) return s.status();
+  }
+  if (o.cost_model != "auto" && o.cost_model != "none") {
+    std::vector<std::string> names = costmodel::CostModelNames();
+    if (std::find(names.begin(), names.end(), o.cost_model) == names.end()) {
+      std::string list;
+      for (const std::string& n : names) list += (list.empty() ? "" : ", ") + n;
+      return absl::InvalidArgumentError("unknown cost model '" + o.cost_model + "' (auto, none, " + list + ")");
+    }
+  }
+  if (auto sched = TaskScheduler::Create(o.task_scheduler, 0); !sched.ok()) return sched.status();
+  return o;
+}
+
+}  // namespace tune::tuner

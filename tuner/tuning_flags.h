@@ -1,0 +1,43 @@
+// TuningFlags: the tuning flags shared by `tune MODEL`, `tune op` and `tune submit`, declared once.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "tuner/tuner.h"
+
+namespace CLI {
+class App;
+}  // namespace CLI
+
+namespace tune::tuner {
+
+/// What a user says about a tuning run wherever it runs (here or on a daemon's workers): the
+/// budget, the search, and the measurement protocol, parsed straight into the TuneOptions they
+/// set (defaults: TuneOptions' and MeasureProtocol's).
+struct TuningFlags {
+  static constexpr int kMaxTrials = 1000000;         // --trials (per task)
+  static constexpr int kMaxTotalTrials = 100000000;  // --total-trials
+  static constexpr int kMaxBatch = 1024;             // --batch
+
+  /// --trials, --total-trials, --batch, --seed, --strategy, --task-scheduler, --cost-model and
+  /// the protocol flags land here; a command's own flags may bind to its other fields.
+  TuneOptions options;
+  /// --strategy-option KEY=VALUE texts, parsed into options.strategy_options by ToTuneOptions.
+  std::vector<std::string> strategy_options;
+};
+
+/// Adds --trials, --total-trials, --batch, --seed, --strategy, --strategy-option,
+/// --task-scheduler, --cost-model, --repeats, --min-repeat-ms, --flush-cache and the
+/// measurement timeout, named `timeout_flag` (`tune submit` has --timeout for its calls to
+/// the daemon), each writing into `flags`, which must outlive the parse.
+void AddTuningFlags(CLI::App& app, TuningFlags& flags, const std::string& timeout_flag = "--timeout");
+
+/// `flags.options` with the strategy options parsed, once every name is checked:
+/// InvalidArgument (or NotFound) naming a bad strategy option, strategy, task scheduler or
+/// cost model.
+absl::StatusOr<TuneOptions> ToTuneOptions(const TuningFlags& flags);
+
+}  // namespace tune::tuner
