@@ -18,32 +18,21 @@
 
 #include "CLI/CLI.hpp"
 #include "base/exit_code.h"
+#include "base/table.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "grpcpp/grpcpp.h"
 #include "server/daemon.h"
 #include "server/grpc_status.h"
+#include "server/proto_convert.h"
 #include "server/worker_agent.h"
 #include "server/wire_names.h"
+#include "tuner/parse_command_line.h"
+#include "tuner/tuning_flags.h"
 #include "tune/v1/tune.grpc.pb.h"
 
 namespace tune::server {
 namespace {
-
-
-std::optional<int> Parse(CLI::App& app, int argc, char** argv) {
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp&) {
-    std::printf("%s", app.help().c_str());
-    return 0;
-  } catch (const CLI::ParseError& e) {
-    std::string what = e.what();
-    for (auto& ch : what)
-      if (ch == '\n') ch = ' ';
-    return base::Fail("tune", base::kExitUsage, what + " (see tune " + app.get_name() + " --help)");
-  }
-  return std::nullopt;
-}
 
 /// The shared token: from --token-file (first line, surrounding blanks removed) or else the
 /// TUNE_TOKEN environment variable; "" when neither is given.
@@ -71,7 +60,7 @@ bool IsLoopback(const std::string& listen) {
 }
 
 int ServeCommand(int argc, char** argv) {
-  CLI::App app{"tune serve: the tuning daemon (until SIGTERM or Ctrl-C)", "serve"};
+  CLI::App app{"tune serve: the tuning daemon (until SIGTERM or Ctrl-C)", "tune serve"};
   DaemonOptions o;
   std::string token_file;
   int max_message_mb = 16;
@@ -84,7 +73,7 @@ int ServeCommand(int argc, char** argv) {
       ->check(CLI::Range(1, 1024))->capture_default_str();
   app.add_option("--expire-after", o.expire_after_s, "seconds of silence after which a worker is dropped")
       ->check(CLI::Range(0.1, 3600.0))->capture_default_str();
-  if (auto rc = Parse(app, argc - 1, argv + 1)) return *rc;
+  if (auto rc = tuner::ParseCommandLine(app, argc - 1, argv + 1)) return *rc;
   o.max_message_bytes = max_message_mb << 20;
   o.heartbeat_interval_s = o.expire_after_s / 5;
   auto token = LoadToken(token_file);
@@ -155,11 +144,7 @@ struct ClientFlags {
   }
 
   /// Adds the token to a call and, for a unary call, the --timeout deadline.
-  void Prepare(grpc::ClientContext& ctx, bool unary = true) const {
-    AttachToken(ctx, token);
-    if (unary)
-      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)));
-  }
+  void Prepare(grpc::ClientContext& ctx, bool unary = true) const { AttachToken(ctx, token, unary ? timeout_s : 0); }
 
   absl::StatusOr<std::shared_ptr<grpc::Channel>> Connect() const {
     auto roots = TlsRoots();
@@ -178,14 +163,14 @@ std::atomic<int> g_stop_signal{0};
 void OnStopSignal(int sig) { g_stop_signal.store(sig); }
 
 int WorkerCommand(int argc, char** argv) {
-  CLI::App app{"tune worker: measures batches leased by a daemon on this host's device", "worker"};
+  CLI::App app{"tune worker: measures batches leased by a daemon on this host's device", "tune worker"};
   ClientFlags flags;
   flags.Add(app);
   WorkerAgentOptions o;
   app.add_option("--target", o.target, "device to measure on: llvm or cuda[:N]")->capture_default_str();
   app.add_option("--name", o.name, "name shown by `tune workers` (default HOST/TARGET)");
   app.add_option("--threads", o.threads, "kernel threads on the CPU target (0 = all cores)")->check(CLI::Range(0, 4096));
-  if (auto rc = Parse(app, argc - 1, argv + 1)) return *rc;
+  if (auto rc = tuner::ParseCommandLine(app, argc - 1, argv + 1)) return *rc;
   auto token = LoadToken(flags.token_file);
   if (!token.ok()) return base::Fail("tune", token.status());
   auto roots = flags.TlsRoots();
@@ -208,15 +193,17 @@ int WorkerCommand(int argc, char** argv) {
 }
 
 /// `tune workers` / `tune jobs`: parses the client flags, makes one unary call `call` on the
-/// daemon's Tune service and prints its reply with `print`.
+/// daemon's Tune service and prints the table `rows` makes of its reply under `header`
+/// (`none` when it has no rows).
 template <typename Request, typename Reply>
 int ListCommand(int argc, char** argv, const char* about, const char* name,
                 grpc::Status (v1::Tune::Stub::*call)(grpc::ClientContext*, const Request&, Reply*),
-                const std::function<void(const Reply&)>& print) {
+                const std::vector<std::string>& header, const char* none,
+                const std::function<std::vector<std::vector<std::string>>(const Reply&)>& rows) {
   CLI::App app{about, name};
   ClientFlags flags;
   flags.Add(app);
-  if (auto rc = Parse(app, argc - 1, argv + 1)) return *rc;
+  if (auto rc = tuner::ParseCommandLine(app, argc - 1, argv + 1)) return *rc;
   auto stub = flags.TuneStub();
   if (!stub.ok()) return base::Fail("tune", stub.status());
   grpc::ClientContext ctx;
@@ -224,59 +211,55 @@ int ListCommand(int argc, char** argv, const char* about, const char* name,
   Reply reply;
   grpc::Status st = ((**stub).*call)(&ctx, Request(), &reply);
   if (!st.ok()) return base::Fail("tune", FromGrpcStatus(st, "daemon at " + flags.server));
-  print(reply);
+  const std::vector<std::vector<std::string>> table = rows(reply);
+  // Ids right-aligned, names and states left, numbers right.
+  base::PrintTable(header, table,
+                   {{base::Align::kRight, base::Align::kLeft, base::Align::kLeft, base::Align::kLeft, base::Align::kLeft}});
+  if (table.empty()) std::printf("%s\n", none);
   return 0;
 }
 
 int WorkersCommand(int argc, char** argv) {
   return ListCommand<v1::ListWorkersRequest, v1::ListWorkersReply>(
-      argc, argv, "tune workers: the worker agents a daemon knows", "workers", &v1::Tune::Stub::ListWorkers,
+      argc, argv, "tune workers: the worker agents a daemon knows", "tune workers", &v1::Tune::Stub::ListWorkers,
+      {"id", "name", "host", "target", "state", "last seen", "results", "batches", "crashes"}, "(no workers)",
       [](const v1::ListWorkersReply& reply) {
-        std::printf("%-4s  %-20s  %-16s  %-8s  %-12s  %9s  %8s  %8s  %7s\n", "id", "name", "host", "target",
-                    "state", "last seen", "results", "batches", "crashes");
+        std::vector<std::vector<std::string>> rows;
         for (const auto& w : reply.workers()) {
-          const char* state = WorkerStateName(w.state());
-          std::printf("%-4llu  %-20s  %-16s  %-8s  %-12s  %8.1fs  %8llu  %8llu  %7u\n",
-                      static_cast<unsigned long long>(w.worker_id()), w.name().c_str(), w.host().c_str(),
-                      w.target().c_str(), state, w.last_seen_s(), static_cast<unsigned long long>(w.results()),
-                      static_cast<unsigned long long>(w.batches()), w.crashes());
+          rows.push_back({absl::StrCat(w.worker_id()), w.name(), w.host(), w.target(), WorkerStateName(w.state()),
+                          absl::StrFormat("%.1fs", w.last_seen_s()), absl::StrCat(w.results()),
+                          absl::StrCat(w.batches()), absl::StrCat(w.crashes())});
         }
-        if (reply.workers().empty()) std::printf("(no workers)\n");
+        return rows;
       });
 }
 
 std::string Ms(double s) { return s > 0 ? absl::StrCat(absl::SixDigits(s * 1e3)) : "-"; }
 
 int SubmitCommand(int argc, char** argv) {
-  CLI::App app{"tune submit: a tuning job run by a daemon on its workers, progress streamed back", "submit"};
+  CLI::App app{"tune submit: a tuning job run by a daemon on its workers, progress streamed back", "tune submit"};
   ClientFlags flags;
   flags.Add(app);
-  std::string model, target = "llvm", strategy, scheduler, cost_model, name;
-  int trials = 32, total = 0, batch = 8;
-  uint64_t seed = 0;
-  std::vector<std::string> strategy_options;
+  std::string model, target = "llvm", name;
+  tuner::TuningFlags tuning;
   bool detach = false;
   double reattach_s = 300;
   app.add_option("model", model, "built-in model name or a JSON model file")->required();
   app.add_option("--target", target, "llvm or cuda[:N]: the workers that measure it")->capture_default_str();
-  app.add_option("--trials", trials, "measurements per task")->check(CLI::Range(1, 1000000))->capture_default_str();
-  app.add_option("--total-trials", total, "cap over all tasks (0 = none)")->check(CLI::Range(0, 100000000));
-  app.add_option("--batch", batch, "candidates per leased batch")->check(CLI::Range(1, 1024))->capture_default_str();
-  app.add_option("--seed", seed, "search seed");
-  app.add_option("--strategy", strategy, "search strategy (as for tune MODEL)");
-  app.add_option("--strategy-option", strategy_options, "KEY=VALUE (repeatable)");
-  app.add_option("--task-scheduler", scheduler, "round-robin, gradient, ucb");
-  app.add_option("--cost-model", cost_model, "auto, none, xgb, xgb-reg");
+  // --timeout is the wait for the daemon (ClientFlags); a candidate's measurement timeout is
+  // --measure-timeout here.
+  tuner::AddTuningFlags(app, tuning, "--measure-timeout");
   app.add_option("--name", name, "shown by tune jobs");
   app.add_flag("--detach", detach, "print the job id and return without watching");
   app.add_option("--reattach", reattach_s, "seconds to keep reattaching to the job when the daemon goes away")
       ->check(CLI::Range(0.0, 86400.0))->capture_default_str();
-  if (auto rc = Parse(app, argc - 1, argv + 1)) return *rc;
+  if (auto rc = tuner::ParseCommandLine(app, argc - 1, argv + 1)) return *rc;
+  v1::SubmitJobRequest req;
+  if (absl::Status st = SetTuningFlags(tuning, &req); !st.ok()) return base::Fail("tune", st);
   auto stub_or = flags.TuneStub();
   if (!stub_or.ok()) return base::Fail("tune", stub_or.status());
   auto stub = std::move(*stub_or);
 
-  v1::SubmitJobRequest req;
   std::ifstream file(model);
   if (std::filesystem::is_regular_file(model) && file) {  // a model file: its contents travel
     std::ostringstream text;
@@ -287,15 +270,7 @@ int SubmitCommand(int argc, char** argv) {
     req.set_zoo_name(model);
   }
   req.set_target(target);
-  req.set_trials(trials);
-  req.set_total_trials(total);
-  req.set_batch(batch);
-  req.set_seed(seed);
-  req.set_strategy(strategy);
-  req.set_task_scheduler(scheduler);
-  req.set_cost_model(cost_model);
   req.set_name(name);
-  for (const auto& kv : strategy_options) req.add_strategy_options(kv);
   v1::SubmitJobReply reply;
   {
     grpc::ClientContext ctx;
@@ -358,15 +333,17 @@ int SubmitCommand(int argc, char** argv) {
     std::this_thread::sleep_for(std::chrono::duration<double>(backoff));
     backoff = std::min(backoff * 2, 5.0);
   }
-  std::printf("\n%-44s  %5s  %6s  %4s  %12s  %12s  %8s\n", "task", "count", "trials", "ok", "best ms", "default ms",
-              "speedup");
+  std::vector<std::vector<std::string>> rows;
   double best_sum = 0, default_sum = 0;
   for (const auto& t : last.tasks()) {
-    std::printf("%-44s  %5u  %6u  %4u  %12s  %12s  %7.2fx\n", t.workload_key().c_str(), t.count(), t.trials(), t.ok(),
-                Ms(t.best_s()).c_str(), Ms(t.default_s()).c_str(), t.best_s() > 0 ? t.default_s() / t.best_s() : 0.0);
+    rows.push_back({t.workload_key(), absl::StrCat(t.count()), absl::StrCat(t.trials()), absl::StrCat(t.ok()),
+                    Ms(t.best_s()), Ms(t.default_s()),
+                    absl::StrFormat("%.2fx", t.best_s() > 0 ? t.default_s() / t.best_s() : 0.0)});
     best_sum += t.best_s() * t.count();
     default_sum += t.default_s() * t.count();
   }
+  std::printf("\n");
+  base::PrintTable({"task", "count", "trials", "ok", "best ms", "default ms", "speedup"}, rows);
   std::printf("\nestimated model latency (sum of best x count): %s ms; untuned default: %s ms\n",
               Ms(best_sum).c_str(), Ms(default_sum).c_str());
   std::printf("job %llu %s%s%s\n", static_cast<unsigned long long>(last.job_id()), JobStateName(last.state()),
@@ -377,15 +354,14 @@ int SubmitCommand(int argc, char** argv) {
 
 int JobsCommand(int argc, char** argv) {
   return ListCommand<v1::ListJobsRequest, v1::ListJobsReply>(
-      argc, argv, "tune jobs: the jobs a daemon knows", "jobs", &v1::Tune::Stub::ListJobs,
-      [](const v1::ListJobsReply& reply) {
-        std::printf("%-4s  %-20s  %-16s  %-8s  %-9s  %13s\n", "id", "name", "model", "target", "state", "trials");
+      argc, argv, "tune jobs: the jobs a daemon knows", "tune jobs", &v1::Tune::Stub::ListJobs,
+      {"id", "name", "model", "target", "state", "trials"}, "(no jobs)", [](const v1::ListJobsReply& reply) {
+        std::vector<std::vector<std::string>> rows;
         for (const auto& j : reply.jobs()) {
-          std::printf("%-4llu  %-20s  %-16s  %-8s  %-9s  %6u/%-6u\n", static_cast<unsigned long long>(j.job_id()),
-                      j.name().c_str(), j.model().c_str(), j.target().c_str(), JobStateName(j.state()),
-                      j.trials_done(), j.trials_total());
+          rows.push_back({absl::StrCat(j.job_id()), j.name(), j.model(), j.target(), JobStateName(j.state()),
+                          absl::StrCat(j.trials_done(), "/", j.trials_total())});
         }
-        if (reply.jobs().empty()) std::printf("(no jobs)\n");
+        return rows;
       });
 }
 

@@ -1,6 +1,8 @@
 // Status translation between absl and gRPC, and the shared-token check.
 #include "server/grpc_status.h"
 
+#include <chrono>
+
 #include "absl/strings/str_cat.h"
 
 namespace tune::server {
@@ -30,8 +32,11 @@ absl::Status CheckToken(const grpc::ServerContextBase& context, const std::strin
   return absl::OkStatus();
 }
 
-void AttachToken(grpc::ClientContext& context, const std::string& token) {
+void AttachToken(grpc::ClientContext& context, const std::string& token, double deadline_s) {
   if (!token.empty()) context.AddMetadata("authorization", "Bearer " + token);
+  if (deadline_s > 0)
+    context.set_deadline(std::chrono::system_clock::now() +
+                         std::chrono::microseconds(static_cast<int64_t>(deadline_s * 1e6)));
 }
 
 }  // namespace tune::server

@@ -18,7 +18,8 @@ absl::Status FromGrpcStatus(const grpc::Status& status, const std::string& what)
 /// Unauthenticated otherwise. Compares in time independent of where the tokens differ.
 absl::Status CheckToken(const grpc::ServerContextBase& context, const std::string& token);
 
-/// Adds the token to a client call's metadata (nothing for an empty token).
-void AttachToken(grpc::ClientContext& context, const std::string& token);
+/// Adds the token to a client call's metadata (nothing for an empty token) and, for
+/// `deadline_s` > 0, a deadline that many seconds from now.
+void AttachToken(grpc::ClientContext& context, const std::string& token, double deadline_s = 0);
 
 }  // namespace tune::server

@@ -17,12 +17,16 @@
 #include "measure/task.h"
 #include "measure/task_factory.h"
 #include "server/grpc_status.h"
+#include "server/wire_names.h"
 #include "tune/v1/tune.grpc.pb.h"
 
 namespace tune::server {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+/// Deadline of the unary calls to the daemon (Register, Heartbeat), seconds.
+constexpr double kCallDeadlineS = 5;
 
 /// Failures a retry cannot fix: the agent gives up on them.
 bool IsPermanent(grpc::StatusCode code) {
@@ -135,7 +139,7 @@ absl::Status RunWorkerAgent(const WorkerAgentOptions& o, const std::function<boo
   reg.set_target_key(target->Key());
   reg.set_target_json(target->ToJson());
   reg.set_device(target->device_model);
-  reg.set_protocol(1);
+  reg.set_protocol(kWireProtocol);
 
   std::shared_ptr<grpc::ChannelCredentials> creds = grpc::InsecureChannelCredentials();
   if (!o.tls_ca_pem.empty()) {
@@ -160,8 +164,7 @@ absl::Status RunWorkerAgent(const WorkerAgentOptions& o, const std::function<boo
     // Register (again).
     v1::RegisterReply reply;
     grpc::ClientContext ctx;
-    AttachToken(ctx, o.token);
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    AttachToken(ctx, o.token, kCallDeadlineS);
     grpc::Status st = stub->Register(&ctx, reg, &reply);
     if (!st.ok()) {
       if (IsPermanent(st.error_code())) return FromGrpcStatus(st, "daemon at " + o.server);
@@ -199,8 +202,7 @@ absl::Status RunWorkerAgent(const WorkerAgentOptions& o, const std::function<boo
         hb.set_worker_id(id);
         v1::HeartbeatReply hb_reply;
         grpc::ClientContext hctx;
-        AttachToken(hctx, o.token);
-        hctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+        AttachToken(hctx, o.token, kCallDeadlineS);
         grpc::Status hs = stub->Heartbeat(&hctx, hb, &hb_reply);
         if (!hs.ok()) {
           std::lock_guard<std::mutex> lock(lost_mu);

@@ -17,16 +17,16 @@
 #include "CLI/CLI.hpp"
 #include "base/exit_code.h"
 #include "base/table.h"
-#include "costmodel/cost_model_adapters.h"
 #include "dataset/record_database.h"
 #include "measure/target.h"
 #include "measure/task_factory.h"
-#include "search/strategy.h"
 #include "nlohmann/json.hpp"
 #include "spdlog/spdlog.h"
 #include "tuner/model_file.h"
+#include "tuner/parse_command_line.h"
 #include "tuner/replay.h"
 #include "tuner/tuner.h"
+#include "tuner/tuning_flags.h"
 
 namespace tune::tuner {
 namespace {
@@ -87,81 +87,34 @@ class ProgressLine {
   bool open_ = false;
 };
 
+/// The flags of `tune MODEL` and `tune op`: the shared tuning flags, the local run's own
+/// (bound to the same TuneOptions), where to run and where to record.
 struct CommonFlags {
+  CommonFlags() { tuning.options.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
+
+  TuningFlags tuning;
   std::string target = "llvm";
   std::string db_path = "tune.db";
-  int trials = 32;
-  int total_trials = 0;
-  int batch = 8;
-  uint64_t seed = 0;
-  bool resume = false;
-  double timeout = 10.0;
-  int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  int repeats = 5;
-  double min_repeat_ms = 20.0;
-  bool flush_cache = false;
-  int early_stop = 0;
-  int finalists = 3;
-  double cutoff_factor = 10;
-  std::string strategy = "random";
-  std::vector<std::string> strategy_options;
-  std::string task_scheduler = "round-robin";
-  std::string cost_model = "auto";
-  bool no_transfer = false;
   bool show_kernel = false;
-  std::vector<std::string> configs;  // tune op --config
 };
 
 void AddTuneFlags(CLI::App& app, CommonFlags& f) {
+  TuneOptions& o = f.tuning.options;
   app.add_option("--target", f.target, "where kernels run: llvm (this CPU) or cuda[:N] (NVIDIA GPU N)");
   app.add_option("--db", f.db_path, "record database file (SQLite)");
-  app.add_option("--trials", f.trials, "measurements per task")->check(CLI::Range(1, 100000000));
-  app.add_option("--total-trials", f.total_trials, "cap on measurements over all tasks (0 = none)")
+  AddTuningFlags(app, f.tuning);
+  app.add_flag("--resume", o.resume, "continue from the records in the database, re-measuring none");
+  app.add_option("--threads", o.threads, "threads a kernel may use (default: all cores)")->check(CLI::Range(1, 256));
+  app.add_option("--early-stop", o.early_stop, "stop a task after N trials without improvement (0 = off)")
       ->check(CLI::Range(0, 100000000));
-  app.add_option("--batch", f.batch, "candidates built and measured per round")->check(CLI::Range(1, 100000000));
-  app.add_option("--seed", f.seed, "random seed");
-  app.add_flag("--resume", f.resume, "continue from the records in the database, re-measuring none");
-  app.add_option("--timeout", f.timeout, "seconds one candidate's measurement may take")
-      ->check(CLI::Range(1, 100000000));
-  app.add_option("--threads", f.threads, "threads a kernel may use (default: all cores)")->check(CLI::Range(1, 256));
-  app.add_option("--repeats", f.repeats, "timed samples per candidate")->check(CLI::Range(1, 1000));
-  app.add_option("--min-repeat-ms", f.min_repeat_ms, "minimum duration of one sample")
-      ->check(CLI::Range(0, 100000000));
-  app.add_flag("--flush-cache", f.flush_cache, "flush the caches before each sample");
-  app.add_option("--early-stop", f.early_stop, "stop a task after N trials without improvement (0 = off)")
-      ->check(CLI::Range(0, 100000000));
-  app.add_option("--finalists", f.finalists, "re-measure the best N configs of each task at the end (0 = off)")
+  app.add_option("--finalists", o.finalists, "re-measure the best N configs of each task at the end (0 = off)")
       ->check(CLI::Range(0, 1000));
-  app.add_option("--cutoff-factor", f.cutoff_factor,
+  app.add_option("--cutoff-factor", o.cutoff_factor,
                  "stop timing a candidate whose first call is this many times slower than the best (0 = off)")
       ->check(CLI::Range(0.0, 1e9));
-  app.add_option("--strategy", f.strategy, "search strategy: random, grid, sa, evolutionary, bo, bo_ei, bo_pi, bo_ucb, bo_multi, bandit");
-  app.add_option("--strategy-option", f.strategy_options,
-                 "KEY=VALUE strategy setting, repeatable (e.g. eps_greedy=0.1, sa_chains=64)");
-  app.add_option("--task-scheduler", f.task_scheduler, "which task gets the next batch: round-robin, gradient, ucb");
-  app.add_option("--cost-model", f.cost_model, "cost model for model-guided strategies: auto, none, xgb, xgb-reg");
-  app.add_flag("--no-transfer", f.no_transfer, "do not warm-start cost models from other tasks' records");
+  app.add_flag_callback("--no-transfer", [&o] { o.transfer = false; },
+                        "do not warm-start cost models from other tasks' records");
   app.add_flag("--show-kernel", f.show_kernel, "print the best kernel of each task as pseudo-C");
-}
-
-/// Parses with CLI11; on error prints one line (or the help) and returns the exit code.
-std::optional<int> Parse(CLI::App& app, int argc, char** argv) {
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp&) {
-    std::printf("%s", app.help().c_str());
-    return 0;
-  } catch (const CLI::CallForAllHelp&) {
-    std::printf("%s", app.help("", CLI::AppFormatMode::All).c_str());
-    return 0;
-  } catch (const CLI::ParseError& e) {
-    std::string what = e.what();
-    for (auto& ch : what) {
-      if (ch == '\n') ch = ' ';
-    }
-    return base::Fail("tune", base::kExitUsage, what + " (see tune --help)");
-  }
-  return std::nullopt;
 }
 
 // Set by SIGINT / SIGTERM: the tuning loop stops after the batch in flight.
@@ -182,37 +135,19 @@ void InstallStopHandlers() {
 
 int TuneTasks(const std::string& title, const std::vector<TuneTask>& tasks, const CommonFlags& f,
               const std::string& command) {
-  auto target = measure::Target::Parse(f.target, f.threads);
+  auto target = measure::Target::Parse(f.target, f.tuning.options.threads);
   if (!target.ok()) return base::Fail("tune", target.status());
-  search::StrategyOptions strategy_options;
-  for (const std::string& text : f.strategy_options) {
-    if (absl::Status st = search::SetStrategyOption(strategy_options, text); !st.ok()) {
-      return base::Fail("tune", base::kExitUsage, std::string(st.message()));
-    }
-  }
-  {
-    search::ConfigSpace probe;  // strategy names are checked against the real factory
-    probe.AddChoice("x", {0, 1});
-    if (auto s = search::SearchStrategy::Create(f.strategy, &probe, strategy_options); !s.ok()) {
-      return base::Fail("tune", s.status());
-    }
-  }
-  if (f.cost_model != "auto" && f.cost_model != "none") {
-    auto names = costmodel::CostModelNames();
-    if (std::find(names.begin(), names.end(), f.cost_model) == names.end()) {
-      std::string list;
-      for (auto& n : names) list += (list.empty() ? "" : ", ") + n;
-      return base::Fail("tune", base::kExitUsage, "unknown cost model '" + f.cost_model + "' (auto, none, " + list + ")");
-    }
-  }
-  if (auto sched = TaskScheduler::Create(f.task_scheduler, 0); !sched.ok()) return base::Fail("tune", sched.status());
+  absl::StatusOr<TuneOptions> options = ToTuneOptions(f.tuning);
+  if (!options.ok()) return base::Fail("tune", options.status());
+  TuneOptions o = *std::move(options);
+  o.command = command;
   // Validate every task before anything is written.
   auto factory = measure::TaskFactory::Create(*target);
   if (!factory.ok()) return base::Fail("tune", factory.status());
   for (const auto& t : tasks) {
-    auto task = (*factory)->Make({t.workload, TaskDataSeed(f.seed)});
+    auto task = (*factory)->Make({t.workload, TaskDataSeed(o.seed)});
     if (!task.ok()) return base::Fail("tune", task.status());
-    for (const std::string& text : f.configs) {
+    for (const std::string& text : o.given_configs) {
       if (auto config = ParseGiven(**task, text); !config.ok()) {
         return base::Fail("tune", base::kExitUsage, "--config: " + std::string(config.status().message()));
       }
@@ -221,30 +156,9 @@ int TuneTasks(const std::string& title, const std::vector<TuneTask>& tasks, cons
   auto db = dataset::RecordDatabase::Open(f.db_path, /*create=*/true);
   if (!db.ok()) return base::Fail("tune", db.status());
 
-  TuneOptions o;
-  o.trials_per_task = f.trials;
-  o.total_trials = f.total_trials;
-  o.batch = f.batch;
-  o.seed = f.seed;
-  o.strategy = f.strategy;
-  o.strategy_options = strategy_options;
-  o.task_scheduler = f.task_scheduler;
-  o.cost_model = f.cost_model;
-  o.transfer = !f.no_transfer;
-  o.threads = f.threads;
-  o.early_stop = f.early_stop;
-  o.finalists = f.finalists;
-  o.cutoff_factor = f.cutoff_factor;
-  o.resume = f.resume;
-  o.protocol.timeout_s = f.timeout;
-  o.protocol.repeats = f.repeats;
-  o.protocol.min_repeat_ms = f.min_repeat_ms;
-  o.protocol.flush_cache = f.flush_cache;
-  o.given_configs = f.configs;
-  o.command = command;
-
   std::fprintf(stderr, "tune: %s on %s (%s), %zu tasks, %d trials per task, database %s\n", title.c_str(),
-               target->device_model.c_str(), target->Key().c_str(), tasks.size(), f.trials, f.db_path.c_str());
+               target->device_model.c_str(), target->Key().c_str(), tasks.size(), o.trials_per_task,
+               f.db_path.c_str());
   o.should_stop = [] { return g_stop_requested.load(); };
   InstallStopHandlers();
   ProgressLine progress;
@@ -308,7 +222,7 @@ int ModelCommand(int argc, char** argv) {
   app.add_option("model", model, "built-in model (resnet-18, resnet-50, mobilenet-v2, bert-base) or model file")
       ->required();
   AddTuneFlags(app, f);
-  if (auto code = Parse(app, argc, argv)) return *code;
+  if (auto code = ParseCommandLine(app, argc, argv)) return *code;
   auto m = LoadModel(model);
   if (!m.ok()) return base::Fail("tune", m.status());
   return TuneTasks(m->name, ExtractTasks(*m), f, JoinArgs(argc, argv));
@@ -326,11 +240,11 @@ int OpCommand(int argc, char** argv) {
   app.add_option("--shape", shape, "the operator's shape")->required();
   app.add_flag("--bias", bias, "fuse a bias add");
   app.add_flag("--relu", relu, "fuse a ReLU");
-  app.add_option("--config", f.configs,
+  app.add_option("--config", f.tuning.options.given_configs,
                  "a config (JSON, as `tune db best` shows it) measured before the search, repeatable; "
                  "--trials N with N configs measures just those");
   AddTuneFlags(app, f);
-  if (auto code = Parse(app, argc - 1, argv + 1)) return *code;
+  if (auto code = ParseCommandLine(app, argc - 1, argv + 1)) return *code;
   auto op = codegen::ParseOpName(kind);
   if (!op.ok()) return base::Fail("tune", op.status());
   auto w = codegen::Workload::Parse(*op, shape);
@@ -357,7 +271,7 @@ int DbCommand(int argc, char** argv) {
     c->add_option("--target", target_sel, "target key (default: all targets)");
   }
   best_cmd->add_option("-k", k, "how many of the best to show")->check(CLI::Range(1, 100000000));
-  if (auto code = Parse(app, argc - 1, argv + 1)) return *code;
+  if (auto code = ParseCommandLine(app, argc - 1, argv + 1)) return *code;
 
   auto db = dataset::RecordDatabase::Open(db_path, /*create=*/false);
   if (!db.ok()) return base::Fail("tune", db.status());

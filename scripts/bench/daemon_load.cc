@@ -26,6 +26,7 @@
 #include "grpcpp/grpcpp.h"
 #include "measure/target.h"
 #include "server/latency_histogram.h"
+#include "server/wire_names.h"
 #include "tune/v1/tune.grpc.pb.h"
 
 namespace {
@@ -34,6 +35,15 @@ using Clock = std::chrono::steady_clock;
 namespace v1 = tune::v1;
 
 double Now() { return std::chrono::duration<double>(Clock::now().time_since_epoch()).count(); }
+
+/// Makes one unary call whose answer does not matter (heartbeats, cancellations).
+template <typename Stub, typename Request, typename Reply>
+void CallAndForget(Stub& stub, grpc::Status (Stub::*call)(grpc::ClientContext*, const Request&, Reply*),
+                   const Request& request) {
+  grpc::ClientContext ctx;
+  Reply reply;
+  (void)(stub.*call)(&ctx, request, &reply);
+}
 
 struct Shared {
   std::atomic<bool> measuring{false}, stop{false};
@@ -150,7 +160,7 @@ int main(int argc, char** argv) {
     req.set_target("llvm");
     req.set_target_key(target.Key());
     req.set_target_json(target.ToJson());
-    req.set_protocol(1);
+    req.set_protocol(tune::server::kWireProtocol);
     grpc::ClientContext ctx;
     v1::RegisterReply reply;
     if (auto st = worker_stub->Register(&ctx, req, &reply); !st.ok()) return Fail("register: " + st.error_message());
@@ -162,11 +172,9 @@ int main(int argc, char** argv) {
   std::thread heart([&] {  // as real workers do, so idle ones are not expired
     while (!shared.stop) {
       for (uint64_t id : ids) {
-        grpc::ClientContext ctx;
         v1::HeartbeatRequest hb;
         hb.set_worker_id(id);
-        v1::HeartbeatReply r;
-        (void)worker_stub->Heartbeat(&ctx, hb, &r);
+        CallAndForget(*worker_stub, &v1::Worker::Stub::Heartbeat, hb);
       }
       for (int i = 0; i < 10 && !shared.stop; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
@@ -200,11 +208,9 @@ int main(int argc, char** argv) {
   auto h1 = health();
 
   for (uint64_t id : job_ids) {
-    grpc::ClientContext ctx;
     v1::CancelJobRequest req;
     req.set_job_id(id);
-    v1::CancelJobReply reply;
-    (void)client->CancelJob(&ctx, req, &reply);
+    CallAndForget(*client, &v1::Tune::Stub::CancelJob, req);
   }
   shared.stop = true;
   heart.join();

@@ -44,18 +44,31 @@ class DaemonTest : public ::testing::Test {
     worker_ = v1::Worker::NewStub(channel);
   }
 
-  grpc::Status Health(const std::string& token, v1::HealthReply* reply) {
+  /// One unary call on `stub` (the Tune or the Worker service) with `token` and a deadline.
+  template <typename Stub, typename Request, typename Reply>
+  static grpc::Status Call(Stub& stub, grpc::Status (Stub::*method)(grpc::ClientContext*, const Request&, Reply*),
+                           const Request& request, Reply* reply, const std::string& token = kToken) {
     grpc::ClientContext ctx;
-    ctx.set_deadline(Deadline());
-    AttachToken(ctx, token);
-    return tune_->Health(&ctx, v1::HealthRequest(), reply);
+    AttachToken(ctx, token, 10);
+    return (stub.*method)(&ctx, request, reply);
+  }
+
+  grpc::Status Health(const std::string& token, v1::HealthReply* reply) {
+    return Call(*tune_, &v1::Tune::Stub::Health, v1::HealthRequest(), reply, token);
+  }
+
+  /// Opens a Work stream, writes only `message` and returns how the daemon ends the call.
+  grpc::Status WorkWithOnly(const v1::WorkerMessage& message) {
+    grpc::ClientContext ctx;
+    AttachToken(ctx, kToken, 10);
+    auto work = worker_->Work(&ctx);
+    EXPECT_TRUE(work->Write(message));
+    work->WritesDone();
+    return work->Finish();
   }
 
   grpc::Status Register(const v1::RegisterRequest& req, v1::RegisterReply* reply) {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(Deadline());
-    AttachToken(ctx, kToken);
-    return worker_->Register(&ctx, req, reply);
+    return Call(*worker_, &v1::Worker::Stub::Register, req, reply);
   }
 
   static v1::RegisterRequest CpuWorker(const std::string& name) {
@@ -95,10 +108,8 @@ TEST_F(DaemonTest, RegisteredWorkersAreListedAndHeartbeatsCheckTheirId) {
   EXPECT_GT(reg.expire_after_s(), reg.heartbeat_interval_s());
   ASSERT_TRUE(Register(CpuWorker("w2"), &reg).ok());
 
-  grpc::ClientContext ctx;
-  AttachToken(ctx, kToken);
   v1::ListWorkersReply list;
-  ASSERT_TRUE(tune_->ListWorkers(&ctx, v1::ListWorkersRequest(), &list).ok());
+  ASSERT_TRUE(Call(*tune_, &v1::Tune::Stub::ListWorkers, v1::ListWorkersRequest(), &list).ok());
   ASSERT_EQ(list.workers_size(), 2);
   EXPECT_EQ(list.workers(0).name(), "w1");
   EXPECT_EQ(list.workers(1).target(), "llvm");
@@ -107,13 +118,9 @@ TEST_F(DaemonTest, RegisteredWorkersAreListedAndHeartbeatsCheckTheirId) {
   v1::HeartbeatRequest hb;
   v1::HeartbeatReply hb_reply;
   hb.set_worker_id(2);
-  grpc::ClientContext c1;
-  AttachToken(c1, kToken);
-  EXPECT_TRUE(worker_->Heartbeat(&c1, hb, &hb_reply).ok());
+  EXPECT_TRUE(Call(*worker_, &v1::Worker::Stub::Heartbeat, hb, &hb_reply).ok());
   hb.set_worker_id(42);
-  grpc::ClientContext c2;
-  AttachToken(c2, kToken);
-  EXPECT_EQ(worker_->Heartbeat(&c2, hb, &hb_reply).error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(Call(*worker_, &v1::Worker::Stub::Heartbeat, hb, &hb_reply).error_code(), grpc::StatusCode::NOT_FOUND);
 }
 
 TEST_F(DaemonTest, BadRegistrationsAreRejectedWithAReason) {
@@ -161,19 +168,15 @@ TEST_F(DaemonTest, QueryBestReadsTheDatabase) {
     }
     ASSERT_TRUE((*db)->AddRecords(recs).ok());
   }
-  grpc::ClientContext ctx;
-  AttachToken(ctx, kToken);
   v1::QueryBestReply reply;
-  ASSERT_TRUE(tune_->QueryBest(&ctx, v1::QueryBestRequest(), &reply).ok());
+  ASSERT_TRUE(Call(*tune_, &v1::Tune::Stub::QueryBest, v1::QueryBestRequest(), &reply).ok());
   ASSERT_EQ(reply.records_size(), 1);
   EXPECT_EQ(reply.records(0).config_json(), "{\"i\":1}");
   EXPECT_DOUBLE_EQ(reply.records(0).median_s(), 1e-3);
-  grpc::ClientContext ctx2;
-  AttachToken(ctx2, kToken);
   v1::QueryBestRequest other;
   other.set_target_key("cuda|sm_90");
   v1::QueryBestReply none;
-  ASSERT_TRUE(tune_->QueryBest(&ctx2, other, &none).ok());
+  ASSERT_TRUE(Call(*tune_, &v1::Tune::Stub::QueryBest, other, &none).ok());
   EXPECT_EQ(none.records_size(), 0);
 }
 
@@ -181,26 +184,16 @@ TEST_F(DaemonTest, BadWorkStreamsAreRejectedAndTheDaemonKeepsServing) {
   v1::RegisterReply reg;
   ASSERT_TRUE(Register(CpuWorker("w"), &reg).ok());
   {  // a stream must open with Ready
-    grpc::ClientContext ctx;
-    AttachToken(ctx, kToken);
-    auto work = worker_->Work(&ctx);
     v1::WorkerMessage m;
     m.mutable_release()->set_batch_id(1);
-    ASSERT_TRUE(work->Write(m));
-    work->WritesDone();
-    grpc::Status st = work->Finish();
+    grpc::Status st = WorkWithOnly(m);
     EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
     EXPECT_NE(st.error_message().find("Ready"), std::string::npos);
   }
   {  // an unknown worker id
-    grpc::ClientContext ctx;
-    AttachToken(ctx, kToken);
-    auto work = worker_->Work(&ctx);
     v1::WorkerMessage m;
     m.mutable_ready()->set_worker_id(99);
-    ASSERT_TRUE(work->Write(m));
-    work->WritesDone();
-    EXPECT_EQ(work->Finish().error_code(), grpc::StatusCode::NOT_FOUND);
+    EXPECT_EQ(WorkWithOnly(m).error_code(), grpc::StatusCode::NOT_FOUND);
   }
   {  // results for a batch the worker does not hold
     measure::Target cpu = measure::Target::HostCpu(1);
@@ -214,9 +207,7 @@ TEST_F(DaemonTest, BadWorkStreamsAreRejectedAndTheDaemonKeepsServing) {
     job.set_target("llvm");
     job.set_trials(2);
     v1::SubmitJobReply job_reply;
-    grpc::ClientContext sctx;
-    AttachToken(sctx, kToken);
-    ASSERT_TRUE(tune_->SubmitJob(&sctx, job, &job_reply).ok());
+    ASSERT_TRUE(Call(*tune_, &v1::Tune::Stub::SubmitJob, job, &job_reply).ok());
 
     grpc::ClientContext ctx;
     AttachToken(ctx, kToken);
@@ -257,31 +248,23 @@ TEST_F(DaemonTest, ACancelledJobEndsCancelledAndUnknownJobsAreNotFound) {
   job.set_target("llvm");
   job.set_trials(2);
   v1::SubmitJobReply submitted;
-  grpc::ClientContext sctx;
-  AttachToken(sctx, kToken);
-  ASSERT_TRUE(tune_->SubmitJob(&sctx, job, &submitted).ok());
+  ASSERT_TRUE(Call(*tune_, &v1::Tune::Stub::SubmitJob, job, &submitted).ok());
   v1::CancelJobRequest cancel;
   cancel.set_job_id(submitted.job_id());
   v1::CancelJobReply cancelled;
-  grpc::ClientContext cctx;
-  AttachToken(cctx, kToken);
-  ASSERT_TRUE(tune_->CancelJob(&cctx, cancel, &cancelled).ok());
+  ASSERT_TRUE(Call(*tune_, &v1::Tune::Stub::CancelJob, cancel, &cancelled).ok());
   // No worker ever registers: the job thread sees the cancel while it waits for one.
   v1::JobState state = v1::JOB_QUEUED;
   for (int i = 0; i < 200 && state != v1::JOB_CANCELLED; ++i) {
-    grpc::ClientContext lctx;
-    AttachToken(lctx, kToken);
     v1::ListJobsReply jobs;
-    ASSERT_TRUE(tune_->ListJobs(&lctx, v1::ListJobsRequest(), &jobs).ok());
+    ASSERT_TRUE(Call(*tune_, &v1::Tune::Stub::ListJobs, v1::ListJobsRequest(), &jobs).ok());
     ASSERT_EQ(jobs.jobs_size(), 1);
     state = jobs.jobs(0).state();
     if (state != v1::JOB_CANCELLED) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   EXPECT_EQ(state, v1::JOB_CANCELLED);
   cancel.set_job_id(submitted.job_id() + 7);
-  grpc::ClientContext uctx;
-  AttachToken(uctx, kToken);
-  EXPECT_EQ(tune_->CancelJob(&uctx, cancel, &cancelled).error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(Call(*tune_, &v1::Tune::Stub::CancelJob, cancel, &cancelled).error_code(), grpc::StatusCode::NOT_FOUND);
 }
 
 TEST(Daemon, StartRejectsBadAddressesAndTlsHalves) {
