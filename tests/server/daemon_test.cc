@@ -57,6 +57,18 @@ class DaemonTest : public ::testing::Test {
     return Call(*tune_, &v1::Tune::Stub::Health, v1::HealthRequest(), reply, token);
   }
 
+  /// Submits a job tuning one 8x8x8 matmul on llvm for two trials; its id, 0 when refused.
+  uint64_t SubmitSmallJob() {
+    v1::SubmitJobRequest job;
+    job.set_model_json(R"({"layers": [{"op": "matmul", "shape": "8,8,8"}]})");
+    job.set_target("llvm");
+    job.set_trials(2);
+    v1::SubmitJobReply reply;
+    grpc::Status st = Call(*tune_, &v1::Tune::Stub::SubmitJob, job, &reply);
+    EXPECT_TRUE(st.ok()) << st.error_message();
+    return st.ok() ? reply.job_id() : 0;
+  }
+
   /// Opens a Work stream, writes only `message` and returns how the daemon ends the call.
   grpc::Status WorkWithOnly(const v1::WorkerMessage& message) {
     grpc::ClientContext ctx;
@@ -202,12 +214,7 @@ TEST_F(DaemonTest, BadWorkStreamsAreRejectedAndTheDaemonKeepsServing) {
     real.set_target_json(cpu.ToJson());
     v1::RegisterReply real_reg;
     ASSERT_TRUE(Register(real, &real_reg).ok());
-    v1::SubmitJobRequest job;
-    job.set_model_json(R"({"layers": [{"op": "matmul", "shape": "8,8,8"}]})");
-    job.set_target("llvm");
-    job.set_trials(2);
-    v1::SubmitJobReply job_reply;
-    ASSERT_TRUE(Call(*tune_, &v1::Tune::Stub::SubmitJob, job, &job_reply).ok());
+    ASSERT_NE(SubmitSmallJob(), 0u);
 
     grpc::ClientContext ctx;
     AttachToken(ctx, kToken);
@@ -243,14 +250,10 @@ TEST_F(DaemonTest, BadWorkStreamsAreRejectedAndTheDaemonKeepsServing) {
 }
 
 TEST_F(DaemonTest, ACancelledJobEndsCancelledAndUnknownJobsAreNotFound) {
-  v1::SubmitJobRequest job;
-  job.set_model_json(R"({"layers": [{"op": "matmul", "shape": "8,8,8"}]})");
-  job.set_target("llvm");
-  job.set_trials(2);
-  v1::SubmitJobReply submitted;
-  ASSERT_TRUE(Call(*tune_, &v1::Tune::Stub::SubmitJob, job, &submitted).ok());
+  const uint64_t job_id = SubmitSmallJob();
+  ASSERT_NE(job_id, 0u);
   v1::CancelJobRequest cancel;
-  cancel.set_job_id(submitted.job_id());
+  cancel.set_job_id(job_id);
   v1::CancelJobReply cancelled;
   ASSERT_TRUE(Call(*tune_, &v1::Tune::Stub::CancelJob, cancel, &cancelled).ok());
   // No worker ever registers: the job thread sees the cancel while it waits for one.
@@ -263,7 +266,7 @@ TEST_F(DaemonTest, ACancelledJobEndsCancelledAndUnknownJobsAreNotFound) {
     if (state != v1::JOB_CANCELLED) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   EXPECT_EQ(state, v1::JOB_CANCELLED);
-  cancel.set_job_id(submitted.job_id() + 7);
+  cancel.set_job_id(job_id + 7);
   EXPECT_EQ(Call(*tune_, &v1::Tune::Stub::CancelJob, cancel, &cancelled).error_code(), grpc::StatusCode::NOT_FOUND);
 }
 
