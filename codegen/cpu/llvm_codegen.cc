@@ -20,6 +20,9 @@
 #include "llvm/Target/TargetMachine.h"
 #include "llvm/Target/TargetOptions.h"
 #include "base/check.h"
+#include "codegen/ir/ir_analysis.h"
+#include "codegen/ir/ir_visitor.h"
+#include "codegen/ir/simplify.h"
 
 namespace tune::codegen {
 namespace {

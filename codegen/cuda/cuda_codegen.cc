@@ -14,6 +14,9 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "codegen/ir/ir_analysis.h"
+#include "codegen/ir/ir_visitor.h"
+#include "codegen/ir/simplify.h"
 
 namespace tune::codegen {
 namespace {

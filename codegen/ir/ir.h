@@ -1,4 +1,4 @@
-// The loop AST: immutable expression and statement nodes, buffers, a visitor and a mutator.
+// The loop AST: immutable expression and statement nodes and buffers, and their constructors.
 #pragma once
 
 #include <cstdint>
@@ -277,51 +277,14 @@ struct LoweredFunc {
   Stmt body;
 };
 
-// ---------------------------------------------------------------------------------------------
-// Traversal
-// ---------------------------------------------------------------------------------------------
-
-/// Read-only traversal. Override a Visit* method and call the base to keep recursing.
-class IRVisitor {
- public:
-  virtual ~IRVisitor() = default;
-  virtual void VisitExpr(const Expr& e);
-  virtual void VisitStmt(const Stmt& s);
-};
-
-/// Rebuilding traversal: returns the same node when nothing below changed. Override and
-/// call the base for the default rebuild.
-class IRMutator {
- public:
-  virtual ~IRMutator() = default;
-  virtual Expr MutateExpr(const Expr& e);
-  virtual Stmt MutateStmt(const Stmt& s);
-
- protected:
-  /// MutateExpr of each index; sets `*changed` when any of them changed.
-  std::vector<Expr> MutateIndices(const std::vector<Expr>& indices, bool* changed);
-};
-
-/// Replaces variables by expressions (keyed by VarNode address), folding constants.
-Expr Substitute(const Expr& e, const std::unordered_map<const VarNode*, Expr>& map);
-Stmt Substitute(const Stmt& s, const std::unordered_map<const VarNode*, Expr>& map);
-/// True iff `e` mentions `var`.
-bool UsesVar(const Expr& e, const VarNode* var);
 /// Row-major flattening of `indices` into `shape`.
 Expr FlattenIndex(const std::vector<int64_t>& shape, const std::vector<Expr>& indices);
-/// If `e` is affine in `var` with a constant coefficient, stores it and returns true
-/// (coefficient 0 when `e` does not use `var`).
-bool LinearCoefficient(const Expr& e, const VarNode* var, int64_t* coeff);
-
-/// Simplifies integer division and modulo whose dividend is affine in variables with known
-/// extents (var in [0, extent)): (c*q*x + y) / c -> q*x + y / c and (c*q*x + y) % c -> y % c,
-/// and y / c -> 0, y % c -> y when 0 <= y < c. Leaves everything else as it is.
-Expr SimplifyDivMod(const Expr& e, const std::unordered_map<const VarNode*, int64_t>& extents);
-Stmt SimplifyDivMod(const Stmt& s, const std::unordered_map<const VarNode*, int64_t>& extents);
-
-/// Readable pseudo-C of a kernel or statement (used by golden tests and --show-kernel).
-std::string Print(const LoweredFunc& func);
-std::string Print(const Stmt& s, int indent = 0);
-std::string Print(const Expr& e);
 
 }  // namespace tune::codegen
+
+// The traversals, analyses, rewrites and the printer of the AST, for callers that include this
+// header only (each has its own header; they include this one).
+#include "codegen/ir/ir_analysis.h"
+#include "codegen/ir/ir_printer.h"
+#include "codegen/ir/ir_visitor.h"
+#include "codegen/ir/simplify.h"

@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "base/check.h"
+#include "codegen/ir/simplify.h"
 
 namespace tune::codegen {
 
