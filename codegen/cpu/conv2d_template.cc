@@ -121,10 +121,7 @@ Schedule Conv2dTemplate::Build(const search::Config& c) const {
   Stage st(out, {vn, voc, voh, vow}, {vic, vkh, vkw}, x_value * w_value);
   if (wl.bias || wl.relu) {
     Expr acc = MakeVar("acc");
-    Expr e = acc;
-    if (wl.bias) e = e + Load(bias, {voc.var});
-    if (wl.relu) e = Max(e, FloatImm(0.0));
-    st.SetEpilogue(acc, e);
+    st.SetEpilogue(acc, ApplyEpilogue(wl, acc, bias, voc.var));
   }
   auto oc = st.SplitFactors(st.axis(1), foc);
   auto oh = st.SplitFactors(st.axis(2), foh);

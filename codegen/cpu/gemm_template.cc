@@ -112,10 +112,7 @@ Schedule GemmTemplate::Build(const search::Config& c) const {
   Stage st(out, axes, {vk}, Load(a, bidx({vm.var, vk.var})) * b_value);
   if (wl.bias || wl.relu) {
     Expr acc = MakeVar("acc");
-    Expr e = acc;
-    if (wl.bias) e = e + Load(bias, {vn.var});
-    if (wl.relu) e = Max(e, FloatImm(0.0));
-    st.SetEpilogue(acc, e);
+    st.SetEpilogue(acc, ApplyEpilogue(wl, acc, bias, vn.var));
   }
   int off = batched ? 1 : 0;
   auto m = st.SplitFactors(st.axis(off), fm);

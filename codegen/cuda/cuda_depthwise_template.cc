@@ -93,20 +93,12 @@ Schedule CudaDepthwiseTemplate::Build(const search::Config& c) const {
           })));
   Stmt write = UnrolledLoop("i", t.rh, [&](const Expr& i) {
     return UnrolledLoop("j", t.rw, [&](const Expr& j) {
-      Expr v = Load(acc, {i, j});
-      if (bias) v = v + Load(bias, {channel});
-      if (wl.relu) v = Max(v, FloatImm(0.0));
-      return Store(out, {image, channel, oh0 + i, ow0 + j}, v);
+      return Store(out, {image, channel, oh0 + i, ow0 + j}, ApplyEpilogue(wl, Load(acc, {i, j}), bias, channel));
     });
   });
   Stmt body = Allocate(acc, Seq({init, accumulate, write}));
-  body = Bind(tx, t.tw, ForKind::kThreadX, body);
-  body = Bind(ty, t.th, ForKind::kThreadY, body);
-  body = Bind(tz, t.tc, ForKind::kThreadZ, body);
-  body = Bind(bx, t.grid_w, ForKind::kBlockX, body);
-  body = Bind(by, t.grid_h, ForKind::kBlockY, body);
-  body = Bind(bz, t.grid_c * wl.batch, ForKind::kBlockZ, body);
-  sched.body = body;
+  sched.body = BindLaunch(BlockGrid{bx, by, t.grid_w, t.grid_h, bz, t.grid_c * wl.batch},
+                         ThreadBlock{tx, ty, t.tw, t.th, tz, t.tc}, body);
   return sched;
 }
 

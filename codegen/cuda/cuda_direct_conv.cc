@@ -42,16 +42,16 @@ int64_t DirectConvPlan::UnrolledFma() const {
   return (t.unroll ? t.bc : 1) * window * t.tm * t.rh * t.rw;
 }
 
-Schedule BuildDirectConv(const Workload& wl, const DirectConvPlan& p, const DirectConvArgs& args) {
+Schedule BuildDirectConv(const Workload& wl, const DirectConvPlan& p, const ArgBuffers& args) {
   TUNE_CHECK(wl.op == OpKind::kConv2d && wl.groups == 1) << "direct conv2d of " << wl.Key();
   const DirectConvTiles& t = p.tiles;
   const int64_t bm = t.bm(), step_k = t.bc * p.window;
   Schedule sched;
   // The weight seen as [OC][C * KH * KW] (the same bytes): a block's slice of one channel step
   // is BM rows of step_k consecutive floats.
-  const Buffer weight = MakeBuffer(args.weight->name, {wl.out_c, wl.in_c * p.window}, BufferScope::kArg,
-                                   args.weight->arg_index);
-  const Buffer data = args.data, bias = args.bias, out = args.out;
+  const Buffer weight = MakeBuffer(args.input1->name, {wl.out_c, wl.in_c * p.window}, BufferScope::kArg,
+                                   args.input1->arg_index);
+  const Buffer data = args.input0, bias = args.bias, out = args.out;
   sched.args = {data, weight};
   if (bias) sched.args.push_back(bias);
   sched.args.push_back(out);
@@ -171,23 +171,15 @@ Schedule BuildDirectConv(const Workload& wl, const DirectConvPlan& p, const Dire
     const Expr oc = oc0 + threads.tz * Expr(t.tm) + i;
     return UnrolledLoop("a", t.rh, [&](const Expr& a) {
       return UnrolledLoop("b", t.rw, [&](const Expr& b) {
-        Expr v = Load(acc, {i, a, b});
-        if (bias) v = v + Load(bias, {oc});
-        if (wl.relu) v = Max(v, FloatImm(0.0));
-        return Store(out, {image, oc, oh0 + out_row(a), ow0 + out_col(b)}, v);
+        return Store(out, {image, oc, oh0 + out_row(a), ow0 + out_col(b)},
+                     ApplyEpilogue(wl, Load(acc, {i, a, b}), bias, oc));
       });
     });
   });
   Stmt body = Seq({init, loop.Emit("ct", t.c_steps, t.double_buffer), write});
   if (t.double_buffer) body = Allocate(stage_h, Allocate(stage_w, body));
   body = Allocate(hs, Allocate(ws, Allocate(acc, Allocate(wf, Allocate(xf, body)))));
-  body = Bind(threads.tx, t.tw, ForKind::kThreadX, body);
-  body = Bind(threads.ty, t.th, ForKind::kThreadY, body);
-  body = Bind(threads.tz, t.tz, ForKind::kThreadZ, body);
-  body = Bind(bx, t.grid_w, ForKind::kBlockX, body);
-  body = Bind(by, t.grid_h, ForKind::kBlockY, body);
-  body = Bind(bz, t.grid_m * wl.batch, ForKind::kBlockZ, body);
-  sched.body = body;
+  sched.body = BindLaunch(BlockGrid{bx, by, t.grid_w, t.grid_h, bz, t.grid_m * wl.batch}, threads, body);
   return sched;
 }
 

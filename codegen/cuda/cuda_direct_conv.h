@@ -7,6 +7,7 @@
 #include "codegen/ir/gpu_schedule.h"
 #include "codegen/ir/ir.h"
 #include "codegen/ir/schedule.h"
+#include "codegen/ir/template.h"
 #include "codegen/ir/workload.h"
 
 namespace tune::codegen {
@@ -54,12 +55,6 @@ struct DirectConvPlan {
 /// The plan of `tiles` for the conv2d `workload` (groups 1, NCHW).
 DirectConvPlan PlanDirectConv(const Workload& workload, const DirectConvTiles& tiles);
 
-/// The kernel's buffers in argument order: data [N][C][H][W], weight [OC][C][KH][KW], bias
-/// [OC] (null without one), out [N][OC][OH][OW].
-struct DirectConvArgs {
-  Buffer data, weight, bias, out;
-};
-
 /// Direct convolution: block (bx, by, bz) computes an OC tile of BM channels x a BH x BW tile of
 /// output pixels of one image (bz = image * grid_m + channel block). Per step of bc input
 /// channels the block copies the input halo tile (zero outside the image) and the matching
@@ -67,7 +62,8 @@ struct DirectConvArgs {
 /// memory; each thread then accumulates TM channels x RH x RW pixels in registers (its pixels
 /// th and tw apart, so a warp reads neighbouring shared words and writes contiguous output),
 /// and the fused bias + ReLU epilogue writes them. Stride, padding and dilation come from
-/// `workload`.
-Schedule BuildDirectConv(const Workload& workload, const DirectConvPlan& plan, const DirectConvArgs& args);
+/// `workload`. The arguments are data [N][C][H][W], weight [OC][C][KH][KW], bias [OC] (or
+/// none) and out [N][OC][OH][OW].
+Schedule BuildDirectConv(const Workload& workload, const DirectConvPlan& plan, const ArgBuffers& args);
 
 }  // namespace tune::codegen

@@ -12,6 +12,16 @@ Stmt Bind(Expr var, int64_t extent, ForKind axis, Stmt body) {
   return For(std::move(var), extent, axis, std::move(body));
 }
 
+Stmt BindLaunch(const BlockGrid& grid, const ThreadBlock& threads, Stmt body) {
+  body = Bind(threads.tx, threads.nx, ForKind::kThreadX, std::move(body));
+  body = Bind(threads.ty, threads.ny, ForKind::kThreadY, std::move(body));
+  if (threads.tz.defined()) body = Bind(threads.tz, threads.nz, ForKind::kThreadZ, std::move(body));
+  body = Bind(grid.bx, grid.nx, ForKind::kBlockX, std::move(body));
+  body = Bind(grid.by, grid.ny, ForKind::kBlockY, std::move(body));
+  if (grid.bz.defined()) body = Bind(grid.bz, grid.nz, ForKind::kBlockZ, std::move(body));
+  return body;
+}
+
 Expr ThreadBlock::Linear() const {
   Expr yz = nz > 1 ? tz * Expr(ny) + ty : ty;
   return yz * Expr(nx) + tx;

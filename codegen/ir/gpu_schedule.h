@@ -28,6 +28,20 @@ struct ThreadBlock {
   Expr Linear() const;
 };
 
+/// The blocks of a launch (blockIdx.x = bx over nx, blockIdx.y = by over ny, blockIdx.z = bz
+/// over nz; bz may be undefined when nz is 1).
+struct BlockGrid {
+  Expr bx, by;
+  int64_t nx = 1, ny = 1;
+  Expr bz;
+  int64_t nz = 1;
+};
+
+/// `body` bound to a launch of `grid` blocks of `threads`: Binds of threadIdx.x, y, z, then
+/// blockIdx.x, y, z around it (threadIdx.x innermost), the z axes left out where their
+/// variable is undefined.
+Stmt BindLaunch(const BlockGrid& grid, const ThreadBlock& threads, Stmt body);
+
 /// A cooperative copy of a rows x cols tile by all threads of a block: every thread moves
 /// `VectorsPerThread()` runs of `vector` elements that are contiguous along cols, so the
 /// source reads of a warp are consecutive (coalesced) and each run can become one 64/128-bit

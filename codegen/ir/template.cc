@@ -20,14 +20,20 @@ search::Config Template::ConfigOf(
   return c;
 }
 
-std::vector<Buffer> Template::ArgBuffers::args() const {
+std::vector<Buffer> ArgBuffers::args() const {
   std::vector<Buffer> list = {input0, input1};
   if (bias) list.push_back(bias);
   list.push_back(out);
   return list;
 }
 
-Template::ArgBuffers Template::MakeArgBuffers() const {
+Expr ApplyEpilogue(const Workload& workload, Expr v, const Buffer& bias, const Expr& channel) {
+  if (bias) v = v + Load(bias, {channel});
+  if (workload.relu) v = Max(v, FloatImm(0.0));
+  return v;
+}
+
+ArgBuffers Template::MakeArgBuffers() const {
   const std::vector<TensorSpec> inputs = workload_.Inputs();
   ArgBuffers b;
   int arg = 0;

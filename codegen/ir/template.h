@@ -19,6 +19,18 @@ namespace tune::codegen {
 /// NVIDIA GPU through CUDA C and NVRTC.
 enum class Backend { kLlvm, kCuda };
 
+/// A kernel's argument buffers, in argument order: the two operands (for conv2d the data and
+/// the weight), the bias (null without one) and the output; `args()` lists the non-null ones
+/// for Schedule::args.
+struct ArgBuffers {
+  Buffer input0, input1, bias, out;
+  std::vector<Buffer> args() const;
+};
+
+/// The workload's fused epilogue on an output value `v`: + bias[channel] where `bias` is set,
+/// then ReLU where the workload has it.
+Expr ApplyEpilogue(const Workload& workload, Expr v, const Buffer& bias, const Expr& channel);
+
 /// A kernel template bound to one workload. It owns the configuration space of that workload
 /// (knob extents depend on the shapes) and instantiates any valid config into a schedule.
 /// Const methods are thread-safe.
@@ -52,12 +64,7 @@ class Template {
   /// not named keep option 0. Aborts when a value is not an option (a template bug).
   search::Config ConfigOf(const std::vector<std::pair<std::string, std::vector<int64_t>>>& values) const;
 
-  /// The kernel's argument buffers, in argument order: the two operands, the bias (null
-  /// without one) and the output; `args()` lists the non-null ones for Schedule::args.
-  struct ArgBuffers {
-    Buffer input0, input1, bias, out;
-    std::vector<Buffer> args() const;
-  };
+  /// The workload's argument buffers (Workload::Inputs(), then Workload::Output()).
   ArgBuffers MakeArgBuffers() const;
 
   /// The valid config with the highest `score` (first in index order on ties), skipping those

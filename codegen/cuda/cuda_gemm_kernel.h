@@ -1,0 +1,53 @@
+// The GEMM / implicit-GEMM kernel of the CUDA GEMM template (its `variant` knob implicit_gemm).
+#pragma once
+
+#include <cstdint>
+
+#include "codegen/ir/ir.h"
+#include "codegen/ir/schedule.h"
+#include "codegen/ir/template.h"
+#include "codegen/ir/workload.h"
+
+namespace tune::codegen {
+
+/// fma_order: the order of the register tile's FMAs in the source (see cuda_gemm_template.h).
+constexpr int64_t kFmaOrderRows = 0, kFmaOrderBlocked = 1, kFmaOrderColumns = 2, kFmaOrderQuads = 3;
+
+/// The sizes one config of the CUDA GEMM template stands for (its knobs are documented in
+/// cuda_gemm_template.h). Every factor divides its extent exactly, so blocks never run past
+/// the output.
+struct GemmTiles {
+  int64_t grid_m, ty, tm, grid_n, tx, tn, k_tiles, bk, vector;
+  bool double_buffer, unroll_k;
+  int64_t pad;
+  bool interleave;
+  int64_t slices;  // threadIdx.z: groups of threads that split each K step
+  int64_t split;   // k_split: blocks that split the K tiles of one output tile
+  int64_t async;   // cp_async: shared stages of the asynchronous-copy pipeline, 0 without it
+  bool a_registers;  // cp_async_a: under the pipeline, A's tile is register-staged (hybrid)
+  bool unroll_stages;  // the main loop unrolled by its stage count (constant stage indices)
+  int64_t fma_order;  // the order of the register tile's FMAs in the source (kFmaOrder*)
+  int64_t bm() const { return ty * tm; }
+  int64_t bn() const { return tx * tn; }
+  int64_t threads() const { return tx * ty * slices; }
+  /// Shared-memory stages of the main loop.
+  int64_t stages() const { return async > 0 ? async : double_buffer ? 2 : 1; }
+  /// Whether a thread's `per_thread` rows (or columns) are interleaved: with the knob on, a
+  /// tile of 8 or 16 is walked as 2 or 4 runs of 4, each a block tile's half or quarter apart.
+  bool Interleaved(int64_t per_thread) const { return interleave && (per_thread == 8 || per_thread == 16); }
+};
+
+/// The GEMM a workload is: for conv2d (implicit GEMM), M = output channels, N = batch x
+/// output pixels, K = input channels x kernel window.
+struct GemmDims {
+  int64_t m, n, k;
+};
+GemmDims GemmDimsOf(const Workload& workload);
+
+/// C = A * B (+ bias, relu) with one thread block per BM x BN output tile, for dense, matmul,
+/// batch_matmul and conv2d (groups 1) as an implicit GEMM; see CudaGemmTemplate for the
+/// kernel and its knobs. With k_split > 1 the split-K scratch arguments (the partial tiles
+/// `ws` and the counters `arrivals`) follow the output in Schedule::args.
+Schedule BuildGemmKernel(const Workload& workload, const GemmTiles& tiles, const ArgBuffers& args);
+
+}  // namespace tune::codegen
