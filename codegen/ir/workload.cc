@@ -74,21 +74,48 @@ std::string EpilogueName(bool bias, bool relu) {
   return "none";
 }
 
-// The shape part of Key(), e.g. "m128_n768_k768".
-std::string ShapeKey(const Workload& w) {
-  switch (w.op) {
+// One token of a shape key: "<prefix><a>", or "<prefix><a>x<b>" where `b` is set.
+struct KeyToken {
+  const char* prefix;
+  int64_t Workload::*a;
+  int64_t Workload::*b = nullptr;
+};
+
+// The tokens of an operator's shape key, in order.
+const std::vector<KeyToken>& KeyTokens(OpKind op) {
+  static const std::vector<KeyToken> kGemm = {{"m", &Workload::m}, {"n", &Workload::n}, {"k", &Workload::k}};
+  static const std::vector<KeyToken> kBatchGemm = {
+      {"b", &Workload::batch}, {"m", &Workload::m}, {"n", &Workload::n}, {"k", &Workload::k}};
+  static const std::vector<KeyToken> kConv = {{"n", &Workload::batch},
+                                              {"c", &Workload::in_c},
+                                              {"h", &Workload::in_h},
+                                              {"w", &Workload::in_w},
+                                              {"oc", &Workload::out_c},
+                                              {"k", &Workload::kernel_h, &Workload::kernel_w},
+                                              {"s", &Workload::stride_h, &Workload::stride_w},
+                                              {"p", &Workload::pad_h, &Workload::pad_w},
+                                              {"d", &Workload::dilation_h, &Workload::dilation_w},
+                                              {"g", &Workload::groups}};
+  switch (op) {
     case OpKind::kDense:
     case OpKind::kMatmul:
-      return absl::StrCat("m", w.m, "_n", w.n, "_k", w.k);
+      return kGemm;
     case OpKind::kBatchMatmul:
-      return absl::StrCat("b", w.batch, "_m", w.m, "_n", w.n, "_k", w.k);
+      return kBatchGemm;
     case OpKind::kConv2d:
-      return absl::StrCat("n", w.batch, "_c", w.in_c, "_h", w.in_h, "_w", w.in_w, "_oc", w.out_c,
-                          "_k", w.kernel_h, "x", w.kernel_w, "_s", w.stride_h, "x", w.stride_w,
-                          "_p", w.pad_h, "x", w.pad_w, "_d", w.dilation_h, "x", w.dilation_w, "_g",
-                          w.groups);
+      break;
   }
-  return "";
+  return kConv;
+}
+
+// The shape part of Key(), e.g. "m128_n768_k768".
+std::string ShapeKey(const Workload& w) {
+  std::string key;
+  for (const KeyToken& t : KeyTokens(w.op)) {
+    absl::StrAppend(&key, key.empty() ? "" : "_", t.prefix, w.*t.a);
+    if (t.b != nullptr) absl::StrAppend(&key, "x", w.*t.b);
+  }
+  return key;
 }
 
 // Parses one "<prefix><int>" or "<prefix><int>x<int>" token of a shape key.
@@ -400,32 +427,11 @@ absl::StatusOr<Workload> Workload::FromKey(const std::string& key) {
   w.op = *op;
 
   const std::vector<absl::string_view> tokens = absl::StrSplit(parts[1], '_');
-  bool ok = false;
-  switch (w.op) {
-    case OpKind::kDense:
-    case OpKind::kMatmul:
-      ok = tokens.size() == 3 && ParseKeyToken(tokens[0], "m", &w.m, nullptr) &&
-           ParseKeyToken(tokens[1], "n", &w.n, nullptr) &&
-           ParseKeyToken(tokens[2], "k", &w.k, nullptr);
-      break;
-    case OpKind::kBatchMatmul:
-      ok = tokens.size() == 4 && ParseKeyToken(tokens[0], "b", &w.batch, nullptr) &&
-           ParseKeyToken(tokens[1], "m", &w.m, nullptr) &&
-           ParseKeyToken(tokens[2], "n", &w.n, nullptr) &&
-           ParseKeyToken(tokens[3], "k", &w.k, nullptr);
-      break;
-    case OpKind::kConv2d:
-      ok = tokens.size() == 10 && ParseKeyToken(tokens[0], "n", &w.batch, nullptr) &&
-           ParseKeyToken(tokens[1], "c", &w.in_c, nullptr) &&
-           ParseKeyToken(tokens[2], "h", &w.in_h, nullptr) &&
-           ParseKeyToken(tokens[3], "w", &w.in_w, nullptr) &&
-           ParseKeyToken(tokens[4], "oc", &w.out_c, nullptr) &&
-           ParseKeyToken(tokens[5], "k", &w.kernel_h, &w.kernel_w) &&
-           ParseKeyToken(tokens[6], "s", &w.stride_h, &w.stride_w) &&
-           ParseKeyToken(tokens[7], "p", &w.pad_h, &w.pad_w) &&
-           ParseKeyToken(tokens[8], "d", &w.dilation_h, &w.dilation_w) &&
-           ParseKeyToken(tokens[9], "g", &w.groups, nullptr);
-      break;
+  const std::vector<KeyToken>& fields = KeyTokens(w.op);
+  bool ok = tokens.size() == fields.size();
+  for (size_t i = 0; ok && i < fields.size(); ++i) {
+    const KeyToken& f = fields[i];
+    ok = ParseKeyToken(tokens[i], f.prefix, &(w.*f.a), f.b == nullptr ? nullptr : &(w.*f.b));
   }
   if (!ok) return bad(absl::StrCat("cannot read ", OpName(w.op), " shape '", parts[1], "'"));
 

@@ -400,28 +400,31 @@ DeviceBuffer::~DeviceBuffer() {
   if (context_->MakeCurrent().ok()) context_->api->cuMemFree(ptr_);
 }
 
-absl::Status DeviceBuffer::CopyFromHost(const void* src, int64_t bytes) {
-  if (bytes < 0) bytes = bytes_;
-  if (bytes > bytes_) {
+// The bytes a copy into or out of a buffer of `capacity` bytes moves (all of them for a
+// negative `bytes`), or why it cannot; `direction` is "into" or "out of".
+static absl::StatusOr<int64_t> CopyBytes(int64_t bytes, int64_t capacity, const char* direction) {
+  if (bytes < 0) return capacity;
+  if (bytes > capacity) {
     return absl::InvalidArgumentError(
-        absl::StrCat("copying ", bytes, " bytes into a device buffer of ", bytes_));
+        absl::StrCat("copying ", bytes, " bytes ", direction, " a device buffer of ", capacity));
   }
-  if (bytes == 0) return absl::OkStatus();
+  return bytes;
+}
+
+absl::Status DeviceBuffer::CopyFromHost(const void* src, int64_t bytes) {
+  absl::StatusOr<int64_t> n = CopyBytes(bytes, bytes_, "into");
+  if (!n.ok() || *n == 0) return n.status();
   TUNE_CU_RETURN_IF_ERROR(context_->MakeCurrent());
-  return Check(*context_->api, context_->api->cuMemcpyHtoD(ptr_, src, static_cast<size_t>(bytes)),
-               "cuMemcpyHtoD_v2", absl::StrCat("copying ", bytes, " bytes to the device"));
+  return Check(*context_->api, context_->api->cuMemcpyHtoD(ptr_, src, static_cast<size_t>(*n)),
+               "cuMemcpyHtoD_v2", absl::StrCat("copying ", *n, " bytes to the device"));
 }
 
 absl::Status DeviceBuffer::CopyToHost(void* dst, int64_t bytes) const {
-  if (bytes < 0) bytes = bytes_;
-  if (bytes > bytes_) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("copying ", bytes, " bytes out of a device buffer of ", bytes_));
-  }
-  if (bytes == 0) return absl::OkStatus();
+  absl::StatusOr<int64_t> n = CopyBytes(bytes, bytes_, "out of");
+  if (!n.ok() || *n == 0) return n.status();
   TUNE_CU_RETURN_IF_ERROR(context_->MakeCurrent());
-  return Check(*context_->api, context_->api->cuMemcpyDtoH(dst, ptr_, static_cast<size_t>(bytes)),
-               "cuMemcpyDtoH_v2", absl::StrCat("copying ", bytes, " bytes to the host"));
+  return Check(*context_->api, context_->api->cuMemcpyDtoH(dst, ptr_, static_cast<size_t>(*n)),
+               "cuMemcpyDtoH_v2", absl::StrCat("copying ", *n, " bytes to the host"));
 }
 
 absl::Status DeviceBuffer::Fill32(uint32_t pattern) {
