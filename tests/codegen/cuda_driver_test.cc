@@ -15,36 +15,13 @@
 #include "codegen/cuda/nvrtc.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/common/codegen_cuda_kernels.h"
 
 namespace tune::codegen {
 namespace {
 
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
-
-constexpr const char* kSaxpy = R"(
-extern "C" __global__ void saxpy(int n, float a, const float* __restrict__ x,
-                                 const float* __restrict__ y, float* __restrict__ out) {
-  int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) out[i] = a * x[i] + y[i];
-}
-)";
-
-// Reverses each 256-element block of float4s through static shared memory, and sums each
-// float4 with its mirror through dynamic shared memory (as large as the launch makes it).
-constexpr const char* kSharedFloat4 = R"(
-extern "C" __global__ void reverse_tiles(const float4* __restrict__ in, float4* __restrict__ out) {
-  __shared__ float4 tile[256];
-  extern __shared__ float dyn[];
-  int i = blockIdx.x * 256 + threadIdx.x;
-  tile[threadIdx.x] = in[i];
-  __syncthreads();
-  float4 v = tile[255 - threadIdx.x];
-  dyn[threadIdx.x] = v.x;
-  __syncthreads();
-  out[i] = make_float4(v.w, v.z, v.y, v.x + dyn[255 - threadIdx.x]);
-}
-)";
 
 // Writes 2^30 floats (4 GiB) past the end of its buffer: an address nothing is mapped at.
 constexpr const char* kOutOfBounds = R"(
@@ -176,7 +153,7 @@ TEST_F(GpuDriverTest, DeviceInfoIsPlausible) {
 
 TEST_F(GpuDriverTest, SaxpyOnRandomDataMatchesTheHost) {
   SCOPED_TRACE(absl::StrCat("seed ", seed_));
-  std::unique_ptr<CudaModule> module = Load(kSaxpy);
+  std::unique_ptr<CudaModule> module = Load(test::kSaxpy);
   ASSERT_NE(module, nullptr);
   absl::StatusOr<CudaFunction> saxpy = module->GetFunction("saxpy");
   ASSERT_TRUE(saxpy.ok()) << saxpy.status();
@@ -219,7 +196,7 @@ TEST_F(GpuDriverTest, SaxpyOnRandomDataMatchesTheHost) {
 
 TEST_F(GpuDriverTest, SharedMemoryKernelWithDynamicSharedAbove48KB) {
   SCOPED_TRACE(absl::StrCat("seed ", seed_));
-  std::unique_ptr<CudaModule> module = Load(kSharedFloat4);
+  std::unique_ptr<CudaModule> module = Load(test::kSharedFloat4);
   ASSERT_NE(module, nullptr);
   absl::StatusOr<CudaFunction> f = module->GetFunction("reverse_tiles");
   ASSERT_TRUE(f.ok()) << f.status();
@@ -261,7 +238,7 @@ TEST_F(GpuDriverTest, SharedMemoryKernelWithDynamicSharedAbove48KB) {
 }
 
 TEST_F(GpuDriverTest, LaunchLimitsAreCheckedBeforeLaunching) {
-  std::unique_ptr<CudaModule> module = Load(kSaxpy);
+  std::unique_ptr<CudaModule> module = Load(test::kSaxpy);
   ASSERT_NE(module, nullptr);
   absl::StatusOr<CudaFunction> saxpy = module->GetFunction("saxpy");
   ASSERT_TRUE(saxpy.ok()) << saxpy.status();
@@ -299,7 +276,7 @@ TEST_F(GpuDriverTest, LaunchLimitsAreCheckedBeforeLaunching) {
 }
 
 TEST_F(GpuDriverTest, TimeLaunchesGivesPositiveMilliseconds) {
-  std::unique_ptr<CudaModule> module = Load(kSaxpy);
+  std::unique_ptr<CudaModule> module = Load(test::kSaxpy);
   ASSERT_NE(module, nullptr);
   absl::StatusOr<CudaFunction> saxpy = module->GetFunction("saxpy");
   ASSERT_TRUE(saxpy.ok());
@@ -325,7 +302,7 @@ TEST_F(GpuDriverTest, TimeLaunchesGivesPositiveMilliseconds) {
 TEST_F(GpuDriverTest, CubinForAnotherArchIsRejectedAtLoad) {
   const CudaDeviceInfo& info = device_->info();
   const std::string other = info.cc_major == 9 ? "sm_100" : "sm_90";
-  absl::StatusOr<CompiledCuda> compiled = CompileCuda(kSaxpy, other);
+  absl::StatusOr<CompiledCuda> compiled = CompileCuda(test::kSaxpy, other);
   ASSERT_TRUE(compiled.ok()) << compiled.status();
   absl::StatusOr<CudaModule> module = device_->LoadModule(compiled->cubin);
   ASSERT_FALSE(module.ok());
@@ -336,7 +313,7 @@ TEST_F(GpuDriverTest, CubinForAnotherArchIsRejectedAtLoad) {
 }
 
 TEST_F(GpuDriverTest, MissingKernelIsNotFound) {
-  std::unique_ptr<CudaModule> module = Load(kSaxpy);
+  std::unique_ptr<CudaModule> module = Load(test::kSaxpy);
   ASSERT_NE(module, nullptr);
   absl::StatusOr<CudaFunction> f = module->GetFunction("no_such_kernel");
   ASSERT_FALSE(f.ok());

@@ -10,32 +10,13 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/common/codegen_cuda_kernels.h"
 
 namespace tune::codegen {
 namespace {
 
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
-
-constexpr const char* kSaxpy = R"(
-extern "C" __global__ void saxpy(int n, float a, const float* __restrict__ x,
-                                 const float* __restrict__ y, float* __restrict__ out) {
-  int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) out[i] = a * x[i] + y[i];
-}
-)";
-
-// A 256-float4 tile in static shared memory (4096 bytes), reversed within the block.
-constexpr const char* kSharedFloat4 = R"(
-extern "C" __global__ void reverse_tiles(const float4* __restrict__ in, float4* __restrict__ out) {
-  __shared__ float4 tile[256];
-  int i = blockIdx.x * 256 + threadIdx.x;
-  tile[threadIdx.x] = in[i];
-  __syncthreads();
-  float4 v = tile[255 - threadIdx.x];
-  out[i] = make_float4(v.w, v.z, v.y, v.x);
-}
-)";
 
 bool IsElf(const std::string& bytes) {
   return bytes.size() > 4 && bytes.compare(0, 4,
@@ -51,7 +32,7 @@ class NvrtcTest : public ::testing::Test {
 };
 
 TEST_F(NvrtcTest, SaxpyCompilesToCubinForSm90) {
-  absl::StatusOr<CompiledCuda> c = CompileCuda(kSaxpy, "sm_90");
+  absl::StatusOr<CompiledCuda> c = CompileCuda(test::kSaxpy, "sm_90");
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_TRUE(IsElf(c->cubin)) << "not an ELF cubin (" << c->cubin.size() << " bytes)";
   EXPECT_THAT(c->log, HasSubstr("Compiling entry function 'saxpy' for 'sm_90'"));
@@ -68,7 +49,7 @@ TEST_F(NvrtcTest, SaxpyCompilesToCubinForSm90) {
 
 TEST_F(NvrtcTest, SharedMemoryFloat4KernelReportsItsSharedMemory) {
   for (const char* arch : {"sm_90", "sm_90a"}) {
-    absl::StatusOr<CompiledCuda> c = CompileCuda(kSharedFloat4, arch);
+    absl::StatusOr<CompiledCuda> c = CompileCuda(test::kSharedFloat4, arch);
     ASSERT_TRUE(c.ok()) << arch << ": " << c.status();
     EXPECT_TRUE(IsElf(c->cubin)) << arch;
     ASSERT_EQ(c->kernels.count("reverse_tiles"), 1u) << c->log;
@@ -79,7 +60,7 @@ TEST_F(NvrtcTest, SharedMemoryFloat4KernelReportsItsSharedMemory) {
 }
 
 TEST_F(NvrtcTest, TwoKernelsGetOneEntryEachAndTheMaximum) {
-  absl::StatusOr<CompiledCuda> c = CompileCuda(absl::StrCat(kSaxpy, kSharedFloat4), "sm_90");
+  absl::StatusOr<CompiledCuda> c = CompileCuda(absl::StrCat(test::kSaxpy, test::kSharedFloat4), "sm_90");
   ASSERT_TRUE(c.ok()) << c.status();
   ASSERT_EQ(c->kernels.size(), 2u) << c->log;
   const CudaResources& saxpy = c->kernels.at("saxpy");
@@ -122,7 +103,7 @@ extern "C" __global__ void heavy(float* out, int n) {
 // without running ptxas; CompileCuda turns that off so every result has its report.
 TEST_F(NvrtcTest, RepeatedCompileStillReportsResources) {
   for (int i = 0; i < 2; ++i) {
-    absl::StatusOr<CompiledCuda> c = CompileCuda(kSaxpy, "sm_90");
+    absl::StatusOr<CompiledCuda> c = CompileCuda(test::kSaxpy, "sm_90");
     ASSERT_TRUE(c.ok()) << c.status();
     EXPECT_GT(c->resources.registers, 0) << "compile " << i << " log: " << c->log;
   }
@@ -154,16 +135,16 @@ TEST_F(NvrtcTest, UnknownOrVirtualArchIsRejected) {
   // sm_91 and sm_12 are well-formed but unknown to NVRTC; compute_90 is virtual (PTX only);
   // the rest are not CUDA architectures at all.
   for (const char* arch : {"sm_91", "sm_12", "compute_90", "sm_", "sm_90x", "gfx90a", "90", ""}) {
-    absl::StatusOr<CompiledCuda> c = CompileCuda(kSaxpy, arch);
+    absl::StatusOr<CompiledCuda> c = CompileCuda(test::kSaxpy, arch);
     ASSERT_FALSE(c.ok()) << "'" << arch << "' was accepted";
     EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument) << arch << ": " << c.status();
   }
-  absl::StatusOr<CompiledCuda> c = CompileCuda(kSaxpy, "sm_91");
+  absl::StatusOr<CompiledCuda> c = CompileCuda(test::kSaxpy, "sm_91");
   EXPECT_THAT(c.status().message(), HasSubstr("--gpu-architecture"));
 }
 
 TEST_F(NvrtcTest, UnknownOptionIsInvalidArgument) {
-  absl::StatusOr<CompiledCuda> c = CompileCuda(kSaxpy, "sm_90", {"--no-such-option"});
+  absl::StatusOr<CompiledCuda> c = CompileCuda(test::kSaxpy, "sm_90", {"--no-such-option"});
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(c.status().message(), HasSubstr("--no-such-option"));
@@ -181,7 +162,7 @@ TEST_F(NvrtcTest, CompilesFromTwoThreadsAtOnce) {
         std::string name = absl::StrCat("scale_", t, "_", j);
         std::string source =
             absl::StrCat("extern \"C\" __global__ void ", name,
-                         "(float* x) { x[threadIdx.x] *= ", t * 10 + j + 2, ".0f; }\n", kSharedFloat4);
+                         "(float* x) { x[threadIdx.x] *= ", t * 10 + j + 2, ".0f; }\n", test::kSharedFloat4);
         results[t].push_back(CompileCuda(source, j % 2 == 0 ? "sm_90" : "sm_90a"));
       }
     });
@@ -204,7 +185,7 @@ TEST_F(NvrtcTest, VersionIsReported) { EXPECT_THAT(NvrtcVersion(), StartsWith("1
 
 TEST(NvrtcUnavailableTest, CompileIsUnimplementedWithoutNvrtc) {
   if (NvrtcAvailable()) GTEST_SKIP() << "this build has NVRTC";
-  absl::StatusOr<CompiledCuda> c = CompileCuda(kSaxpy, "sm_90");
+  absl::StatusOr<CompiledCuda> c = CompileCuda(test::kSaxpy, "sm_90");
   EXPECT_EQ(c.status().code(), absl::StatusCode::kUnimplemented);
 }
 
