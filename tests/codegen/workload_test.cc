@@ -1,7 +1,9 @@
 // Tests of Workload: parsing, validation, keys, shapes and FLOP counts.
 #include "codegen/ir/workload.h"
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -15,6 +17,16 @@ Workload ParseOrDie(OpKind op, const std::string& shape) {
   absl::StatusOr<Workload> w = Workload::Parse(op, shape);
   EXPECT_TRUE(w.ok()) << w.status();
   return w.ok() ? *w : Workload();
+}
+
+// (batch, m, n, k) of a GEMM workload.
+std::vector<int64_t> GemmShape(const Workload& w) { return {w.batch, w.m, w.n, w.k}; }
+
+// (batch, in_c, in_h, in_w, out_c, kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w,
+// dilation_h, dilation_w, groups) of a conv2d workload.
+std::vector<int64_t> ConvShape(const Workload& w) {
+  return {w.batch,    w.in_c,     w.in_h,  w.in_w,  w.out_c,      w.kernel_h,   w.kernel_w,
+          w.stride_h, w.stride_w, w.pad_h, w.pad_w, w.dilation_h, w.dilation_w, w.groups};
 }
 
 TEST(OpNameTest, RoundTrips) {
@@ -33,55 +45,26 @@ TEST(OpNameTest, RoundTrips) {
 TEST(WorkloadParseTest, Matmul) {
   Workload w = ParseOrDie(OpKind::kMatmul, "128,256,64");
   EXPECT_EQ(w.op, OpKind::kMatmul);
-  EXPECT_EQ(w.m, 128);
-  EXPECT_EQ(w.n, 256);
-  EXPECT_EQ(w.k, 64);
-  EXPECT_EQ(w.batch, 1);
+  EXPECT_EQ(GemmShape(w), (std::vector<int64_t>{1, 128, 256, 64}));
   EXPECT_FALSE(w.bias);
   EXPECT_FALSE(w.relu);
   EXPECT_EQ(w.dtype, "float32");
 }
 
 TEST(WorkloadParseTest, ToleratesSpacesAroundFields) {
-  Workload w = ParseOrDie(OpKind::kDense, " 1, 1000 ,512");
-  EXPECT_EQ(w.m, 1);
-  EXPECT_EQ(w.n, 1000);
-  EXPECT_EQ(w.k, 512);
+  EXPECT_EQ(GemmShape(ParseOrDie(OpKind::kDense, " 1, 1000 ,512")), (std::vector<int64_t>{1, 1, 1000, 512}));
 }
 
 TEST(WorkloadParseTest, BatchMatmul) {
-  Workload w = ParseOrDie(OpKind::kBatchMatmul, "12,128,64,128");
-  EXPECT_EQ(w.batch, 12);
-  EXPECT_EQ(w.m, 128);
-  EXPECT_EQ(w.n, 64);
-  EXPECT_EQ(w.k, 128);
+  EXPECT_EQ(GemmShape(ParseOrDie(OpKind::kBatchMatmul, "12,128,64,128")), (std::vector<int64_t>{12, 128, 64, 128}));
 }
 
 TEST(WorkloadParseTest, Conv2dDefaultsAndOptionalFields) {
   Workload w = ParseOrDie(OpKind::kConv2d, "1,64,56,56,128,3,3");
-  EXPECT_EQ(w.batch, 1);
-  EXPECT_EQ(w.in_c, 64);
-  EXPECT_EQ(w.in_h, 56);
-  EXPECT_EQ(w.in_w, 56);
-  EXPECT_EQ(w.out_c, 128);
-  EXPECT_EQ(w.kernel_h, 3);
-  EXPECT_EQ(w.kernel_w, 3);
-  EXPECT_EQ(w.stride_h, 1);
-  EXPECT_EQ(w.pad_h, 0);
-  EXPECT_EQ(w.dilation_h, 1);
-  EXPECT_EQ(w.groups, 1);
+  EXPECT_EQ(ConvShape(w), (std::vector<int64_t>{1, 64, 56, 56, 128, 3, 3, 1, 1, 0, 0, 1, 1, 1}));
 
   Workload full = ParseOrDie(OpKind::kConv2d, "2,32,28,30,32,3,5,2,1,2,32");
-  EXPECT_EQ(full.batch, 2);
-  EXPECT_EQ(full.kernel_h, 3);
-  EXPECT_EQ(full.kernel_w, 5);
-  EXPECT_EQ(full.stride_h, 2);
-  EXPECT_EQ(full.stride_w, 2);
-  EXPECT_EQ(full.pad_h, 1);
-  EXPECT_EQ(full.pad_w, 1);
-  EXPECT_EQ(full.dilation_h, 2);
-  EXPECT_EQ(full.dilation_w, 2);
-  EXPECT_EQ(full.groups, 32);
+  EXPECT_EQ(ConvShape(full), (std::vector<int64_t>{2, 32, 28, 30, 32, 3, 5, 2, 2, 1, 1, 2, 2, 32}));
   EXPECT_TRUE(full.depthwise());
 }
 
