@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "base/check.h"
+#include "codegen/ir/ir_analysis.h"
 
 namespace tune::costmodel {
 namespace {
@@ -60,33 +61,6 @@ int CountFlops(const Expr& e) {
       auto* n = static_cast<const BinaryNode*>(e.get());
       int own = n->dtype == DType::kFloat32 ? 1 : 0;
       return own + CountFlops(n->a) + CountFlops(n->b);
-    }
-  }
-}
-
-void CollectLoads(const Expr& e, std::vector<const LoadNode*>* out) {
-  switch (e->kind) {
-    case ExprKind::kIntImm:
-    case ExprKind::kFloatImm:
-    case ExprKind::kVar:
-      return;
-    case ExprKind::kSelect: {
-      auto* n = static_cast<const SelectNode*>(e.get());
-      CollectLoads(n->cond, out);
-      CollectLoads(n->true_value, out);
-      CollectLoads(n->false_value, out);
-      return;
-    }
-    case ExprKind::kLoad: {
-      auto* n = static_cast<const LoadNode*>(e.get());
-      out->push_back(n);
-      for (auto& i : n->indices) CollectLoads(i, out);
-      return;
-    }
-    default: {
-      auto* n = static_cast<const BinaryNode*>(e.get());
-      CollectLoads(n->a, out);
-      CollectLoads(n->b, out);
     }
   }
 }
@@ -409,8 +383,7 @@ void DescribeMain(const Walker& w, AstFeatures* f) {
   f->log_reduce_extent = Log2p(reduce);
 
   // Accesses: the stored buffer first, then loaded buffers by first appearance.
-  std::vector<const LoadNode*> loads;
-  CollectLoads(store->value, &loads);
+  const std::vector<const LoadNode*> loads = codegen::CollectLoads(store->value);
   std::vector<Access> accesses;
   accesses.push_back(Access{store->buffer.get(), &store->indices, 0, 1, 0});
   for (const LoadNode* load : loads) {

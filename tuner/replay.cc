@@ -15,16 +15,18 @@
 #include <utility>
 
 #include "CLI/CLI.hpp"
-#include "base/exit_code.h"
-#include "base/table.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/check.h"
+#include "base/exit_code.h"
+#include "base/table.h"
 #include "costmodel/cost_model_adapters.h"
 #include "dataset/record_database.h"
 #include "measure/task_factory.h"
-#include "base/check.h"
+#include "tuner/parse_command_line.h"
 #include "tuner/tuner.h"
+#include "tuner/tuning_flags.h"
 
 namespace tune::tuner {
 namespace {
@@ -199,28 +201,17 @@ int ReplayCommand(int argc, char** argv) {
                  "evolutionary and bandit; none otherwise), none, xgb, xgb-reg");
   app.add_option("--strategy-option", option_texts,
                  "KEY=VALUE strategy setting, repeatable (e.g. eps_greedy=0.1, sa_chains=64)");
-  try {
-    app.parse(argc - 1, argv + 1);
-  } catch (const CLI::CallForHelp&) {
-    std::printf("%s", app.help().c_str());
-    return 0;
-  } catch (const CLI::ParseError& e) {
-    return base::Fail("tune replay", base::kExitUsage, std::string(e.what()) + " (see tune replay --help)");
-  }
+  if (auto code = ParseCommandLine(app, argc - 1, argv + 1)) return *code;
 
-  // Reject an unknown strategy, option or cost model before reading a large cache.
-  search::StrategyOptions strategy_options;
-  for (const std::string& text : option_texts) {
-    if (absl::Status st = search::SetStrategyOption(strategy_options, text); !st.ok()) {
-      return base::Fail("tune replay", base::kExitUsage, std::string(st.message()));
-    }
-  }
-  {
-    search::ConfigSpace probe;
-    probe.AddChoice("x", {0});
-    auto s = search::SearchStrategy::Create(strategy, &probe, strategy_options);
-    if (!s.ok()) return base::Fail("tune replay", base::kExitUsage, std::string(s.status().message()));
-  }
+  // Reject an unknown strategy, option or cost model before reading a large cache: the checks
+  // every tuning command makes.
+  TuningFlags flags;
+  flags.options.strategy = strategy;
+  flags.options.cost_model = cost_model;
+  flags.strategy_options = option_texts;
+  auto checked = ToTuneOptions(flags);
+  if (!checked.ok()) return base::Fail("tune replay", checked.status());
+  const search::StrategyOptions& strategy_options = checked->strategy_options;
   auto cache = measure::KernelTunerCache::Load(cache_path);
   if (!cache.ok()) return base::Fail("tune replay", cache.status());
   auto space = ReplaySpace::Create(std::move(*cache));

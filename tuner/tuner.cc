@@ -13,7 +13,7 @@
 #include "costmodel/cost_model_adapters.h"
 #include "search/strategy.h"
 #include "spdlog/spdlog.h"
-#include "tuner/task_scheduler.h"
+#include "search/task_scheduler.h"
 
 namespace tune::tuner {
 namespace {
@@ -89,7 +89,7 @@ struct Tuner::TaskRun {
   std::unordered_set<search::Config, search::ConfigHash> seen;  // history, as a set
   std::vector<search::Config> given;  // TuneOptions::given_configs not yet measured, in order, once each
   TaskOutcome outcome;
-  TaskProgress progress;
+  search::TaskProgress progress;
   int64_t target_id = 0, run_id = 0;
   int since_improvement = 0;
 };
@@ -111,7 +111,7 @@ absl::StatusOr<std::vector<TaskOutcome>> Tuner::Run(const std::vector<LoopTask>&
   if (!factory_.ok()) return factory_.status();
   const measure::Target& target = (*factory_)->target();
   start_ = Now();
-  auto scheduler = TaskScheduler::Create(options_.task_scheduler, options_.seed);
+  auto scheduler = search::TaskScheduler::Create(options_.task_scheduler, options_.seed);
   if (!scheduler.ok()) return scheduler.status();
   const int n = static_cast<int>(tasks.size());
   std::vector<TaskRun> runs(n);
@@ -150,7 +150,7 @@ absl::StatusOr<std::vector<TaskOutcome>> Tuner::Run(const std::vector<LoopTask>&
     if (auto st = Prepare(runs[i], *target_id, *run_id); !st.ok()) return st;
   }
 
-  std::vector<TaskProgress> progress(n);
+  std::vector<search::TaskProgress> progress(n);
   bool interrupted = false;
   while (done_trials_ < total_budget_) {
     if (options_.should_stop && options_.should_stop()) {

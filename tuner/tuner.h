@@ -19,7 +19,6 @@
 #include "search/cost_model.h"
 #include "search/space.h"
 #include "search/strategy.h"
-#include "tuner/task_scheduler.h"
 
 namespace tune::tuner {
 

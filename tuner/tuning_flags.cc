@@ -6,7 +6,7 @@
 #include "CLI/CLI.hpp"
 #include "costmodel/cost_model_adapters.h"
 #include "search/strategy.h"
-#include "tuner/task_scheduler.h"
+#include "search/task_scheduler.h"
 
 namespace tune::tuner {
 
@@ -53,7 +53,7 @@ absl::StatusOr<TuneOptions> ToTuneOptions(const TuningFlags& f) {
       return absl::InvalidArgumentError("unknown cost model '" + o.cost_model + "' (auto, none, " + list + ")");
     }
   }
-  if (auto sched = TaskScheduler::Create(o.task_scheduler, 0); !sched.ok()) return sched.status();
+  if (auto sched = search::TaskScheduler::Create(o.task_scheduler, 0); !sched.ok()) return sched.status();
   return o;
 }
 

@@ -9,7 +9,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace tune::tuner {
+namespace tune::search {
 
 /// What a scheduler knows about one task. `best_history[i]` is the best latency (seconds,
 /// +inf while none) after the task's i-th batch; `weight` is how often the model runs it.
@@ -35,4 +35,4 @@ class TaskScheduler {
   virtual int Next(const std::vector<TaskProgress>& tasks) = 0;
 };
 
-}  // namespace tune::tuner
+}  // namespace tune::search

@@ -1,5 +1,5 @@
 // Round-robin, gradient (Ansor) and UCB task schedulers.
-#include "tuner/task_scheduler.h"
+#include "search/task_scheduler.h"
 
 #include <algorithm>
 #include <cmath>
@@ -7,7 +7,7 @@
 
 #include "search/space.h"
 
-namespace tune::tuner {
+namespace tune::search {
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
@@ -144,4 +144,4 @@ absl::StatusOr<std::unique_ptr<TaskScheduler>> TaskScheduler::Create(const std::
 
 std::vector<std::string> TaskScheduler::Names() { return {"round-robin", "gradient", "ucb"}; }
 
-}  // namespace tune::tuner
+}  // namespace tune::search

@@ -1,5 +1,5 @@
 // Tests of the task schedulers: factory, warm-up, round-robin order, gradient and UCB choices.
-#include "tuner/task_scheduler.h"
+#include "search/task_scheduler.h"
 
 #include <cmath>
 #include <limits>
@@ -9,7 +9,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace tune::tuner {
+namespace tune::search {
 namespace {
 
 using ::testing::HasSubstr;
@@ -272,4 +272,4 @@ TEST(TaskSchedulerTest, DeterministicPerSeed) {
 }
 
 }  // namespace
-}  // namespace tune::tuner
+}  // namespace tune::search
