@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "base/exit_code.h"
 #include "absl/strings/str_cat.h"
 #include "grpcpp/grpcpp.h"
 #include "measure/target.h"
@@ -105,10 +106,7 @@ double Percentile(std::vector<double> v, double p) {
   return v[i];
 }
 
-int Fail(const std::string& what) {
-  std::fprintf(stderr, "daemon_load: %s\n", what.c_str());
-  return 1;
-}
+int Fail(const std::string& what) { return tune::base::Fail("daemon_load", tune::base::kExitFailure, what); }
 
 }  // namespace
 
