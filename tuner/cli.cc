@@ -141,9 +141,11 @@ int TuneTasks(const std::string& title, const std::vector<TuneTask>& tasks, cons
   if (!options.ok()) return base::Fail("tune", options.status());
   TuneOptions o = *std::move(options);
   o.command = command;
-  // Validate every task before anything is written.
+  // Every task made and checked before anything is written; the loop tunes these same tasks.
   auto factory = measure::TaskFactory::Create(*target);
   if (!factory.ok()) return base::Fail("tune", factory.status());
+  std::vector<std::unique_ptr<measure::Task>> made;
+  std::vector<LoopTask> loop;
   for (const auto& t : tasks) {
     auto task = (*factory)->Make({t.workload, TaskDataSeed(o.seed)});
     if (!task.ok()) return base::Fail("tune", task.status());
@@ -152,6 +154,8 @@ int TuneTasks(const std::string& title, const std::vector<TuneTask>& tasks, cons
         return base::Fail("tune", base::kExitUsage, "--config: " + std::string(config.status().message()));
       }
     }
+    made.push_back(*std::move(task));
+    loop.push_back({t, made.back().get()});
   }
   auto db = dataset::RecordDatabase::Open(f.db_path, /*create=*/true);
   if (!db.ok()) return base::Fail("tune", db.status());
@@ -163,7 +167,7 @@ int TuneTasks(const std::string& title, const std::vector<TuneTask>& tasks, cons
   InstallStopHandlers();
   ProgressLine progress;
   Tuner tuner(db->get(), std::move(*factory), o, [&progress](const ProgressEvent& e) { progress(e); });
-  auto outcomes = tuner.Run(tasks);
+  auto outcomes = tuner.Run(loop);
   progress.Finish();
   if (!outcomes.ok()) return base::Fail("tune", outcomes.status());
   const bool interrupted = g_stop_requested.load();
