@@ -9,6 +9,7 @@
 #include "codegen/ir/workload.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/common/golden.h"
 
 namespace tune::codegen {
 namespace {
@@ -21,11 +22,6 @@ search::Config ConfigFromJson(const Template& tmpl, const std::string& json) {
 }
 
 // A golden text written as a raw literal that starts on its own line.
-std::string Golden(const char* text) {
-  std::string s = text;
-  return s.empty() || s[0] != '\n' ? s : s.substr(1);
-}
-
 std::unique_ptr<Template> MakeTemplate(OpKind op, const std::string& shape, bool bias, bool relu) {
   absl::StatusOr<Workload> w = Workload::Parse(op, shape);
   EXPECT_TRUE(w.ok()) << w.status();
@@ -63,7 +59,7 @@ TEST(PrinterGoldenTest, HandBuiltMatmulStage) {
   sched.args = {a, b, c};
   sched.stages.push_back(st);
 
-  const std::string expected = Golden(R"IR(
+  const std::string expected = test::Golden(R"IR(
 void mm(float A[4][6], float B[6][8], float C[4][8]) {
   for (m = 0; m < 4; ++m) {
     for (n.o = 0; n.o < 2; ++n.o) {
@@ -110,7 +106,7 @@ TEST(PrinterGoldenTest, HandBuiltFusedParallelReductionWithEpilogue) {
   sched.args = {a, c};
   sched.stages.push_back(st);
 
-  const std::string expected = Golden(R"IR(
+  const std::string expected = test::Golden(R"IR(
 void rowsum(float A[2][3][4], float C[2][3]) {
   // parallel
   for (i.j = 0; i.j < 6; ++i.j) {
@@ -139,7 +135,7 @@ TEST(PrinterGoldenTest, GemmDefaultConfigWithBiasRelu) {
   ASSERT_NE(tmpl, nullptr);
   absl::StatusOr<LoweredFunc> f = tmpl->Lower(tmpl->DefaultConfig(), "gemm_default");
   ASSERT_TRUE(f.ok()) << f.status();
-  const std::string expected = Golden(R"IR(
+  const std::string expected = test::Golden(R"IR(
 void gemm_default(float a[4][6], float b[6][8], float bias[8], float out[4][8]) {
   for (m0 = 0; m0 < 4; ++m0) {
     for (n0 = 0; n0 < 8; ++n0) {
@@ -187,7 +183,7 @@ TEST(PrinterGoldenTest, Conv2dPaddedAndPacked) {
   ASSERT_TRUE(tmpl->space().IsValid(config)) << tmpl->space().WhyInvalid(config);
   absl::StatusOr<LoweredFunc> f = tmpl->Lower(config, "conv");
   ASSERT_TRUE(f.ok()) << f.status();
-  const std::string expected = Golden(R"IR(
+  const std::string expected = test::Golden(R"IR(
 void conv(float data[1][2][4][4], float weight[4][2][3][3], float out[1][4][4][4]) {
   heap float data.pad[1][2][6][6];
   heap float weight.packed[2][2][3][3][2];

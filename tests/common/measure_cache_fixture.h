@@ -10,6 +10,9 @@
 
 namespace tune::test {
 
+/// The published Kernel Tuner caches shared with the project (../shared/data/kernel_tuner).
+inline const std::string kDataDir = std::string(TUNE_SOURCE_DIR) + "/../shared/data/kernel_tuner";
+
 /// `bytes` as one gzip member (what `gzip` writes), compressed in memory; a test failure when
 /// zlib fails.
 inline std::string Gzip(const std::string& bytes) {

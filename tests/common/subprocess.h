@@ -188,4 +188,11 @@ class Subprocess {
   ProcessResult result_{.started = true};
 };
 
+/// No child process of this test process is left (none running, none unreaped).
+inline void ExpectNoChildren() {
+  errno = 0;
+  EXPECT_EQ(::waitpid(-1, nullptr, WNOHANG), -1);
+  EXPECT_EQ(errno, ECHILD);
+}
+
 }  // namespace tune::test

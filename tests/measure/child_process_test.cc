@@ -20,6 +20,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "measure/child_message.h"
+#include "tests/common/subprocess.h"
 
 namespace tune::measure {
 namespace {
@@ -96,12 +97,6 @@ bool Alive(pid_t pid) {
 }
 
 // Every child of this process has been reaped.
-void ExpectNoChildren() {
-  errno = 0;
-  EXPECT_EQ(::waitpid(-1, nullptr, WNOHANG), -1);
-  EXPECT_EQ(errno, ECHILD);
-}
-
 TEST(ChildProcessTest, StreamsMessagesInOrderAndExitsCleanly) {
   const std::string big(3 << 20, 'x');  // larger than a pipe's buffer: read in many pieces
   auto child = StartOrDie([&](ChildProcess::Channel& channel) {
@@ -125,7 +120,7 @@ TEST(ChildProcessTest, StreamsMessagesInOrderAndExitsCleanly) {
   EXPECT_TRUE(exit.Clean()) << exit.ToString();
   EXPECT_EQ(exit.ToString(), "exit code 0");
   EXPECT_TRUE(child->Wait(Clock::now()).Clean());  // asking again gives the same answer
-  ExpectNoChildren();
+  test::ExpectNoChildren();
 }
 
 TEST(ChildProcessTest, EveryChildIsSetUpTheSameWay) {
@@ -226,7 +221,7 @@ TEST(ChildProcessTest, HangIsKilledAtTheDeadline) {
   EXPECT_EQ(end.exit.ToString(), "killed by the parent");
   EXPECT_EQ(end.lost.status, MeasureStatus::kTimeout);
   EXPECT_EQ(end.lost.message, "kernel did not finish within 1s");
-  ExpectNoChildren();
+  test::ExpectNoChildren();
 }
 
 TEST(ChildProcessTest, ClosedPipeThenHangIsKilledByWait) {
@@ -240,7 +235,7 @@ TEST(ChildProcessTest, ClosedPipeThenHangIsKilledByWait) {
   EXPECT_EQ(end.read, Read::kEnd);
   EXPECT_EQ(end.exit.kind, ChildExit::Kind::kKilled);
   EXPECT_EQ(end.lost.status, MeasureStatus::kTimeout);
-  ExpectNoChildren();
+  test::ExpectNoChildren();
 }
 
 TEST(ChildProcessTest, SilentExitsSayHowTheChildEnded) {
@@ -294,7 +289,7 @@ TEST(ChildProcessTest, GarbageBreaksThePipeAndTheChildIsKilled) {
     EXPECT_EQ(end.lost.status, MeasureStatus::kRuntimeError);
     EXPECT_EQ(end.lost.message, end.error);
   }
-  ExpectNoChildren();
+  test::ExpectNoChildren();
 }
 
 TEST(ChildProcessTest, MalformedPayloadIsRuntimeError) {

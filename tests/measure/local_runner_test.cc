@@ -14,6 +14,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/common/subprocess.h"
 
 namespace tune::measure {
 namespace {
@@ -123,12 +124,6 @@ absl::StatusOr<codegen::KernelFn> FakeLoader(const codegen::CompiledKernel& kern
 }
 
 // Every child of this process has been reaped.
-void ExpectNoChildren() {
-  errno = 0;
-  EXPECT_EQ(::waitpid(-1, nullptr, WNOHANG), -1);
-  EXPECT_EQ(errno, ECHILD);
-}
-
 BuildResult Build(const std::string& symbol) {
   BuildResult build;
   build.kernel.symbol = symbol;
@@ -222,14 +217,14 @@ TEST_F(LocalRunnerTest, HangIsTimeout) {
   EXPECT_EQ(result.status, MeasureStatus::kTimeout);
   EXPECT_EQ(result.message, "kernel did not finish within 1s");
   EXPECT_GE(result.wall_s, 1.0);  // the child had its whole timeout (wall_s covers fork to reap)
-  ExpectNoChildren();             // and was killed and reaped
+  test::ExpectNoChildren();             // and was killed and reaped
 }
 
 TEST_F(LocalRunnerTest, ClosedPipeThenHangIsTimeout) {
   MeasureResult result = RunOne("closes_pipe_and_hangs");
   EXPECT_EQ(result.status, MeasureStatus::kTimeout);
   EXPECT_EQ(result.message, "kernel did not finish within 1s");
-  ExpectNoChildren();
+  test::ExpectNoChildren();
 }
 
 TEST_F(LocalRunnerTest, FailedBuildPassesThroughWithoutRunning) {
@@ -272,7 +267,7 @@ TEST_F(LocalRunnerTest, MixedBatchKeepsOrderAndGoesOn) {
   for (const MeasureResult& result : results) {
     EXPECT_EQ(result.ok(), result.message.empty()) << result.message;
   }
-  ExpectNoChildren();  // every child was reaped: no zombies are left behind
+  test::ExpectNoChildren();  // every child was reaped: no zombies are left behind
 }
 
 TEST_F(LocalRunnerTest, MismatchedTaskDataIsRuntimeError) {

@@ -33,7 +33,7 @@ using test::Drive;
 using test::MakeStrategy;
 
 // BowlSpace with a single-option knob, which exercises the 0.5 coordinate.
-ConfigSpace BowlSpace() { return test::BowlSpace(/*with_fixed_knob=*/true); }
+ConfigSpace BowlWithFixedKnob() { return test::BowlSpace(/*with_fixed_knob=*/true); }
 
 class BayesOptTest : public ::testing::TestWithParam<std::string> {};
 
@@ -69,7 +69,7 @@ TEST_P(BayesOptTest, ExhaustsSmallSpaceExactlyOnceWithUpdates) {
 }
 
 TEST_P(BayesOptTest, NeverProposesInvalidOrReportedConfigsOverManyRounds) {
-  ConfigSpace space = BowlSpace();
+  ConfigSpace space = BowlWithFixedKnob();
   auto s = MakeStrategy(GetParam(), &space, 3);
   // 40 configs loaded on resume (some of them failures), then 30 rounds of 1 to 7; every third
   // round's results arrive late (pipelined measuring): proposals made meanwhile must be new.
@@ -78,7 +78,7 @@ TEST_P(BayesOptTest, NeverProposesInvalidOrReportedConfigsOverManyRounds) {
 }
 
 TEST_P(BayesOptTest, DeterministicForASeedAndHistory) {
-  ConfigSpace space = BowlSpace();
+  ConfigSpace space = BowlWithFixedKnob();
   auto a = MakeStrategy(GetParam(), &space, 99);
   auto b = MakeStrategy(GetParam(), &space, 99);
   auto c = MakeStrategy(GetParam(), &space, 100);
@@ -93,13 +93,13 @@ TEST_P(BayesOptTest, SpaceWithNoValidPointGivesNothing) {
   ConfigSpace small = ConstrainedSpace();
   small.AddConstraint("never", [](const Config&) { return false; });
   EXPECT_TRUE(MakeStrategy(GetParam(), &small, 1)->Propose(8).empty());
-  ConfigSpace large = BowlSpace();
+  ConfigSpace large = BowlWithFixedKnob();
   large.AddConstraint("never", [](const Config&) { return false; });
   EXPECT_TRUE(MakeStrategy(GetParam(), &large, 1)->Propose(8).empty());
 }
 
 TEST_P(BayesOptTest, AllFailuresStillProposeValidNewConfigs) {
-  ConfigSpace space = BowlSpace();
+  ConfigSpace space = BowlWithFixedKnob();
   auto s = MakeStrategy(GetParam(), &space, 4);
   auto fail = [](const Config& c) { return MeasuredConfig{c, INFINITY, false}; };
   Drive(*s, space, 30, 5, fail);
@@ -115,12 +115,12 @@ INSTANTIATE_TEST_SUITE_P(Strategies, BayesOptTest,
 // does not meet under other seeds. (Measured when written: random 4.22, bo_ei 1.05, bo_multi
 // 1.09, i.e. excess shares of about 0.02 and 0.03; random under other seeds: 0.78.)
 TEST(BayesOptComparisonTest, BeatRandomSearchOnARuggedConstrainedBowl) {
-  test::ExpectBeatRandomOnRuggedBowl({"bo_ei", "bo_multi"}, BowlSpace(), /*control_seed=*/1000,
+  test::ExpectBeatRandomOnRuggedBowl({"bo_ei", "bo_multi"}, BowlWithFixedKnob(), /*control_seed=*/1000,
                                      /*share=*/0.25);
 }
 
 TEST(BayesOptMultiTest, PortfolioBookkeepingIsConsistent) {
-  ConfigSpace space = BowlSpace();
+  ConfigSpace space = BowlWithFixedKnob();
   const BayesOptOptions options;
   BayesOptStrategy s(&space, 7, options, BayesOptStrategy::Mode::kMulti);
   Drive(s, space, 120, 6, Bowl);
@@ -142,7 +142,7 @@ TEST(BayesOptMultiTest, PortfolioBookkeepingIsConsistent) {
 }
 
 TEST(BayesOptModelTest, TrainedCostModelNominatesCandidates) {
-  ConfigSpace space = BowlSpace();
+  ConfigSpace space = BowlWithFixedKnob();
   // Trained from the start; prefers configs near (a, b, c, d, e) = (5, 5, 2, 5, 4).
   test::FunctionCostModel model([](const Config& c) {
     return -std::abs(c[0] - 5) - std::abs(c[1] - 5) - std::abs(c[2] - 2) - std::abs(c[3] - 5) -
@@ -160,7 +160,7 @@ TEST(BayesOptModelTest, TrainedCostModelNominatesCandidates) {
 
 TEST(BayesOptSpeedTest, ProposeOnALargeSpaceWithManyObservations) {
   // 10^5 points, 200 observations: prints the time of one Propose (not asserted on).
-  ConfigSpace space = BowlSpace();
+  ConfigSpace space = BowlWithFixedKnob();
   BayesOptStrategy s(&space, 1, BayesOptOptions{}, BayesOptStrategy::Mode::kMulti);
   Drive(s, space, 200, 50, Bowl);
   const auto start = std::chrono::steady_clock::now();

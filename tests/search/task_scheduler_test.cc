@@ -12,9 +12,10 @@
 namespace tune::search {
 namespace {
 
+constexpr double kNoBest = std::numeric_limits<double>::infinity();  // a task with no valid record yet
+
 using ::testing::HasSubstr;
 
-constexpr double kInf = std::numeric_limits<double>::infinity();
 
 std::unique_ptr<TaskScheduler> Make(const std::string& name, uint64_t seed = 0) {
   auto s = TaskScheduler::Create(name, seed);
@@ -132,7 +133,7 @@ TEST(TaskSchedulerTest, AllReturnMinusOneWhenEverythingIsDone) {
   for (const std::string& name : TaskScheduler::Names()) {
     auto s = Make(name, 5);
     EXPECT_EQ(s->Next({}), -1) << name << ": no tasks";
-    std::vector<TaskProgress> tasks = {Task({}, 1, true), Task({1.0, 0.5}, 10, true), Task({kInf}, 1, true)};
+    std::vector<TaskProgress> tasks = {Task({}, 1, true), Task({1.0, 0.5}, 10, true), Task({kNoBest}, 1, true)};
     for (int c = 0; c < 100; ++c) ASSERT_EQ(s->Next(tasks), -1) << name;
     // One task reopens: it is the only answer.
     tasks[1].done = false;
@@ -180,7 +181,7 @@ TEST(TaskSchedulerTest, GradientCountsAFirstSuccessAsALargeDrop) {
   auto s = Make("gradient", 14);
   // Task 1 failed everything in its first batch and found a kernel in the second: a drop of its
   // whole latency. Task 0 has a flat history at the same latency.
-  std::vector<TaskProgress> tasks = {Task({0.5, 0.5}), Task({kInf, 0.5})};
+  std::vector<TaskProgress> tasks = {Task({0.5, 0.5}), Task({kNoBest, 0.5})};
   std::vector<int> counts = Counts(*s, tasks, 2000);
   EXPECT_GT(counts[1], 1900) << counts[0] << " / " << counts[1];
 }

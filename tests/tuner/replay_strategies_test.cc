@@ -13,12 +13,12 @@
 #include "measure/kernel_tuner_cache.h"
 #include "search/strategy.h"
 #include "tuner/replay.h"
+#include "tests/common/measure_cache_fixture.h"
 
 namespace tune::tuner {
 namespace {
 
-const std::string kDataDir = std::string(TUNE_SOURCE_DIR) + "/../shared/data/kernel_tuner";
-const std::string kGemmCache = kDataDir + "/gemm_RTX_3090.json.gz";
+const std::string kGemmCache = test::kDataDir + "/gemm_RTX_3090.json.gz";
 
 constexpr int kBudget = 100;
 constexpr int kSeeds = 20;

@@ -26,7 +26,6 @@ using test::Gzip;
 using json = nlohmann::json;
 
 const std::string kTune = std::string(TUNE_BIN_DIR) + "/tune";
-const std::string kDataDir = std::string(TUNE_SOURCE_DIR) + "/../shared/data/kernel_tuner";
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // A 3 x 4 x 2 space (24 points) with 14 recorded: 3 failures, a tie, and 10 infeasible points.
@@ -306,7 +305,7 @@ TEST(ReplayDriverTest, CostModelHook) {
 }
 
 TEST(ReplayDriverTest, GridFindsOptimumOfRealConvolution) {
-  const std::string path = kDataDir + "/convolution_A100.json.gz";
+  const std::string path = test::kDataDir + "/convolution_A100.json.gz";
   if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is absent";
   auto cache = measure::KernelTunerCache::Load(path);
   ASSERT_TRUE(cache.ok()) << cache.status();
@@ -392,7 +391,7 @@ TEST_F(ReplayCliTest, TruncatedGzipFailsWithOneLine) {
 }
 
 TEST_F(ReplayCliTest, TruncatedRealCacheFailsWithOneLine) {
-  const std::string real = kDataDir + "/convolution_A100.json.gz";
+  const std::string real = test::kDataDir + "/convolution_A100.json.gz";
   if (!std::filesystem::exists(real)) GTEST_SKIP() << real << " is absent";
   std::string bytes = test::ReadFileBytes(real);
   std::string path = dir_.Join("convolution_cut.json.gz");
