@@ -3,6 +3,7 @@
 
 #include <cstdio>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace tune::base {
@@ -17,8 +18,16 @@ struct TableStyle {
   bool markdown = false;
 };
 
+/// `text` with everything a terminal could take for a command made visible: ASCII control
+/// characters as "\n", "\r", "\t" or "\xHH" (DEL too), C1 controls (U+0080..U+009F) as
+/// "\u00HH", and bytes that are not part of valid UTF-8 as "\xHH". Printable text, valid UTF-8
+/// included, is unchanged.
+std::string EscapeControl(std::string_view text);
+
 /// `rows` under `header`, each column as wide as its widest cell, one line per row ending in
-/// '\n'. Cells beyond the header's columns are dropped; missing cells are empty.
+/// '\n'. Cells beyond the header's columns are dropped; missing cells are empty. Every cell
+/// and header passes through EscapeControl first, so a table's text never carries terminal
+/// control sequences, whatever its cells hold.
 std::string FormatTable(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows,
                         const TableStyle& style = {});
 /// FormatTable written to `out`.
