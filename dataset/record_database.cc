@@ -1,10 +1,19 @@
 // RecordDatabase: the queries (tasks, targets, runs, records, best records) on an open file.
 #include "dataset/record_database.h"
 
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
+#include <fstream>
 #include <limits>
+#include <mutex>
 #include <optional>
+#include <thread>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -12,6 +21,7 @@
 #include "dataset/schema.h"
 #include "dataset/sqlite.h"
 #include "nlohmann/json.hpp"
+#include "spdlog/spdlog.h"
 
 namespace tune::dataset {
 namespace {
@@ -93,13 +103,46 @@ TaskInfo ReadTask(const Statement& stmt) {
 
 TargetInfo ReadTarget(const Statement& stmt) { return TargetInfo{stmt.Int64(0), stmt.Text(1), stmt.Text(2)}; }
 
+constexpr const char* kLeaseColumns = "run_id, host, pid, expires";
+
+LeaseHolder ReadLease(const Statement& stmt) {
+  return LeaseHolder{stmt.Int64(0), stmt.Text(1), stmt.Int64(2), stmt.Double(3)};
+}
+
+// Whether the owner of a run or lease is alive as far as this process can tell, `now` being
+// the time its heartbeat or expiry is compared with.
+bool Live(const std::string& host, int64_t pid, double deadline, double now) {
+  return deadline > now && OwnerMayBeAlive(host, pid);
+}
+
 }  // namespace
+
+std::string LocalHostName() {
+  char name[256] = {};
+  if (::gethostname(name, sizeof(name) - 1) != 0) return "";
+  return name;
+}
+
+bool OwnerMayBeAlive(const std::string& host, int64_t pid) {
+  if (pid <= 0 || host.empty()) return false;
+  if (host != LocalHostName()) return true;
+  if (pid == ::getpid()) return true;
+  if (pid > std::numeric_limits<pid_t>::max()) return false;
+  if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) return false;
+  // A zombie (ended, not yet reaped by its parent) is gone too: state 'Z' after the name.
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  const size_t paren = text.rfind(')');
+  if (paren != std::string::npos && paren + 2 < text.size() && text[paren + 2] == 'Z') return false;
+  return true;
+}
 
 struct RecordDatabase::Impl {
   SqliteConnection connection;
   sqlite3* db;
+  std::string path;
 
-  explicit Impl(SqliteConnection c) : connection(std::move(c)), db(connection.get()) {}
+  Impl(SqliteConnection c, std::string p) : connection(std::move(c)), db(connection.get()), path(std::move(p)) {}
 };
 
 RecordDatabase::RecordDatabase(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -108,8 +151,10 @@ RecordDatabase::~RecordDatabase() = default;
 absl::StatusOr<std::unique_ptr<RecordDatabase>> RecordDatabase::Open(const std::string& path, bool create) {
   absl::StatusOr<SqliteConnection> connection = OpenWithSchema(path, create);
   if (!connection.ok()) return connection.status();
-  return std::unique_ptr<RecordDatabase>(new RecordDatabase(std::make_unique<Impl>(*std::move(connection))));
+  return std::unique_ptr<RecordDatabase>(new RecordDatabase(std::make_unique<Impl>(*std::move(connection), path)));
 }
+
+const std::string& RecordDatabase::path() const { return impl_->path; }
 
 absl::StatusOr<int64_t> RecordDatabase::UpsertTask(const TaskInfo& task) {
   absl::StatusOr<Statement> insert = PrepareBound(
@@ -142,27 +187,81 @@ absl::StatusOr<int64_t> RecordDatabase::UpsertTarget(const TargetInfo& target) {
 }
 
 absl::StatusOr<int64_t> RecordDatabase::StartRun(const std::string& command, const std::string& target_key) {
+  const double now = NowSeconds();
   absl::StatusOr<Statement> insert = PrepareBound(
       impl_->db,
-      "INSERT INTO runs(command, target_key, started, finished, status) VALUES (?1, ?2, ?3, 0, 'running')",
-      command, target_key, NowSeconds());
+      "INSERT INTO runs(command, target_key, started, finished, status, host, pid, heartbeat) "
+      "VALUES (?1, ?2, ?3, 0, 'running', ?4, ?5, ?3)",
+      command, target_key, now, LocalHostName(), static_cast<int64_t>(::getpid()));
   if (!insert.ok()) return insert.status();
   if (absl::Status s = insert->Run(); !s.ok()) return s;
   return impl_->connection.LastInsertId();
 }
 
-absl::Status RecordDatabase::FinishRun(int64_t run_id, const std::string& status) {
-  if (status != "finished" && status != "interrupted") {
-    return absl::InvalidArgumentError("a run ends 'finished' or 'interrupted', not '" + status + "'");
+absl::Status RecordDatabase::FinishRun(int64_t run_id, const std::string& status, const std::string& message) {
+  if (status != "finished" && status != "interrupted" && status != "failed") {
+    return absl::InvalidArgumentError("a run ends 'finished', 'interrupted' or 'failed', not '" + status + "'");
   }
-  absl::StatusOr<Statement> update = PrepareBound(
-      impl_->db, "UPDATE runs SET finished = ?1, status = ?3 WHERE id = ?2", NowSeconds(), run_id, status);
+  absl::StatusOr<Transaction> txn = Transaction::Begin(impl_->db);
+  if (!txn.ok()) return txn.status();
+  const double now = NowSeconds();
+  absl::StatusOr<Statement> update =
+      PrepareBound(impl_->db, "UPDATE runs SET finished = ?1, heartbeat = ?1, status = ?3, message = ?4 WHERE id = ?2",
+                   now, run_id, status, message);
   if (!update.ok()) return update.status();
   if (absl::Status s = update->Run(); !s.ok()) return s;
   if (impl_->connection.Changes() == 0) {
     return absl::NotFoundError(absl::StrCat("no run with id ", run_id));
   }
-  return absl::OkStatus();
+  absl::StatusOr<Statement> release = PrepareBound(impl_->db, "DELETE FROM leases WHERE run_id = ?1", run_id);
+  if (!release.ok()) return release.status();
+  if (absl::Status s = release->Run(); !s.ok()) return s;
+  return txn->Commit();
+}
+
+absl::Status RecordDatabase::Heartbeat(int64_t run_id) {
+  absl::StatusOr<Transaction> txn = Transaction::Begin(impl_->db);
+  if (!txn.ok()) return txn.status();
+  const double now = NowSeconds();
+  absl::StatusOr<Statement> beat = PrepareBound(
+      impl_->db, "UPDATE runs SET heartbeat = ?1 WHERE id = ?2 AND status = 'running'", now, run_id);
+  if (!beat.ok()) return beat.status();
+  if (absl::Status s = beat->Run(); !s.ok()) return s;
+  absl::StatusOr<Statement> renew =
+      PrepareBound(impl_->db, "UPDATE leases SET expires = ?1 WHERE run_id = ?2", now + kStaleAfterS, run_id);
+  if (!renew.ok()) return renew.status();
+  if (absl::Status s = renew->Run(); !s.ok()) return s;
+  return txn->Commit();
+}
+
+absl::StatusOr<std::optional<LeaseHolder>> RecordDatabase::AcquireLease(int64_t task_id, int64_t target_id,
+                                                                        int64_t run_id) {
+  absl::StatusOr<Transaction> txn = Transaction::Begin(impl_->db);
+  if (!txn.ok()) return txn.status();
+  absl::StatusOr<std::optional<LeaseHolder>> holder = Lease(task_id, target_id);
+  if (!holder.ok()) return holder.status();
+  const double now = NowSeconds();
+  if (holder->has_value() && (*holder)->run_id != run_id &&
+      Live((*holder)->host, (*holder)->pid, (*holder)->expires, now)) {
+    return holder;  // the transaction rolls back: nothing was written
+  }
+  absl::StatusOr<Statement> take = PrepareBound(
+      impl_->db,
+      "INSERT INTO leases(task_id, target_id, run_id, host, pid, expires) VALUES (?1, ?2, ?3, ?4, ?5, ?6) "
+      "ON CONFLICT(task_id, target_id) DO UPDATE SET run_id = ?3, host = ?4, pid = ?5, expires = ?6",
+      task_id, target_id, run_id, LocalHostName(), static_cast<int64_t>(::getpid()), now + kStaleAfterS);
+  if (!take.ok()) return take.status();
+  if (absl::Status s = take->Run(); !s.ok()) return s;
+  if (absl::Status s = txn->Commit(); !s.ok()) return s;
+  return std::optional<LeaseHolder>();
+}
+
+absl::StatusOr<std::optional<LeaseHolder>> RecordDatabase::Lease(int64_t task_id, int64_t target_id) const {
+  absl::StatusOr<Statement> query = PrepareBound(
+      impl_->db, absl::StrCat("SELECT ", kLeaseColumns, " FROM leases WHERE task_id = ?1 AND target_id = ?2"),
+      task_id, target_id);
+  if (!query.ok()) return query.status();
+  return ReadFirstRow(*query, ReadLease);
 }
 
 absl::Status RecordDatabase::AddRecords(std::vector<Record>& records) {
@@ -211,14 +310,19 @@ absl::Status RecordDatabase::AddRecords(std::vector<Record>& records) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<Record>> RecordDatabase::Records(int64_t task_id, int64_t target_id) const {
+absl::StatusOr<std::vector<Record>> RecordDatabase::Records(int64_t task_id, int64_t target_id,
+                                                            int64_t after_id) const {
   absl::StatusOr<Statement> query = PrepareBound(
       impl_->db,
       absl::StrCat("SELECT ", kRecordColumns,
-                   " FROM records WHERE task_id = ?1 AND target_id = ?2 ORDER BY timestamp, id"),
-      task_id, target_id);
+                   " FROM records WHERE task_id = ?1 AND target_id = ?2 AND id > ?3 ORDER BY timestamp, id"),
+      task_id, target_id, after_id);
   if (!query.ok()) return query.status();
   return ReadRows(*query, ReadRecord);
+}
+
+absl::StatusOr<int64_t> RecordDatabase::LastRecordId() const {
+  return QueryInt(impl_->db, "SELECT coalesce(max(id), 0) FROM records");
 }
 
 absl::StatusOr<std::vector<Record>> RecordDatabase::Best(int64_t task_id, int64_t target_id, int k) const {
@@ -242,10 +346,18 @@ absl::StatusOr<std::vector<TaskInfo>> RecordDatabase::Tasks() const {
 
 absl::StatusOr<std::vector<RunInfo>> RecordDatabase::Runs() const {
   absl::StatusOr<Statement> query = Statement::Prepare(
-      impl_->db, "SELECT id, command, target_key, started, finished, status FROM runs ORDER BY id");
+      impl_->db,
+      "SELECT id, command, target_key, started, finished, status, host, pid, heartbeat, message "
+      "FROM runs ORDER BY id");
   if (!query.ok()) return query.status();
-  return ReadRows(*query, [](const Statement& row) {
-    return RunInfo{row.Int64(0), row.Text(1), row.Text(2), row.Double(3), row.Double(4), row.Text(5)};
+  const double now = NowSeconds();
+  return ReadRows(*query, [now](const Statement& row) {
+    RunInfo run{row.Int64(0), row.Text(1), row.Text(2), row.Double(3), row.Double(4), row.Text(5),
+                row.Text(6),  row.Int64(7), row.Double(8), row.Text(9)};
+    if (run.status == "running" && !Live(run.host, run.pid, run.heartbeat + kStaleAfterS, now)) {
+      run.status = "stale";
+    }
+    return run;
   });
 }
 
@@ -283,6 +395,54 @@ absl::StatusOr<std::vector<std::pair<std::string, int64_t>>> RecordDatabase::Sta
       task_id, target_id);
   if (!query.ok()) return query.status();
   return ReadRows(*query, [](const Statement& row) { return std::make_pair(row.Text(0), row.Int64(1)); });
+}
+
+struct RunHeartbeat::State {
+  std::unique_ptr<RecordDatabase> db;  // null for an in-memory database
+  int64_t run_id = 0;
+  std::mutex mu;
+  std::condition_variable wake;
+  bool stop = false;
+  std::thread thread;
+};
+
+RunHeartbeat::RunHeartbeat(std::unique_ptr<State> state) : state_(std::move(state)) {}
+
+RunHeartbeat::~RunHeartbeat() {
+  if (!state_->thread.joinable()) return;
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    state_->stop = true;
+  }
+  state_->wake.notify_all();
+  state_->thread.join();
+}
+
+absl::StatusOr<std::unique_ptr<RunHeartbeat>> RunHeartbeat::Start(const std::string& path, int64_t run_id,
+                                                                   double interval_s) {
+  auto state = std::make_unique<State>();
+  state->run_id = run_id;
+  if (path == ":memory:") return std::unique_ptr<RunHeartbeat>(new RunHeartbeat(std::move(state)));
+  absl::StatusOr<std::unique_ptr<RecordDatabase>> db = RecordDatabase::Open(path, /*create=*/false);
+  if (!db.ok()) return db.status();
+  state->db = *std::move(db);
+  State* s = state.get();
+  const auto interval = std::chrono::duration<double>(std::max(interval_s, 1e-3));
+  state->thread = std::thread([s, interval, interval_s] {
+    std::unique_lock<std::mutex> lock(s->mu);
+    int failures = 0;
+    while (!s->wake.wait_for(lock, interval, [s] { return s->stop; })) {
+      lock.unlock();
+      absl::Status beat = s->db->Heartbeat(s->run_id);
+      if (!beat.ok() && failures++ == 0) {
+        spdlog::warn("record database: run {} heartbeat failed (tried again every {} s): {}", s->run_id,
+                     interval_s, std::string(beat.message()));
+      }
+      if (beat.ok()) failures = 0;
+      lock.lock();
+    }
+  });
+  return std::unique_ptr<RunHeartbeat>(new RunHeartbeat(std::move(state)));
 }
 
 }  // namespace tune::dataset

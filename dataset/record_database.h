@@ -43,14 +43,36 @@ struct Record {
   double timestamp = 0;      // seconds since the epoch, set by the database when 0
 };
 
+/// A run's owner counts as gone once its heartbeat is this old (seconds): its run is listed
+/// as "stale" and its leases may be taken over. Owners on this host are also gone as soon as
+/// their process is.
+inline constexpr double kStaleAfterS = 30;
+/// How often RunHeartbeat renews a run's heartbeat and leases (seconds).
+inline constexpr double kHeartbeatIntervalS = 2;
+
 /// A tuning run: one invocation of the tuner over some tasks.
 struct RunInfo {
   int64_t id = 0;
   std::string command;       // the command line that started it
   std::string target_key;
   double started = 0;
-  double finished = 0;       // 0 while running or interrupted
-  std::string status;        // "running", "finished", "interrupted" (stopped early by a signal)
+  double finished = 0;       // 0 while running, and for stale runs
+  /// "running"; "finished"; "interrupted" (stopped early by a signal); "failed" (ended by an
+  /// error, `message` says which); "stale": left "running" by an owner that is gone (its
+  /// process ended on this host, or no heartbeat for kStaleAfterS), as listed, never stored.
+  std::string status;
+  std::string host;          // the owner process: host name and pid ("" and 0: unknown)
+  int64_t pid = 0;
+  double heartbeat = 0;      // when the owner last said it was alive (seconds since the epoch)
+  std::string message;       // why a failed run failed
+};
+
+/// The run that holds the lease of a task on a target.
+struct LeaseHolder {
+  int64_t run_id = 0;
+  std::string host;
+  int64_t pid = 0;
+  double expires = 0;        // seconds since the epoch; renewed by the holder's heartbeat
 };
 
 /// SQLite-backed store. Opening creates or migrates the schema (versioned with
@@ -67,23 +89,41 @@ class RecordDatabase {
   /// schema; Unavailable/Internal for I/O errors. Never leaves a half-created file behind.
   static absl::StatusOr<std::unique_ptr<RecordDatabase>> Open(const std::string& path,
                                                               bool create = true);
+  /// The path it was opened with.
+  const std::string& path() const;
 
   /// Inserts the task or target if absent (keyed by workload_key + template_version, or
   /// key) and returns its id.
   absl::StatusOr<int64_t> UpsertTask(const TaskInfo& task);
   absl::StatusOr<int64_t> UpsertTarget(const TargetInfo& target);
 
+  /// Starts a run owned by this process (host name, pid), its heartbeat now.
   absl::StatusOr<int64_t> StartRun(const std::string& command, const std::string& target_key);
-  /// Ends a run with `status` ("finished" or "interrupted").
-  absl::Status FinishRun(int64_t run_id, const std::string& status = "finished");
-  /// Every run, oldest first.
+  /// Ends a run with `status` ("finished", "interrupted", or "failed" with `message`) and
+  /// releases its leases, in one transaction.
+  absl::Status FinishRun(int64_t run_id, const std::string& status = "finished",
+                         const std::string& message = "");
+  /// Every run, oldest first; runs whose owner is gone are listed as "stale".
   absl::StatusOr<std::vector<RunInfo>> Runs() const;
+  /// Renews the heartbeat of `run_id` and the expiry of its leases, in one transaction.
+  absl::Status Heartbeat(int64_t run_id);
+
+  /// Takes the lease of a task on a target for `run_id` (owned by this process), in one write
+  /// transaction: nullopt when the run holds it now (taken, taken over from an owner that is
+  /// gone, or held already), else the live run that holds it. A run keeps its leases until it
+  /// ends (FinishRun); RunHeartbeat keeps them from expiring meanwhile.
+  absl::StatusOr<std::optional<LeaseHolder>> AcquireLease(int64_t task_id, int64_t target_id, int64_t run_id);
+  /// Who holds the lease of a task on a target now, live or not; nullopt when nobody does.
+  absl::StatusOr<std::optional<LeaseHolder>> Lease(int64_t task_id, int64_t target_id) const;
 
   /// Commits all records in one transaction (all or nothing) and fills their ids.
   absl::Status AddRecords(std::vector<Record>& records);
 
-  /// All records of a task on a target, oldest first.
-  absl::StatusOr<std::vector<Record>> Records(int64_t task_id, int64_t target_id) const;
+  /// All records of a task on a target, oldest first; with `after_id`, only those with a
+  /// larger id (the ones committed since a record with that id was).
+  absl::StatusOr<std::vector<Record>> Records(int64_t task_id, int64_t target_id, int64_t after_id = 0) const;
+  /// The largest record id so far (0 when there is none).
+  absl::StatusOr<int64_t> LastRecordId() const;
   /// The `k` ok records with the lowest median cost, fastest first.
   absl::StatusOr<std::vector<Record>> Best(int64_t task_id, int64_t target_id, int k = 1) const;
 
@@ -101,5 +141,31 @@ class RecordDatabase {
   explicit RecordDatabase(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
+
+/// Keeps a run's heartbeat and leases fresh (RecordDatabase::Heartbeat every `interval_s`,
+/// kHeartbeatIntervalS unless a test says otherwise) from a thread of its own, on a connection of its own to the file, for
+/// as long as it lives: a run that waits long for one batch still shows it is alive. Does
+/// nothing for an in-memory database (no other connection can see it). A failed renewal is
+/// logged and tried again at the next interval.
+class RunHeartbeat {
+ public:
+  static absl::StatusOr<std::unique_ptr<RunHeartbeat>> Start(const std::string& path, int64_t run_id,
+                                                             double interval_s = kHeartbeatIntervalS);
+  ~RunHeartbeat();  // stops the thread
+  RunHeartbeat(const RunHeartbeat&) = delete;
+  RunHeartbeat& operator=(const RunHeartbeat&) = delete;
+
+ private:
+  struct State;
+  explicit RunHeartbeat(std::unique_ptr<State> state);
+  std::unique_ptr<State> state_;
+};
+
+/// This machine's host name, as runs and leases record their owner.
+std::string LocalHostName();
+/// Whether the owner (host, pid) of a run or lease may still be alive: false for a pid that is
+/// unknown, or for a process of this host that no longer exists (or is a zombie); true for
+/// owners on other hosts (only their heartbeat tells).
+bool OwnerMayBeAlive(const std::string& host, int64_t pid);
 
 }  // namespace tune::dataset

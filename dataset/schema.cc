@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <iterator>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -15,7 +16,8 @@
 namespace tune::dataset {
 namespace {
 
-// The tables of schema version kSchemaVersion; a change bumps it and adds a migration.
+// The tables of schema version kSchemaVersion; a change bumps it and adds a migration
+// (kMigrations) that brings a file of the previous version to the same tables.
 constexpr const char* kSchemaSql = R"sql(
 CREATE TABLE tasks(
   id INTEGER PRIMARY KEY,
@@ -39,7 +41,20 @@ CREATE TABLE runs(
   target_key TEXT NOT NULL,
   started REAL NOT NULL,
   finished REAL NOT NULL DEFAULT 0,
-  status TEXT NOT NULL
+  status TEXT NOT NULL,
+  host TEXT NOT NULL DEFAULT '',
+  pid INTEGER NOT NULL DEFAULT 0,
+  heartbeat REAL NOT NULL DEFAULT 0,
+  message TEXT NOT NULL DEFAULT ''
+);
+CREATE TABLE leases(
+  task_id INTEGER NOT NULL REFERENCES tasks(id),
+  target_id INTEGER NOT NULL REFERENCES targets(id),
+  run_id INTEGER NOT NULL REFERENCES runs(id),
+  host TEXT NOT NULL,
+  pid INTEGER NOT NULL,
+  expires REAL NOT NULL,
+  PRIMARY KEY(task_id, target_id)
 );
 CREATE TABLE records(
   id INTEGER PRIMARY KEY,
@@ -64,6 +79,28 @@ CREATE INDEX records_by_task_target_status_median
   ON records(task_id, target_id, status, median_s);
 )sql";
 
+// Migration i brings a file of schema version i + 1 to version i + 2.
+constexpr const char* kMigrations[] = {
+    // 1 -> 2: runs know their owner process and its heartbeat, and a failed run its message;
+    // per-(task, target) leases keep concurrent runs on one file off each other's tasks.
+    R"sql(
+ALTER TABLE runs ADD COLUMN host TEXT NOT NULL DEFAULT '';
+ALTER TABLE runs ADD COLUMN pid INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN heartbeat REAL NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN message TEXT NOT NULL DEFAULT '';
+CREATE TABLE leases(
+  task_id INTEGER NOT NULL REFERENCES tasks(id),
+  target_id INTEGER NOT NULL REFERENCES targets(id),
+  run_id INTEGER NOT NULL REFERENCES runs(id),
+  host TEXT NOT NULL,
+  pid INTEGER NOT NULL,
+  expires REAL NOT NULL,
+  PRIMARY KEY(task_id, target_id)
+);
+)sql",
+};
+static_assert(std::size(kMigrations) == kSchemaVersion - 1, "one migration per schema version after 1");
+
 // Removes a database file this process created, with the side files SQLite may have made.
 void RemoveCreatedFile(const std::string& path) {
   for (const char* suffix : {"", "-journal", "-wal", "-shm"}) {
@@ -75,7 +112,11 @@ void RemoveCreatedFile(const std::string& path) {
 // What an opened file holds, judged by reading only.
 enum class Contents { kEmpty, kTune, kForeign };
 
+// The schema version of an open file (PRAGMA user_version).
+absl::StatusOr<int64_t> SchemaVersion(sqlite3* db) { return QueryInt(db, "PRAGMA user_version"); }
+
 // Classifies the open database without writing to it. FailedPrecondition for a newer schema.
+// A tune file of an older version is kTune (Migrate upgrades it).
 absl::StatusOr<Contents> Inspect(sqlite3* db, const std::string& path) {
   absl::StatusOr<int64_t> version = QueryInt(db, "PRAGMA user_version");
   if (!version.ok()) {
@@ -125,6 +166,31 @@ absl::Status CreateSchema(sqlite3* db, const std::string& path) {
   return txn->Commit();
 }
 
+// Brings a tune file of an older schema version to kSchemaVersion in one transaction, unless
+// another connection got there first. Files of this version are left alone.
+absl::Status Migrate(sqlite3* db, const std::string& path) {
+  absl::StatusOr<int64_t> version = SchemaVersion(db);
+  if (!version.ok()) return version.status();
+  if (*version >= kSchemaVersion) return absl::OkStatus();
+  absl::StatusOr<Transaction> txn = Transaction::Begin(db);
+  if (!txn.ok()) return txn.status();
+  absl::StatusOr<Contents> contents = Inspect(db, path);  // re-check under the write lock
+  if (!contents.ok()) return contents.status();
+  if (*contents != Contents::kTune) return NotTuneDatabase(path);
+  version = SchemaVersion(db);
+  if (!version.ok()) return version.status();
+  for (int64_t v = *version; v < kSchemaVersion; ++v) {
+    if (absl::Status s = Exec(db, kMigrations[v - 1]); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("upgrading record database '", path, "' from schema version ",
+                                                 v, " to ", v + 1, ": ", s.message()));
+    }
+  }
+  if (absl::Status s = Exec(db, absl::StrCat("PRAGMA user_version = ", kSchemaVersion)); !s.ok()) return s;
+  if (absl::Status s = txn->Commit(); !s.ok()) return s;
+  spdlog::info("record database '{}': schema upgraded from version {} to {}", path, *version, kSchemaVersion);
+  return absl::OkStatus();
+}
+
 // Turns on the connection settings; only called once the file is known to be ours.
 absl::Status Configure(sqlite3* db, bool in_memory) {
   if (absl::Status s = Exec(db, "PRAGMA foreign_keys = ON"); !s.ok()) return s;
@@ -152,6 +218,8 @@ absl::Status Prepare(sqlite3* db, const std::string& path, bool create, bool in_
           "'", path, "' is an empty file, not a tune database (a tuning run initializes it)"));
     }
     if (absl::Status s = CreateSchema(db, path); !s.ok()) return s;
+  } else if (absl::Status s = Migrate(db, path); !s.ok()) {
+    return s;
   }
   return Configure(db, in_memory);
 }

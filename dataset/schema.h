@@ -9,10 +9,11 @@
 namespace tune::dataset {
 
 /// Version of the schema this build writes, stored in PRAGMA user_version.
-inline constexpr int kSchemaVersion = 1;
+inline constexpr int kSchemaVersion = 2;
 
 /// Opens `path` (":memory:" for a private in-memory database) as a record database: an empty
 /// or absent file (absent only with `create`) gets the schema in one transaction, a tune file
+/// of an older schema version is upgraded in one transaction (its data kept), a tune file
 /// is checked, and the connection gets foreign keys and WAL. NotFound for an absent file
 /// without `create`; FailedPrecondition for a file that is not a tune database, has a newer
 /// schema, or is empty without `create`; Unavailable/Internal for I/O errors. Never leaves a

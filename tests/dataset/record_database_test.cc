@@ -10,6 +10,7 @@
 #include <random>
 #include <string>
 
+#include "dataset/schema.h"
 #include "gtest/gtest.h"
 
 namespace tune::dataset {
@@ -122,8 +123,8 @@ TEST_F(RecordDatabaseTest, CreatesSchemaAndReopens) {
     ASSERT_TRUE(id.ok()) << id.status();
     task_id = *id;
   }
-  EXPECT_EQ(RawQueryText(path, "PRAGMA user_version"), "1");
-  for (const char* table : {"tasks", "targets", "runs", "records"}) {
+  EXPECT_EQ(RawQueryText(path, "PRAGMA user_version"), std::to_string(kSchemaVersion));
+  for (const char* table : {"tasks", "targets", "runs", "records", "leases"}) {
     EXPECT_EQ(RawQueryText(path, std::string("SELECT count(*) FROM sqlite_master WHERE "
                                              "type='table' AND name='") + table + "'"),
               "1")
@@ -388,7 +389,7 @@ TEST_F(RecordDatabaseTest, ForeignSqliteDatabaseIsRejectedAndUnchanged) {
 TEST_F(RecordDatabaseTest, NewerSchemaIsRejectedAndUnchanged) {
   const std::string path = DbPath();
   { ASSERT_NE(MustOpen(path), nullptr); }
-  RawExec(path, "PRAGMA user_version = 2;");
+  RawExec(path, "PRAGMA user_version = " + std::to_string(kSchemaVersion + 1) + ";");
   const std::string before = ReadBytes(path);
   absl::StatusOr<std::unique_ptr<RecordDatabase>> db = RecordDatabase::Open(path);
   ASSERT_FALSE(db.ok());
