@@ -31,9 +31,15 @@ std::string WorkloadJson(const codegen::Workload& w) {
   return j.dump();
 }
 
-KernelTask::KernelTask(std::unique_ptr<codegen::Template> tmpl, std::shared_ptr<KernelMeasurer> measurer,
-                       uint64_t data_seed, bool host_reference)
-    : tmpl_(std::move(tmpl)), measurer_(std::move(measurer)), data_seed_(data_seed), host_reference_(host_reference) {
+KernelTask::KernelTask(std::unique_ptr<codegen::Template> tmpl, search::Config default_config,
+                       std::shared_ptr<KernelMeasurer> measurer, uint64_t data_seed, bool host_reference,
+                       StopFn should_stop)
+    : tmpl_(std::move(tmpl)),
+      default_config_(std::move(default_config)),
+      measurer_(std::move(measurer)),
+      data_seed_(data_seed),
+      host_reference_(host_reference),
+      should_stop_(std::move(should_stop)) {
   const codegen::Workload& w = tmpl_->workload();
   keys_.workload_key = w.Key();
   keys_.op = codegen::OpName(w.op);
@@ -44,8 +50,11 @@ KernelTask::KernelTask(std::unique_ptr<codegen::Template> tmpl, std::shared_ptr<
 
 std::vector<MeasureResult> KernelTask::Measure(const std::vector<search::Config>& configs,
                                                const MeasureProtocol& protocol) {
+  if (should_stop_ && should_stop_()) return {};
   if (measurer_->NeedsTaskData() && data_ == nullptr) {
-    data_ = std::make_unique<TaskData>(TaskData::Create(tmpl_->workload(), data_seed_, host_reference_));
+    std::optional<TaskData> data = CreateTaskData(tmpl_->workload(), data_seed_, host_reference_, should_stop_);
+    if (!data.has_value()) return {};  // stopped while drawing the inputs or computing the reference
+    data_ = std::make_unique<TaskData>(*std::move(data));
   }
   return measurer_->Measure(*tmpl_, data_.get(), configs, protocol);
 }

@@ -22,25 +22,28 @@ float Epilogue(double value, const float* bias, int64_t bias_index, bool relu) {
 
 // out[M,N] = a[M,K] * b[K,N] (+ bias[N]) (relu). Loop order i, k, j over a double row
 // accumulator, so b and the accumulator are walked contiguously.
-void Matmul(const float* a, const float* b, const float* bias, bool relu, int64_t m, int64_t n,
-            int64_t k, float* out) {
+// False when `poll` stopped it.
+bool Matmul(const float* a, const float* b, const float* bias, bool relu, int64_t m, int64_t n,
+            int64_t k, float* out, StopPoll& poll) {
   std::vector<double> row(n);
   for (int64_t i = 0; i < m; ++i) {
     std::fill(row.begin(), row.end(), 0.0);
     for (int64_t p = 0; p < k; ++p) {
+      if (poll.Tick(n)) return false;
       const double a_ip = a[i * k + p];
       const float* b_row = b + p * n;
       for (int64_t j = 0; j < n; ++j) row[j] += a_ip * static_cast<double>(b_row[j]);
     }
     for (int64_t j = 0; j < n; ++j) out[i * n + j] = Epilogue(row[j], bias, j, relu);
   }
+  return true;
 }
 
 // out[N,OC,OH,OW] = conv2d(data[N,C,H,W], weight[OC,C/G,KH,KW]) (+ bias[OC]) (relu).
 // For each output channel a double plane [OH,OW] accumulates one (input channel, kh, kw)
 // tap at a time; taps that land in the padding contribute nothing.
-void Conv2d(const Workload& w, const float* data, const float* weight, const float* bias,
-            float* out) {
+bool Conv2d(const Workload& w, const float* data, const float* weight, const float* bias,
+            float* out, StopPoll& poll) {
   const int64_t out_h = w.out_h(), out_w = w.out_w();
   const int64_t in_c_per_group = w.in_c / w.groups;
   const int64_t out_c_per_group = w.out_c / w.groups;
@@ -54,6 +57,7 @@ void Conv2d(const Workload& w, const float* data, const float* weight, const flo
         const float* in_plane = data + (b * w.in_c + ic) * w.in_h * w.in_w;
         for (int64_t kh = 0; kh < w.kernel_h; ++kh) {
           for (int64_t kw = 0; kw < w.kernel_w; ++kw) {
+            if (poll.Tick(out_h * out_w)) return false;
             const double wv =
                 weight[((oc * in_c_per_group + icg) * w.kernel_h + kh) * w.kernel_w + kw];
             for (int64_t oh = 0; oh < out_h; ++oh) {
@@ -74,6 +78,7 @@ void Conv2d(const Workload& w, const float* data, const float* weight, const flo
       }
     }
   }
+  return true;
 }
 
 std::string FormatFloat(float v) { return absl::StrCat(v); }
@@ -82,6 +87,12 @@ std::string FormatFloat(float v) { return absl::StrCat(v); }
 
 void ComputeReference(const Workload& workload, const std::vector<std::vector<float>>& inputs,
                       std::vector<float>* out) {
+  ComputeReference(workload, inputs, out, nullptr);
+}
+
+bool ComputeReference(const Workload& workload, const std::vector<std::vector<float>>& inputs,
+                      std::vector<float>* out, const StopFn& should_stop) {
+  StopPoll poll(should_stop);
   const absl::Status valid = workload.Validate();
   TUNE_CHECK(valid.ok()) << "ComputeReference: " << valid.message();
   const std::vector<codegen::TensorSpec> specs = workload.Inputs();
@@ -97,30 +108,37 @@ void ComputeReference(const Workload& workload, const std::vector<std::vector<fl
   const float* bias = workload.bias ? inputs[2].data() : nullptr;
   const int64_t m = workload.m, n = workload.n, k = workload.k;
 
+  bool done = true;
   switch (workload.op) {
     case OpKind::kMatmul:
-      Matmul(inputs[0].data(), inputs[1].data(), bias, workload.relu, m, n, k, out->data());
+      done = Matmul(inputs[0].data(), inputs[1].data(), bias, workload.relu, m, n, k, out->data(), poll);
       break;
     case OpKind::kDense: {
       // dense is a matmul with b = weight^T: transpose weight[N,K] into b[K,N] first.
       const std::vector<float>& weight = inputs[1];
       std::vector<float> b(k * n);
-      for (int64_t j = 0; j < n; ++j) {
+      for (int64_t j = 0; done && j < n; ++j) {
         for (int64_t p = 0; p < k; ++p) b[p * n + j] = weight[j * k + p];
+        done = !poll.Tick(k);
       }
-      Matmul(inputs[0].data(), b.data(), bias, workload.relu, m, n, k, out->data());
+      done = done && Matmul(inputs[0].data(), b.data(), bias, workload.relu, m, n, k, out->data(), poll);
       break;
     }
     case OpKind::kBatchMatmul:
-      for (int64_t i = 0; i < workload.batch; ++i) {
-        Matmul(inputs[0].data() + i * m * k, inputs[1].data() + i * k * n, bias, workload.relu, m,
-               n, k, out->data() + i * m * n);
+      for (int64_t i = 0; done && i < workload.batch; ++i) {
+        done = Matmul(inputs[0].data() + i * m * k, inputs[1].data() + i * k * n, bias, workload.relu, m,
+                      n, k, out->data() + i * m * n, poll);
       }
       break;
     case OpKind::kConv2d:
-      Conv2d(workload, inputs[0].data(), inputs[1].data(), bias, out->data());
+      done = Conv2d(workload, inputs[0].data(), inputs[1].data(), bias, out->data(), poll);
       break;
   }
+  if (!done) {
+    out->clear();
+    out->shrink_to_fit();
+  }
+  return done;
 }
 
 bool AllClose(const float* got, const float* want, int64_t n, double rtol, double atol,

@@ -3,8 +3,10 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
+#include "codegen/ir/workload.h"
 
 namespace tune::measure {
 
@@ -26,6 +28,7 @@ struct Target {
   int64_t registers_per_block = 0;
   int64_t multiprocessors = 0;
   int64_t l2_bytes = 0;
+  int64_t memory_bytes = 0;            // the device's global memory; 0 = unknown (not in Key)
 
   /// Stable key, e.g. "llvm|znver3|AMD EPYC 7B13|avx2,fma|llvm-15.0.6|t2" or
   /// "cuda|sm_90|NVIDIA H100 80GB HBM3|132sm|nvrtc-13.0,driver-13.0|t1".
@@ -45,5 +48,32 @@ struct Target {
   /// anything else, Unavailable when the GPU cannot be opened.
   static absl::StatusOr<Target> Parse(const std::string& text, int threads);
 };
+
+/// The bytes of buffers a task of one workload holds, at their peak, while it is tuned: its
+/// inputs, output and reference, the copies a measurement makes (the child's inputs and
+/// output) and the largest scratch copy a template may add (a packed weight, a padded input);
+/// computed without overflow (saturating at INT64_MAX).
+struct BufferBytes {
+  int64_t kept_host = 0;    // held in the tuning process from the first measurement on
+  int64_t peak_host = 0;    // kept_host plus what one measurement adds on the host
+  int64_t device = 0;       // on the GPU while the task is measured ("cuda" only; else 0)
+};
+BufferBytes WorkloadBufferBytes(const codegen::Workload& workload, const std::string& kind);
+
+/// This machine's physical memory (sysconf), bytes; 0 when unknown.
+int64_t HostMemoryBytes();
+
+/// OK when the tasks of `workloads` fit `target`: every one's peak plus what the others keep
+/// within half of `host_memory` (this machine's physical memory; 0 = unknown: no host limit),
+/// and, for "cuda" with Target::memory_bytes known, each one's device buffers within three
+/// quarters of the device's memory. Otherwise InvalidArgument as one line naming the workload,
+/// the bytes it needs and the limit, e.g. "matmul 99999999999x4x4 needs 3.5 TiB of buffers;
+/// this machine allows 11.7 GiB (half of its 23.4 GiB memory)". Checked before anything is
+/// written (`tune MODEL`, `tune op` and the daemon's submit).
+absl::Status CheckBuffersFit(const std::vector<codegen::Workload>& workloads, const Target& target,
+                             int64_t host_memory = HostMemoryBytes());
+
+/// Bytes as people read them: "512 B", "3.0 KiB", "11.7 GiB", "3.5 TiB".
+std::string FormatBytes(int64_t bytes);
 
 }  // namespace tune::measure

@@ -45,6 +45,7 @@ absl::StatusOr<Target> Target::CudaGpu(int ordinal) {
   target.registers_per_block = info->regs_per_block;
   target.multiprocessors = info->sm_count;
   target.l2_bytes = info->l2_bytes;
+  target.memory_bytes = info->total_memory;
   return target;
 }
 

@@ -1,6 +1,8 @@
 // TaskData::Create: seeded random inputs for a task and the reference output from them.
+#include <optional>
 #include <random>
 
+#include "measure/kernel_task.h"
 #include "measure/reference.h"
 #include "measure/runner.h"
 
@@ -21,14 +23,23 @@ float DrawNonZero(std::mt19937_64& rng) {
 }  // namespace
 
 TaskData TaskData::Create(const codegen::Workload& workload, uint64_t seed, bool with_reference) {
+  return *CreateTaskData(workload, seed, with_reference, nullptr);
+}
+
+std::optional<TaskData> CreateTaskData(const codegen::Workload& workload, uint64_t seed, bool with_reference,
+                                       const StopFn& should_stop) {
   TaskData task;
   task.workload = workload;
   std::mt19937_64 rng(seed);
+  StopPoll poll(should_stop);
   for (const codegen::TensorSpec& spec : workload.Inputs()) {
     std::vector<float>& values = task.inputs.emplace_back(spec.NumElements());
-    for (float& v : values) v = DrawNonZero(rng);
+    for (size_t i = 0; i < values.size(); ++i) {
+      values[i] = DrawNonZero(rng);
+      if ((i & 0xffff) == 0 && poll.Tick(0x10000)) return std::nullopt;
+    }
   }
-  if (with_reference) ComputeReference(workload, task.inputs, &task.reference);
+  if (with_reference && !ComputeReference(workload, task.inputs, &task.reference, should_stop)) return std::nullopt;
   return task;
 }
 

@@ -39,7 +39,10 @@ struct KernelKind {
 class KernelTaskFactory final : public TaskFactory {
  public:
   KernelTaskFactory(Target target, KernelKind kind, TaskFactoryOptions options)
-      : TaskFactory(std::move(target)), kind_(std::move(kind)), measurer_(std::move(options.measurer)) {
+      : TaskFactory(std::move(target)),
+        kind_(std::move(kind)),
+        measurer_(std::move(options.measurer)),
+        should_stop_(std::move(options.should_stop)) {
     if (measurer_ == nullptr) {
       int threads = options.build_threads > 0 ? options.build_threads : kind_.default_build_threads;
       RunnerFactory runners = options.runners ? std::move(options.runners) : kind_.runners(this->target());
@@ -50,8 +53,10 @@ class KernelTaskFactory final : public TaskFactory {
   absl::StatusOr<std::unique_ptr<Task>> Make(const TaskSpec& spec) const override {
     auto tmpl = MakeTemplate(spec.workload);
     if (!tmpl.ok()) return tmpl.status();
-    return std::unique_ptr<Task>(
-        std::make_unique<KernelTask>(std::move(*tmpl), measurer_, spec.data_seed, kind_.host_reference));
+    auto def = (*tmpl)->ValidDefaultConfig();
+    if (!def.ok()) return def.status();
+    return std::unique_ptr<Task>(std::make_unique<KernelTask>(std::move(*tmpl), *std::move(def), measurer_,
+                                                              spec.data_seed, kind_.host_reference, should_stop_));
   }
   absl::StatusOr<std::unique_ptr<codegen::Template>> MakeTemplate(const codegen::Workload& workload) const override {
     return kind_.tmpl(workload, target());
@@ -69,6 +74,7 @@ class KernelTaskFactory final : public TaskFactory {
  private:
   KernelKind kind_;
   std::shared_ptr<KernelMeasurer> measurer_;
+  std::function<bool()> should_stop_;
 };
 
 class ReplayTaskFactory final : public TaskFactory {

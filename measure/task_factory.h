@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -35,6 +36,9 @@ struct TaskFactoryOptions {
   int build_threads = 0;
   /// "replay": the recorded space every task of the factory replays (shared, immutable).
   std::shared_ptr<const ReplaySpace> replay;
+  /// Kernel kinds: asked by every task before it measures and while it draws its data and
+  /// computes its reference (see KernelTask); true stops them. Null: never.
+  std::function<bool()> should_stop;
 };
 
 /// Makes the tasks of one target. Registered kinds (Target::kind):
@@ -55,8 +59,9 @@ class TaskFactory {
   virtual ~TaskFactory() = default;
   /// The target the tasks' records are keyed by.
   const Target& target() const { return target_; }
-  /// The task of `spec`: a template error (the workload cannot be instantiated on this target)
-  /// is returned as is.
+  /// The task of `spec`: a template error (the workload cannot be instantiated on this target,
+  /// or its template has no valid default config for the shape: Template::ValidDefaultConfig)
+  /// is returned as is, InvalidArgument.
   virtual absl::StatusOr<std::unique_ptr<Task>> Make(const TaskSpec& spec) const = 0;
   /// The template of `workload` on this target, to featurize records of other tasks;
   /// Unimplemented for kinds whose tasks have no template.

@@ -1,9 +1,13 @@
 // Template: the shared validation path of Instantiate/Lower and helpers for templates.
 #include "codegen/ir/template.h"
 
-#include "base/check.h"
-
 #include <algorithm>
+#include <map>
+#include <random>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
 
 namespace tune::codegen {
 
@@ -14,7 +18,7 @@ search::Config Template::ConfigOf(
     int i = space_.KnobIndex(knob);
     const auto& opts = space_.knobs()[i].options;
     auto it = std::find(opts.begin(), opts.end(), v);
-    TUNE_CHECK(it != opts.end()) << "knob " << knob << " has no such option";
+    if (it == opts.end()) return {};  // ValidDefaultConfig says so
     c[i] = static_cast<int32_t>(it - opts.begin());
   }
   return c;
@@ -70,8 +74,43 @@ search::Config Template::BestScoring(const std::function<std::optional<int64_t>(
       best_score = *v;
     }
   }
-  TUNE_CHECK(!best.empty()) << "no valid default for " << workload_.Key();
-  return best;
+  return best;  // empty when none: ValidDefaultConfig says so
+}
+
+absl::StatusOr<search::Config> Template::ValidDefaultConfig() const {
+  search::Config def = DefaultConfig();
+  if (!def.empty() && space_.IsValid(def)) return def;
+  // Why: the constraints that fail first on a fixed sample of the space, most frequent first.
+  std::map<std::string, int> failing;
+  int tried = 0, valid = 0;
+  std::mt19937_64 rng(0x5eed);
+  constexpr int kSamples = 4096;
+  for (int i = 0; i < kSamples; ++i, ++tried) {
+    std::string why = space_.WhyInvalid(space_.Draw(rng));
+    if (why.empty()) {
+      ++valid;
+    } else {
+      ++failing[why];
+    }
+  }
+  std::vector<std::pair<int, std::string>> ranked;
+  for (const auto& [name, n] : failing) ranked.push_back({n, name});
+  std::stable_sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::string what = "configuration", reason;
+  if (valid > 0 || ranked.empty()) {
+    what = "default configuration";
+    reason = "its plain untuned kernel does not fit this shape";
+  } else if (ranked.size() == 1) {
+    reason = absl::StrCat("constraint '", ranked[0].second, "' rules out every configuration tried");
+  } else {
+    reason = absl::StrCat("constraints '", ranked[0].second, "' and '", ranked[1].second,
+                          "' rule out most of the configurations tried");
+  }
+  const std::string key = workload_.Key();
+  const size_t slash = key.find('/');
+  const std::string shape = slash == std::string::npos ? key : key.substr(slash + 1, key.find('/', slash + 1) - slash - 1);
+  return absl::InvalidArgumentError(absl::StrCat(OpName(workload_.op), " ", shape, ": no valid ", what, " of the ",
+                                                 name(), " template for this shape (", reason, ")"));
 }
 
 absl::StatusOr<Schedule> Template::Instantiate(const search::Config& config) const {

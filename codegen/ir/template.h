@@ -48,7 +48,14 @@ class Template {
   const search::ConfigSpace& space() const { return space_; }
 
   /// The untuned baseline: plain loops in the definition's order, scalar code, one thread.
+  /// Empty when this workload's space has no such config (a shape the template cannot tile,
+  /// e.g. a prime extent on the GPU): use ValidDefaultConfig where that must be an error.
   virtual search::Config DefaultConfig() const = 0;
+  /// DefaultConfig() when it is a valid config of space(); otherwise InvalidArgument as one
+  /// line naming the workload, the template and the constraints that rule the shape out, e.g.
+  /// "batch_matmul b12_m197_n197_k64: no valid configuration of the cuda_gemm template for
+  /// this shape (constraint 'threads' rules out every configuration tried)".
+  absl::StatusOr<search::Config> ValidDefaultConfig() const;
 
   /// The scheduled kernel for `config`; InvalidArgument naming the failed constraint when
   /// the config is not valid in space().
@@ -61,7 +68,7 @@ class Template {
   /// Builds the schedule of a config already known to be valid.
   virtual Schedule Build(const search::Config& config) const = 0;
   /// The config choosing, for each named knob, the option equal to the given values; knobs
-  /// not named keep option 0. Aborts when a value is not an option (a template bug).
+  /// not named keep option 0. Empty when a value is not an option.
   search::Config ConfigOf(const std::vector<std::pair<std::string, std::vector<int64_t>>>& values) const;
 
   /// The workload's argument buffers (Workload::Inputs(), then Workload::Output()).
@@ -69,8 +76,8 @@ class Template {
 
   /// The valid config with the highest `score` (first in index order on ties), skipping those
   /// it returns nullopt for: how GPU templates pick a default close to a textbook kernel.
-  /// Knobs named in `held` stay at option 0 (another variant's knobs, say). Aborts when there
-  /// is none (a template bug). Walks the space of the other knobs: for up to a few million points.
+  /// Knobs named in `held` stay at option 0 (another variant's knobs, say). Empty when there
+  /// is none. Walks the space of the other knobs: for up to a few million points.
   search::Config BestScoring(const std::function<std::optional<int64_t>(const search::Config&)>& score,
                              const std::vector<std::string>& held = {}) const;
 

@@ -62,9 +62,12 @@ int64_t CheckedMul(int64_t a, int64_t b) {
 // Output extent of a convolution along one axis; 0 when the dilated kernel does not fit.
 int64_t ConvOutExtent(int64_t in, int64_t kernel, int64_t stride, int64_t pad, int64_t dilation) {
   if (stride <= 0) return 0;
-  const int64_t span = in + 2 * pad - dilation * (kernel - 1) - 1;
+  // In 128 bits: any int64 fields (an unvalidated workload's) give a value, never an overflow.
+  const __int128 span = static_cast<__int128>(in) + 2 * static_cast<__int128>(pad) -
+                        static_cast<__int128>(dilation) * (static_cast<__int128>(kernel) - 1) - 1;
   if (span < 0) return 0;
-  return span / stride + 1;
+  const __int128 extent = span / stride + 1;
+  return extent > kMaxInt64 ? kMaxInt64 : static_cast<int64_t>(extent);
 }
 
 std::string EpilogueName(bool bias, bool relu) {
@@ -154,7 +157,11 @@ absl::StatusOr<OpKind> ParseOpName(const std::string& name) {
 
 int64_t TensorSpec::NumElements() const {
   int64_t count = 1;
-  for (int64_t extent : shape) count *= extent;
+  for (int64_t extent : shape) {
+    if (extent <= 0) return 0;
+    count = CheckedMul(count, extent);
+    if (count < 0) return kMaxInt64;  // saturates: never wraps to a small or negative count
+  }
   return count;
 }
 

@@ -19,6 +19,8 @@ absl::StatusOr<OpKind> ParseOpName(const std::string& name);
 struct TensorSpec {
   std::string name;
   std::vector<int64_t> shape;
+  /// The product of the extents: 0 when one is not positive, INT64_MAX when it does not fit
+  /// (never a wrapped value, whatever the shape).
   int64_t NumElements() const;
 };
 

@@ -4,12 +4,16 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <optional>
+#include <random>
 #include <string>
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "measure/kernel_task.h"
 #include "measure/runner.h"
+#include "tests/common/test_seed.h"
 
 namespace tune::measure {
 namespace {
@@ -170,6 +174,70 @@ TEST(ReferenceTest, LargeMatmulFinishesQuickly) {
   EXPECT_EQ(out.back(), 128.0f);
   // Generous bound (sanitizer or debug builds, loaded machines); it takes well under 1 s.
   EXPECT_LT(seconds, 30.0);
+}
+
+// A stop function that says "stop" the `stop_at`-th time it is asked and counts the asks.
+struct CountingStop {
+  int stop_at = 0;
+  int asked = 0;
+  StopFn Fn() {
+    return [this] { return ++asked >= stop_at; };
+  }
+};
+
+// Each operator's reference gives up at the first ask that says stop, long before its end, and
+// leaves no output; never stopping gives the plain reference's result.
+TEST(ReferenceStopTest, GivesUpWhenAskedAndOtherwiseMatches) {
+  std::mt19937_64 rng(test::kTestSeed);
+  auto extent = [&](int64_t lo, int64_t hi) { return std::to_string(lo + static_cast<int64_t>(rng() % (hi - lo + 1))); };
+  struct Case {
+    OpKind op;
+    std::string shape;
+  };
+  // Shapes of billions of multiply-adds: minutes of work if the stop were not honoured.
+  const std::vector<Case> big = {
+      {OpKind::kMatmul, "2048,2048," + extent(2048, 4096)},
+      {OpKind::kDense, "2048,2048," + extent(2048, 4096)},
+      {OpKind::kBatchMatmul, "4,1024,1024," + extent(1024, 2048)},
+      {OpKind::kConv2d, "1,256," + extent(56, 80) + ",56,256,3,3,1,1"},
+  };
+  for (const Case& c : big) {
+    Workload w = Parse(c.op, c.shape);
+    TaskData data = TaskData::Create(w, test::kTestSeed, /*with_reference=*/false);
+    CountingStop stop{.stop_at = 3};
+    std::vector<float> out = {1.0f};
+    EXPECT_FALSE(ComputeReference(w, data.inputs, &out, stop.Fn())) << c.shape;
+    EXPECT_EQ(stop.asked, 3) << c.shape;
+    EXPECT_TRUE(out.empty()) << c.shape;
+  }
+  const std::vector<Case> small = {
+      {OpKind::kMatmul, extent(1, 40) + "," + extent(1, 40) + "," + extent(1, 40)},
+      {OpKind::kDense, extent(1, 40) + "," + extent(1, 40) + "," + extent(1, 40)},
+      {OpKind::kBatchMatmul, extent(1, 4) + "," + extent(1, 30) + "," + extent(1, 30) + "," + extent(1, 30)},
+      {OpKind::kConv2d, "1," + extent(1, 8) + "," + extent(3, 12) + "," + extent(3, 12) + "," + extent(1, 8) + ",3,3,1,1"},
+  };
+  for (const Case& c : small) {
+    Workload w = Parse(c.op, c.shape, /*bias=*/true, /*relu=*/true);
+    TaskData data = TaskData::Create(w, test::kTestSeed, /*with_reference=*/true);
+    CountingStop never{.stop_at = std::numeric_limits<int>::max()};
+    std::vector<float> out;
+    EXPECT_TRUE(ComputeReference(w, data.inputs, &out, never.Fn())) << c.shape;
+    EXPECT_EQ(out, data.reference) << c.shape;
+  }
+}
+
+// Drawing a task's inputs gives up as well: a big workload's data is never finished.
+TEST(ReferenceStopTest, TaskDataGivesUpWhenAsked) {
+  Workload w = Parse(OpKind::kMatmul, "4096,4096,4096");
+  CountingStop stop{.stop_at = 2};
+  EXPECT_FALSE(CreateTaskData(w, test::kTestSeed, /*with_reference=*/true, stop.Fn()).has_value());
+  EXPECT_EQ(stop.asked, 2);
+  Workload small = Parse(OpKind::kMatmul, "7,5,3");
+  std::optional<TaskData> data = CreateTaskData(small, test::kTestSeed, /*with_reference=*/true, nullptr);
+  ASSERT_TRUE(data.has_value());
+  TaskData plain = TaskData::Create(small, test::kTestSeed);
+  EXPECT_EQ(data->inputs, plain.inputs);
+  EXPECT_EQ(data->reference, plain.reference);
 }
 
 TEST(AllCloseTest, AcceptsWithinTolerance) {

@@ -1,7 +1,15 @@
 // Tests of target parsing: the host CPU, CUDA device names, and errors.
 #include "measure/target.h"
 
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/common/test_seed.h"
 
 namespace tune::measure {
 namespace {
@@ -69,6 +77,75 @@ TEST(TargetJsonTest, FromJsonRoundTripsAndChecksTheKey) {
   EXPECT_NE(bad.status().message().find("key does not match"), std::string::npos) << bad.status();
   EXPECT_TRUE(absl::IsInvalidArgument(Target::FromJson("{\"kind\":\"llvm\"}").status()));
   EXPECT_TRUE(absl::IsInvalidArgument(Target::FromJson("[1,2]").status()));
+}
+
+codegen::Workload ParseWorkload(codegen::OpKind op, const std::string& shape) {
+  absl::StatusOr<codegen::Workload> w = codegen::Workload::Parse(op, shape);
+  EXPECT_TRUE(w.ok()) << w.status();
+  return w.ok() ? *w : codegen::Workload();
+}
+
+// Shapes whose buffers cannot fit this machine are refused with the bytes and the limit,
+// whatever the extents (no overflow to a small or negative byte count).
+TEST(BufferLimitTest, RefusesShapesBeyondHalfOfTheMemory) {
+  constexpr int64_t kGiB = int64_t{1} << 30;
+  const Target cpu = Target::HostCpu(1);
+  const int64_t memory = 24 * kGiB;
+  absl::Status big = CheckBuffersFit({ParseWorkload(codegen::OpKind::kMatmul, "99999999999,4,4")}, cpu, memory);
+  EXPECT_TRUE(absl::IsInvalidArgument(big)) << big;
+  EXPECT_EQ(big.message(), "matmul 99999999999x4x4 needs 5.8 TiB of buffers; this machine allows 12.0 GiB "
+                           "(half of its 24.0 GiB memory)");
+  absl::Status conv = CheckBuffersFit({ParseWorkload(codegen::OpKind::kConv2d, "1,100000,56,56,100000,3,3,1,1")},
+                                      cpu, memory);
+  EXPECT_TRUE(absl::IsInvalidArgument(conv)) << conv;
+  EXPECT_THAT(std::string(conv.message()), ::testing::StartsWith("conv2d 1x100000x56x56 k3 s1 oc100000 needs "));
+  // Extents near the validation limits are refused; beyond them (an unvalidated workload) the
+  // byte count saturates, it never wraps.
+  std::mt19937_64 rng(test::kTestSeed);
+  for (int i = 0; i < 20; ++i) {
+    const int64_t m = int64_t{1} << (36 + rng() % 6), n = 1 + static_cast<int64_t>(rng() % 64);
+    codegen::Workload w = ParseWorkload(codegen::OpKind::kBatchMatmul, "1," + std::to_string(m) + "," +
+                                                                         std::to_string(n) + ",1");
+    BufferBytes b = WorkloadBufferBytes(w, "llvm");
+    EXPECT_GE(b.peak_host, 4 * m) << w.Key();
+    EXPECT_GE(b.peak_host, b.kept_host) << w.Key();
+    EXPECT_FALSE(CheckBuffersFit({w}, cpu, memory).ok()) << w.Key();
+  }
+  codegen::Workload huge;
+  huge.m = huge.n = huge.k = std::numeric_limits<int64_t>::max() / 2 - static_cast<int64_t>(rng() % 1000);
+  EXPECT_EQ(WorkloadBufferBytes(huge, "llvm").peak_host, std::numeric_limits<int64_t>::max());
+  EXPECT_EQ(WorkloadBufferBytes(huge, "cuda").device, std::numeric_limits<int64_t>::max());
+  EXPECT_FALSE(CheckBuffersFit({huge}, cpu, memory).ok());
+  // A few small shapes fit; many of them together do not once their kept data exceeds the share.
+  codegen::Workload small = ParseWorkload(codegen::OpKind::kMatmul, "1024,1024,1024");
+  EXPECT_TRUE(CheckBuffersFit({small, small}, cpu, memory).ok());
+  std::vector<codegen::Workload> many(2000, small);
+  absl::Status together = CheckBuffersFit(many, cpu, memory);
+  EXPECT_THAT(std::string(together.message()), ::testing::StartsWith("the 2000 tasks need ")) << together;
+  EXPECT_TRUE(CheckBuffersFit({small}, cpu, /*host_memory=*/0).ok()) << "unknown memory: no host limit";
+  EXPECT_GT(HostMemoryBytes(), 0);
+}
+
+TEST(BufferLimitTest, CudaBuffersWithinTheDeviceMemoryWhenKnown) {
+  Target gpu{.kind = "cuda", .device_model = "NVIDIA H100", .cpu = "sm_90"};
+  codegen::Workload w = ParseWorkload(codegen::OpKind::kMatmul, "65536,65536,65536");  // 48 GiB of floats
+  EXPECT_TRUE(CheckBuffersFit({w}, gpu, /*host_memory=*/1024 * (int64_t{1} << 30)).ok()) << "device memory unknown";
+  gpu.memory_bytes = int64_t{80} << 30;
+  absl::Status st = CheckBuffersFit({w}, gpu, /*host_memory=*/1024 * (int64_t{1} << 30));
+  EXPECT_EQ(st.message(), "matmul 65536x65536x65536 needs 64.1 GiB of device buffers; NVIDIA H100 allows 60.0 GiB "
+                          "(three quarters of its 80.0 GiB memory)");
+  auto back = Target::FromJson(gpu.ToJson());
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->memory_bytes, gpu.memory_bytes);
+  EXPECT_EQ(back->Key(), gpu.Key());
+}
+
+TEST(BufferLimitTest, FormatBytes) {
+  EXPECT_EQ(FormatBytes(0), "0 B");
+  EXPECT_EQ(FormatBytes(1023), "1023 B");
+  EXPECT_EQ(FormatBytes(1536), "1.5 KiB");
+  EXPECT_EQ(FormatBytes(int64_t{3} << 40), "3.0 TiB");
+  EXPECT_EQ(FormatBytes(std::numeric_limits<int64_t>::max()), "8.0 EiB");
 }
 
 }  // namespace
