@@ -73,6 +73,9 @@ int ServeCommand(int argc, char** argv) {
       ->check(CLI::Range(1, 1024))->capture_default_str();
   app.add_option("--expire-after", o.expire_after_s, "seconds of silence after which a worker is dropped")
       ->check(CLI::Range(0.1, 3600.0))->capture_default_str();
+  app.add_option("--max-batch-losses", o.max_batch_losses,
+                 "times a batch's worker may die (or its lease run out) before its configs are recorded as failed")
+      ->check(CLI::Range(1, 100))->capture_default_str();
   if (auto rc = tuner::ParseCommandLine(app, argc - 1, argv + 1)) return *rc;
   o.max_message_bytes = max_message_mb << 20;
   o.heartbeat_interval_s = o.expire_after_s / 5;

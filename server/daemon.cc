@@ -1,6 +1,11 @@
 // Daemon: start-up and shutdown of the gRPC server hosting the Tune and Worker services.
 #include "server/daemon.h"
 
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <fstream>
@@ -32,6 +37,38 @@ absl::StatusOr<std::string> ReadWholeFile(const std::string& path, const char* w
   return s.str();
 }
 
+/// OK unless something already listens on `address`'s port (its port 0 picks a free one):
+/// then Unavailable naming the port. A probe socket with SO_REUSEADDR only (as gRPC binds, but
+/// without SO_REUSEPORT) is bound to each of the host's addresses and closed again. Other
+/// bind errors are left to the server's own bind, which reports them.
+absl::Status CheckPortFree(const std::string& address) {
+  const size_t colon = address.rfind(':');
+  std::string host = address.substr(0, colon);
+  const std::string port = address.substr(colon + 1);
+  if (port == "0") return absl::OkStatus();
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(host.empty() ? nullptr : host.c_str(), port.c_str(), &hints, &found) != 0) return absl::OkStatus();
+  bool in_use = false;
+  for (addrinfo* a = found; a != nullptr && !in_use; a = a->ai_next) {
+    const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) continue;
+    const int on = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
+    if (::bind(fd, a->ai_addr, a->ai_addrlen) != 0 && errno == EADDRINUSE) in_use = true;
+    ::close(fd);
+  }
+  freeaddrinfo(found);
+  if (in_use)
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", address, ": port ", port,
+                                               " is already in use (is another tune serve running?)"));
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 /// "host:port" with a port in 0..65535 and a non-empty host ("[::1]:N" for IPv6).
@@ -48,7 +85,7 @@ absl::Status ValidateListenAddress(const std::string& address) {
 struct Daemon::Impl {
   DaemonOptions options;
   WorkerRegistry registry;
-  LeaseQueue queue{options.lease_s};
+  LeaseQueue queue{options.lease_s, static_cast<int>(options.max_batch_losses)};
   LatencyHistogram dispatch;  // Ready (or the batch queued, if later) -> Batch written
   std::unique_ptr<dataset::RecordDatabase> db;
   std::unique_ptr<JobStore> job_store;
@@ -81,6 +118,8 @@ absl::StatusOr<int> Daemon::Start() {
   if (d.options.db_path.empty()) return absl::InvalidArgumentError("the daemon needs a database (--db FILE)");
   if (d.options.tls_cert_path.empty() != d.options.tls_key_path.empty())
     return absl::InvalidArgumentError("TLS needs both a certificate and a key");
+  // Checked before anything is opened: a second daemon on a port in use writes nothing.
+  if (absl::Status s = CheckPortFree(d.options.listen); !s.ok()) return s;
   std::shared_ptr<grpc::ServerCredentials> creds = grpc::InsecureServerCredentials();
   if (!d.options.tls_cert_path.empty()) {
     auto cert = ReadWholeFile(d.options.tls_cert_path, "TLS certificate");
@@ -109,6 +148,9 @@ absl::StatusOr<int> Daemon::Start() {
 
   grpc::ServerBuilder builder;
   int port = -1;
+  // gRPC turns SO_REUSEPORT on by default: a second daemon on the same port would then start
+  // and share its connections with the first. Off, the bind fails instead.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.AddListeningPort(d.options.listen, creds, &port);
   builder.SetMaxReceiveMessageSize(d.options.max_message_bytes);
   builder.SetMaxSendMessageSize(d.options.max_message_bytes);
@@ -116,7 +158,8 @@ absl::StatusOr<int> Daemon::Start() {
   builder.RegisterService(d.worker_service.get());
   d.server = builder.BuildAndStart();
   if (!d.server || port <= 0)
-    return absl::UnavailableError(absl::StrCat("cannot listen on ", d.options.listen));
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on ", d.options.listen, " (the address is not local, or the port is in use)"));
   // Jobs a previous daemon left unfinished resume, skipping the configs already recorded; the
   // ones that ended are listed as they ended.
   if (absl::Status s = d.jobs->Restore(); !s.ok()) return s;

@@ -22,6 +22,8 @@ struct DaemonOptions {
   double expire_after_s = 10;             // silent this long: a worker is expired
   uint32_t quarantine_after = 3;          // crashes in a row that quarantine a worker
   double lease_s = 600;                   // a leased batch not returned by then is requeued
+  uint32_t max_batch_losses = 3;          // leases of one batch lost (worker died, overdue) before
+                                          // its configs are recorded as failed instead
 };
 
 /// Owns the gRPC server, the worker registry and the record database. Start once, then Wait
@@ -35,7 +37,8 @@ class Daemon {
 
   /// Opens the database and starts listening. Returns the bound port. InvalidArgument for a
   /// malformed address or TLS files that cannot be read; Unavailable when the address cannot
-  /// be bound; the database's error when it cannot be opened.
+  /// be bound, naming the port when something already listens on it (checked before the
+  /// database is opened; the port is never shared); the database's error when it cannot be opened.
   absl::StatusOr<int> Start();
 
   /// Blocks until Shutdown.

@@ -30,6 +30,7 @@ struct JobManager::Job {
   double submitted_at = 0;  // Unix time
   double started = 0;       // monotonic
   std::atomic<bool> cancel{false};
+  std::string target_key;   // of the worker that gave the job its target (set when it runs)
   bool resumed = false;     // restarted from the database after a daemon restart
   std::thread thread;
 
@@ -70,11 +71,15 @@ struct JobManager::Job {
     return version;
   }
 
-  void SetState(v1::JobState s, const std::string& why) {
+  /// An ended job keeps its state (a cancelled job never turns done or failed); setting it to
+  /// the same state again updates the message. False when the state was kept.
+  bool SetState(v1::JobState s, const std::string& why) {
     std::lock_guard<std::mutex> lock(mu);
+    if (IsFinished(state) && s != state) return false;
     state = s;
     message = why;
     ++version;
+    return true;
   }
 };
 
@@ -135,7 +140,9 @@ absl::StatusOr<v1::JobState> JobManager::Cancel(uint64_t id) {
   Job* job = Find(id);
   if (!job) return absl::NotFoundError(absl::StrCat("no job ", id));
   job->cancel = true;
-  return job->State();
+  queue_->Cancel(id);
+  if (!SetState(job, v1::JOB_CANCELLED, "cancelled")) return job->State();
+  return v1::JOB_CANCELLED;
 }
 
 absl::Status JobManager::Watch(uint64_t id, const std::function<bool(const v1::JobEvent&)>& write,
@@ -169,6 +176,7 @@ std::vector<v1::JobInfo> JobManager::List() const {
     j.set_trials_done(e.trials_done());
     j.set_trials_total(e.trials_total());
     j.set_submitted_at(job->submitted_at);
+    j.set_note(Note(*job, e));
   }
   return out;
 }
@@ -187,12 +195,29 @@ JobManager::Job* JobManager::Find(uint64_t id) const {
   return nullptr;
 }
 
+/// Why job `job` (whose progress is `e`) ended as it did, or why it cannot progress now.
+std::string JobManager::Note(const Job& job, const v1::JobEvent& e) const {
+  if (IsFinished(e.state())) return e.message();
+  const std::string kind = job.request.target().substr(0, job.request.target().find(':'));
+  if (e.state() == v1::JOB_QUEUED) {
+    if (!registry_->AnyLive(kind)) return absl::StrCat("waiting for a live ", kind, " worker");
+    return "";
+  }
+  std::string key;
+  {
+    std::lock_guard<std::mutex> lock(job.mu);
+    key = job.target_key;
+  }
+  if (!key.empty() && registry_->LiveCount(key) == 0) return "stalled: no live worker measures its target";
+  return "";
+}
+
 /// Sets a job's state and stores it (with its trial counts once it has ended), unless the
 /// daemon is stopping: then the stored state stays "running" (or "queued") and a restarted
-/// daemon resumes the job.
-void JobManager::SetState(Job* job, v1::JobState state, const std::string& why) {
-  job->SetState(state, why);
-  if (stopping_()) return;
+/// daemon resumes the job. False (nothing stored) when the job had already ended otherwise.
+bool JobManager::SetState(Job* job, v1::JobState state, const std::string& why) {
+  if (!job->SetState(state, why)) return false;
+  if (stopping_()) return true;
   int64_t done = -1, total = -1;
   if (IsFinished(state)) {
     const v1::JobEvent e = job->Event();
@@ -201,6 +226,7 @@ void JobManager::SetState(Job* job, v1::JobState state, const std::string& why) 
   }
   if (auto st = store_->SetState(static_cast<int64_t>(job->id), JobStateName(state), why, done, total); !st.ok())
     spdlog::warn("job {}: cannot store its state: {}", job->id, std::string(st.message()));
+  return true;
 }
 
 /// A job that ended under an earlier daemon, as the database has it: listed and watchable
@@ -254,19 +280,20 @@ void JobManager::Run(Job* job) {
     return;  // the daemon is stopping: the job stays queued in the database
   }
   auto target = measure::Target::FromJson(worker->target_json);
-  if (!target.ok()) return SetState(job, v1::JOB_FAILED, std::string(target.status().message()));
+  if (!target.ok()) return (void)SetState(job, v1::JOB_FAILED, std::string(target.status().message()));
   auto db = dataset::RecordDatabase::Open(db_path_);
-  if (!db.ok()) return SetState(job, v1::JOB_FAILED, std::string(db.status().message()));
+  if (!db.ok()) return (void)SetState(job, v1::JOB_FAILED, std::string(db.status().message()));
   absl::StatusOr<tuner::TuneOptions> options = TuneOptionsOf(job->request);
-  if (!options.ok()) return SetState(job, v1::JOB_FAILED, std::string(options.status().message()));
+  if (!options.ok()) return (void)SetState(job, v1::JOB_FAILED, std::string(options.status().message()));
 
   tuner::TuneOptions& o = *options;
   o.command = absl::StrCat("submit ", job->model_name, " --target ", job->request.target(), " (job ", job->id, ")");
   o.should_stop = [job, this] { return job->cancel.load() || stopping_(); };
   o.resume = job->resumed;
-  SetState(job, v1::JOB_RUNNING);
+  if (!SetState(job, v1::JOB_RUNNING)) return;  // cancelled meanwhile
   {
     std::lock_guard<std::mutex> lock(job->mu);
+    job->target_key = target->Key();
     job->trials_total = o.total_trials > 0 ? o.total_trials
                                            : o.trials_per_task * static_cast<uint32_t>(job->tasks.size());
     ++job->version;
@@ -275,7 +302,8 @@ void JobManager::Run(Job* job) {
   const std::string key = target->Key();
   auto measurer = std::make_unique<RemoteMeasurer>(
       queue_, job->id, key, tuner::TaskDataSeed(o.seed),
-      [this, key] { return static_cast<int>(registry_->LiveCount(key)); }, [this] { return stopping_(); });
+      [this, key] { return static_cast<int>(registry_->LiveCount(key)); },
+      [this, job] { return job->cancel.load() || stopping_(); });
   tuner::Tuner tuner(db->get(), *target, std::move(measurer), o, [job](const tuner::ProgressEvent& e) {
     std::lock_guard<std::mutex> lock(job->mu);
     v1::TaskProgress& t = job->tasks_progress[e.task_index];
@@ -289,7 +317,11 @@ void JobManager::Run(Job* job) {
     ++job->version;
   });
   auto outcomes = tuner.Run(job->tasks);
-  if (!outcomes.ok()) return SetState(job, v1::JOB_FAILED, std::string(outcomes.status().message()));
+  if (!outcomes.ok()) {
+    if (job->cancel) SetState(job, v1::JOB_CANCELLED, "cancelled");
+    else SetState(job, v1::JOB_FAILED, std::string(outcomes.status().message()));
+    return;
+  }
   {
     std::lock_guard<std::mutex> lock(job->mu);
     for (size_t i = 0; i < outcomes->size(); ++i) {

@@ -42,7 +42,10 @@ class JobManager {
   /// returns its id. InvalidArgument saying what is wrong; the store's errors.
   absl::StatusOr<uint64_t> Submit(const v1::SubmitJobRequest& request);
 
-  /// Asks job `id` to stop; returns its state at the time. NotFound for an unknown id.
+  /// Ends job `id` at once, whatever it is doing: it is stored as cancelled, its queued
+  /// batches are dropped and its leased ones revoked (LeaseQueue::Cancel), and its thread ends
+  /// soon after. Returns JOB_CANCELLED, or the final state of a job that had already ended.
+  /// NotFound for an unknown id.
   absl::StatusOr<v1::JobState> Cancel(uint64_t id);
 
   /// Calls `write` with job `id`'s progress now and after each change, until the job ends or
@@ -51,7 +54,8 @@ class JobManager {
   absl::Status Watch(uint64_t id, const std::function<bool(const v1::JobEvent&)>& write,
                      const std::function<bool()>& cancelled);
 
-  /// Every job known, oldest first.
+  /// Every job known, oldest first; each with a note saying why it failed or was cancelled,
+  /// or why it cannot progress now (no live worker for it).
   std::vector<v1::JobInfo> List() const;
   /// Jobs not yet ended.
   uint32_t ActiveCount() const;
@@ -65,8 +69,9 @@ class JobManager {
   absl::StatusOr<Job*> Launch(uint64_t id, const v1::SubmitJobRequest& request, bool resumed);
   void AddEnded(const JobRow& row, const v1::SubmitJobRequest& request, v1::JobState state);
   Job* Find(uint64_t id) const;
+  std::string Note(const Job& job, const v1::JobEvent& event) const;
   void Run(Job* job);
-  void SetState(Job* job, v1::JobState state, const std::string& why = "");
+  bool SetState(Job* job, v1::JobState state, const std::string& why = "");
 
   const std::string db_path_;
   JobStore* store_;

@@ -109,6 +109,19 @@ void LeaseQueue::RequeueLocked(uint64_t batch_id) {
   queues_[e.spec.target_key].push_front(batch_id);
 }
 
+void LeaseQueue::LostLocked(uint64_t batch_id) {
+  Entry& e = batches_[batch_id];
+  if (++e.losses < max_losses_) return RequeueLocked(batch_id);
+  UnleaseLocked(e);
+  e.worker_id = 0;
+  e.deadline = 0;
+  e.done = true;
+  e.failed = true;
+  const std::string why = absl::StrCat("worker lost ", e.losses, " times while measuring this batch");
+  e.results.assign(e.spec.configs_json.size(), BatchResult{"runtime_error", why, {}, 0, 0, 0});
+  changed_.notify_all();
+}
+
 absl::Status LeaseQueue::Release(uint64_t worker_id, uint64_t batch_id) {
   std::lock_guard<std::mutex> lock(mu_);
   absl::StatusOr<Entry*> held = HeldLocked(worker_id, batch_id);
@@ -117,7 +130,7 @@ absl::Status LeaseQueue::Release(uint64_t worker_id, uint64_t batch_id) {
   return absl::OkStatus();
 }
 
-int LeaseQueue::ReleaseWorker(uint64_t worker_id) {
+int LeaseQueue::ReleaseWorker(uint64_t worker_id, bool lost) {
   std::lock_guard<std::mutex> lock(mu_);
   int n = 0;
   for (auto it = batches_.begin(); it != batches_.end();) {
@@ -127,7 +140,8 @@ int LeaseQueue::ReleaseWorker(uint64_t worker_id) {
     } else if (e.cancelled) {
       it = batches_.erase(it);
     } else {
-      RequeueLocked(it->first);
+      if (lost) LostLocked(it->first);
+      else RequeueLocked(it->first);
       ++n;
       ++it;
     }
@@ -149,7 +163,7 @@ std::vector<uint64_t> LeaseQueue::ExpireLeases(double now) {
       it = batches_.erase(it);
       continue;
     }
-    RequeueLocked(it->first);
+    LostLocked(it->first);
     ++it;
   }
   return workers;
@@ -174,15 +188,19 @@ void LeaseQueue::MarkCommitted(uint64_t batch_id) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = batches_.find(batch_id);
   if (it == batches_.end()) return;
-  stats_.results_committed += it->second.spec.configs_json.size();
+  const bool failed = it->second.failed;
+  if (!failed) stats_.results_committed += it->second.spec.configs_json.size();
   batches_.erase(it);
-  SettleLocked(batch_id, true);
+  if (!failed) SettleLocked(batch_id, true);  // a failed batch has no worker awaiting its Ack
 }
 
 void LeaseQueue::MarkDiscarded(uint64_t batch_id) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (batches_.erase(batch_id) == 0) return;
-  SettleLocked(batch_id, false);
+  auto it = batches_.find(batch_id);
+  if (it == batches_.end()) return;
+  const bool failed = it->second.failed;
+  batches_.erase(it);
+  if (!failed) SettleLocked(batch_id, false);
 }
 
 void LeaseQueue::SettleLocked(uint64_t batch_id, bool committed) {
@@ -211,8 +229,14 @@ void LeaseQueue::Cancel(uint64_t job_id) {
   std::lock_guard<std::mutex> lock(mu_);
   for (auto it = batches_.begin(); it != batches_.end();) {
     Entry& e = it->second;
-    if (e.spec.job_id != job_id || e.done || e.cancelled) {
-      ++it;
+    if (e.spec.job_id != job_id || e.cancelled || (e.done && e.taken)) {
+      ++it;  // a taken batch is settled by its measurer (MarkCommitted or MarkDiscarded)
+    } else if (e.done) {
+      // Returned but not yet taken: never committed now; its worker's Ack says discarded.
+      const uint64_t id = it->first;
+      const bool failed = e.failed;
+      it = batches_.erase(it);
+      if (!failed) SettleLocked(id, false);
     } else if (e.worker_id == 0) {
       it = batches_.erase(it);  // queued: its id in the queue is dropped at the next lease
     } else {

@@ -48,7 +48,10 @@ struct LeaseStats {
 /// not starve another's.
 class LeaseQueue {
  public:
-  explicit LeaseQueue(double lease_s) : lease_s_(lease_s) {}
+  /// `max_losses`: a batch whose lease is lost this many times (its worker died, broke its
+  /// stream or let the lease run out) is not queued again: each of its configs gets a
+  /// runtime_error result saying so, which its job records like any other.
+  explicit LeaseQueue(double lease_s, int max_losses = 3) : lease_s_(lease_s), max_losses_(max_losses) {}
 
   /// Queues a batch and returns its id (never reused).
   uint64_t Enqueue(BatchSpec spec);
@@ -70,10 +73,13 @@ class LeaseQueue {
   /// Puts a batch `worker_id` holds back in front of its queue (the worker gave it back).
   absl::Status Release(uint64_t worker_id, uint64_t batch_id);
 
-  /// Requeues every batch `worker_id` holds (it disconnected or crashed); returns how many.
-  int ReleaseWorker(uint64_t worker_id);
+  /// Requeues every batch `worker_id` holds; returns how many. `lost`: the worker crashed,
+  /// disconnected or broke the protocol holding them, which counts towards max_losses (a batch
+  /// lost that often is failed instead of requeued); false when it gave them back cleanly.
+  int ReleaseWorker(uint64_t worker_id, bool lost = true);
 
-  /// Requeues leases past their deadline; returns the ids of the workers that held them.
+  /// Requeues leases past their deadline (each a loss, as above); returns the ids of the
+  /// workers that held them.
   std::vector<uint64_t> ExpireLeases(double now);
 
   /// Waits up to `wait_s` for batch `batch_id` to be done and takes its results; nullopt on
@@ -93,7 +99,7 @@ class LeaseQueue {
   Outcome AwaitCommitted(uint64_t batch_id, double wait_s);
 
   /// Drops the queued and leased batches of `job_id`; their waiters get nullopt. A leased one
-  /// is forgotten when its worker returns it (Complete says Aborted) or loses it.
+  /// is revoked: forgotten when its worker returns it (Complete says Aborted) or loses it.
   void Cancel(uint64_t job_id);
 
   size_t Queued(const std::string& target_key) const;
@@ -106,11 +112,15 @@ class LeaseQueue {
     uint64_t worker_id = 0;     // 0 = queued
     double deadline = 0;
     bool done = false, cancelled = false, taken = false;
+    int losses = 0;             // leases lost (worker died, broke its stream, overdue)
+    bool failed = false;        // done with the daemon's failed results, not a worker's
     std::vector<BatchResult> results;
   };
   std::optional<std::pair<uint64_t, BatchSpec>> LeaseLocked(uint64_t worker_id, const std::string& target_key,
                                                              double now);
   void RequeueLocked(uint64_t batch_id);
+  /// A lease of `batch_id` was lost: requeues it, or fails it after max_losses_.
+  void LostLocked(uint64_t batch_id);
   /// The entry of `batch_id` if `worker_id` holds it unfinished; FailedPrecondition otherwise.
   /// A cancelled batch (its job ended) is erased and reported as nullptr.
   absl::StatusOr<Entry*> HeldLocked(uint64_t worker_id, uint64_t batch_id);
@@ -118,6 +128,7 @@ class LeaseQueue {
   void SettleLocked(uint64_t batch_id, bool committed);  // records it and wakes its waiter  // e stops being leased: its job's lease count drops
 
   const double lease_s_;
+  const int max_losses_;
   mutable std::mutex mu_;
   std::map<std::string, std::condition_variable> ready_;  // per target: a batch was (re)queued
   std::condition_variable changed_;  // a batch was done or cancelled (AwaitResults)

@@ -1,6 +1,10 @@
 // Proto <-> domain translations of the daemon: workers, batches, results and job requests.
 #include "server/proto_convert.h"
 
+#include <cmath>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
 #include "measure/measure_result.h"
 #include "tuner/model_file.h"
 
@@ -12,6 +16,7 @@ v1::WorkerState ToProto(WorkerState state) {
     case WorkerState::kBusy: return v1::WORKER_BUSY;
     case WorkerState::kQuarantined: return v1::WORKER_QUARANTINED;
     case WorkerState::kExpired: return v1::WORKER_EXPIRED;
+    case WorkerState::kGone: return v1::WORKER_GONE;
   }
   return v1::WORKER_STATE_UNSPECIFIED;
 }
@@ -47,10 +52,28 @@ v1::Batch ToProto(uint64_t batch_id, const BatchSpec& spec, double deadline_s) {
   return b;
 }
 
-std::vector<BatchResult> BatchResultsOf(const v1::Results& results) {
+absl::StatusOr<std::vector<BatchResult>> BatchResultsOf(const v1::Results& results) {
   std::vector<BatchResult> out;
   out.reserve(results.results_size());
-  for (const v1::MeasureResult& r : results.results()) {
+  for (int i = 0; i < results.results_size(); ++i) {
+    const v1::MeasureResult& r = results.results(i);
+    auto bad = [&](const std::string& why) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("invalid result ", i, " of batch ", results.batch_id(), ": ", why));
+    };
+    if (r.index() != static_cast<uint32_t>(i)) return bad(absl::StrCat("index ", r.index(), ", expected ", i));
+    absl::StatusOr<measure::MeasureStatus> status = measure::ParseStatusName(r.status());
+    if (!status.ok()) return bad(absl::StrCat("unknown status '", r.status(), "'"));
+    if (r.costs_s_size() > kMaxResultSamples)
+      return bad(absl::StrCat(r.costs_s_size(), " samples, at most ", kMaxResultSamples));
+    for (double c : r.costs_s())
+      if (!std::isfinite(c) || c < 0) return bad(absl::StrCat("impossible time ", c, " s"));
+    if (!std::isfinite(r.build_s()) || r.build_s() < 0 || !std::isfinite(r.wall_s()) || r.wall_s() < 0)
+      return bad(absl::StrCat("impossible build or wall time ", r.build_s(), " s / ", r.wall_s(), " s"));
+    if (r.number() > static_cast<uint32_t>(std::numeric_limits<int>::max()))
+      return bad(absl::StrCat("impossible number of calls per sample ", r.number()));
+    if (*status == measure::MeasureStatus::kOk && r.costs_s_size() == 0) return bad("ok without a sample");
+    if (*status == measure::MeasureStatus::kOk && r.number() == 0) return bad("ok with 0 calls per sample");
     out.push_back({r.status(), r.message(), {r.costs_s().begin(), r.costs_s().end()}, static_cast<int>(r.number()),
                    r.build_s(), r.wall_s()});
   }
@@ -63,7 +86,48 @@ absl::StatusOr<tuner::ZooModel> ModelOf(const v1::SubmitJobRequest& req) {
   return absl::InvalidArgumentError("no model given");
 }
 
+namespace {
+
+/// InvalidArgument "NAME must be in LO..HI, got VALUE" unless lo <= value <= hi.
+template <typename T>
+absl::Status InRange(const char* name, T value, T lo, T hi) {
+  if (value >= lo && value <= hi) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(name, " must be in ", lo, "..", hi, ", got ", value));
+}
+
+/// As InRange, for a real number: NaN and infinities are out of any range.
+absl::Status InRealRange(const char* name, double value, double lo, double hi) {
+  if (std::isfinite(value) && value >= lo && value <= hi) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(name, " must be in ", lo, "..", hi, ", got ", value));
+}
+
+}  // namespace
+
+absl::Status CheckJobRanges(const v1::SubmitJobRequest& r) {
+  using Flags = tuner::TuningFlags;
+  for (absl::Status s : {InRange<uint32_t>("trials", r.trials(), 1, Flags::kMaxTrials),
+                         InRange<uint32_t>("total_trials", r.total_trials(), 0, Flags::kMaxTotalTrials),
+                         InRange<uint32_t>("batch", r.batch(), 0, Flags::kMaxBatch),
+                         InRange<size_t>("the number of strategy options", r.strategy_options_size(), 0,
+                                         kMaxStrategyOptions)}) {
+    if (!s.ok()) return s;
+  }
+  if (r.protocol_json().empty()) return absl::OkStatus();
+  absl::StatusOr<measure::MeasureProtocol> p = measure::MeasureProtocol::FromJson(r.protocol_json());
+  if (!p.ok()) return absl::InvalidArgumentError(p.status().message());
+  for (absl::Status s : {InRange("protocol warmup", p->warmup, 0, kMaxProtocolCalls),
+                         InRange("protocol repeats", p->repeats, 1, kMaxProtocolCalls),
+                         InRealRange("protocol min_repeat_ms", p->min_repeat_ms, 0, kMaxProtocolSeconds * 1e3),
+                         InRealRange("protocol timeout_s", p->timeout_s, 1e-3, kMaxProtocolSeconds),
+                         InRealRange("protocol cutoff_s", p->cutoff_s, 0, kMaxProtocolSeconds),
+                         InRealRange("protocol rtol", p->rtol, 0, 1e6), InRealRange("protocol atol", p->atol, 0, 1e6)}) {
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<tuner::TuneOptions> TuneOptionsOf(const v1::SubmitJobRequest& r) {
+  if (absl::Status s = CheckJobRanges(r); !s.ok()) return s;
   tuner::TuningFlags f;
   tuner::TuneOptions& o = f.options;
   o.trials_per_task = static_cast<int>(r.trials());

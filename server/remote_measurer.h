@@ -16,8 +16,9 @@ namespace tune::server {
 /// every batch's results (each requeued as often as workers are lost), so one job's round is
 /// measured by all matching workers at once. Committed() tells the worker's stream the
 /// results are in the database, so the worker is acknowledged only then. `aborted` is polled
-/// while waiting: when it returns true (daemon shutting down) the job's batches are dropped
-/// and Measure returns no results.
+/// while waiting: when it returns true (daemon shutting down, job cancelled) the job's batches
+/// are dropped (leased ones revoked) and Measure returns no results. A batch whose workers kept
+/// dying comes back with the queue's failed results (LeaseQueue's max_losses).
 class RemoteMeasurer final : public measure::KernelMeasurer {
  public:
   RemoteMeasurer(LeaseQueue* queue, uint64_t job_id, std::string target_key, uint64_t data_seed,

@@ -31,6 +31,7 @@ const char* WorkerStateName(v1::WorkerState state) {
     case v1::WORKER_BUSY: return "busy";
     case v1::WORKER_QUARANTINED: return "quarantined";
     case v1::WORKER_EXPIRED: return "expired";
+    case v1::WORKER_GONE: return "gone";
     default: return "?";
   }
 }

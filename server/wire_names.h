@@ -22,7 +22,7 @@ bool IsFinished(v1::JobState state);
 /// The state JobStateName gives `name`; JOB_STATE_UNSPECIFIED for any other text.
 v1::JobState JobStateFromName(const std::string& name);
 
-/// "idle", "busy", "quarantined", "expired" ("?" for an unset state).
+/// "idle", "busy", "quarantined", "expired", "gone" ("?" for an unset state).
 const char* WorkerStateName(v1::WorkerState state);
 
 }  // namespace tune::server

@@ -114,8 +114,10 @@ v1::Results MeasureBatch(const v1::Batch& batch, BatchCache& cache) {
       for (size_t k = 0; k < measured.size() && k < where.size(); ++k) results[where[k]] = measured[k];
     }
   }
-  for (const auto& r : results) {
+  for (int i = 0; i < n; ++i) {
+    const measure::MeasureResult& r = results[i];
     v1::MeasureResult* m = out.add_results();
+    m->set_index(static_cast<uint32_t>(i));
     m->set_status(measure::StatusName(r.status));
     m->set_message(r.message);
     for (double c : r.costs_s) m->add_costs_s(c);

@@ -31,7 +31,8 @@ absl::StatusOr<uint64_t> WorkerRegistry::Register(const WorkerDesc& desc, double
 
 absl::StatusOr<WorkerState> WorkerRegistry::Touch(uint64_t id, double now) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (id == 0 || id > workers_.size() || workers_[id - 1].state == WorkerState::kExpired)
+  if (id == 0 || id > workers_.size() || workers_[id - 1].state == WorkerState::kExpired ||
+      workers_[id - 1].state == WorkerState::kGone)
     return absl::NotFoundError(absl::StrCat("no live worker ", id, " (register again)"));
   WorkerEntry& e = workers_[id - 1];
   e.last_seen = now;
@@ -42,12 +43,21 @@ std::vector<uint64_t> WorkerRegistry::Expire(double now) {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<uint64_t> expired;
   for (WorkerEntry& e : workers_) {
-    if (e.state != WorkerState::kExpired && now - e.last_seen > expire_after_s_) {
+    if (e.state != WorkerState::kExpired && e.state != WorkerState::kGone && now - e.last_seen > expire_after_s_) {
       e.state = WorkerState::kExpired;
       expired.push_back(e.id);
     }
   }
   return expired;
+}
+
+absl::Status WorkerRegistry::Leave(uint64_t id, double now) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (id == 0 || id > workers_.size()) return absl::NotFoundError(absl::StrCat("no worker ", id));
+  WorkerEntry& e = workers_[id - 1];
+  e.last_seen = now;
+  if (e.state != WorkerState::kQuarantined) e.state = WorkerState::kGone;
+  return absl::OkStatus();
 }
 
 absl::Status WorkerRegistry::BatchEnded(uint64_t id, uint64_t results, bool crashed) {
@@ -57,7 +67,8 @@ absl::Status WorkerRegistry::BatchEnded(uint64_t id, uint64_t results, bool cras
   e.results += results;
   if (crashed) {
     ++e.crashes;
-    if (e.crashes >= quarantine_after_ && e.state != WorkerState::kExpired) e.state = WorkerState::kQuarantined;
+    if (e.crashes >= quarantine_after_ && e.state != WorkerState::kExpired && e.state != WorkerState::kGone)
+      e.state = WorkerState::kQuarantined;
   } else {
     ++e.batches;
     e.crashes = 0;

@@ -11,7 +11,9 @@
 
 namespace tune::server {
 
-enum class WorkerState { kIdle, kBusy, kQuarantined, kExpired };
+/// kExpired: missed its heartbeats; kGone: said goodbye. Neither gets batches again (a worker
+/// that comes back registers under a new id).
+enum class WorkerState { kIdle, kBusy, kQuarantined, kExpired, kGone };
 
 /// What a worker says about itself when it registers.
 struct WorkerDesc {
@@ -48,11 +50,15 @@ class WorkerRegistry {
   /// InvalidArgument when the target or target key is empty.
   absl::StatusOr<uint64_t> Register(const WorkerDesc& desc, double now);
 
-  /// Notes that worker `id` is alive. NotFound for an unknown or expired id.
+  /// Notes that worker `id` is alive. NotFound for an unknown, expired or gone id.
   absl::StatusOr<WorkerState> Touch(uint64_t id, double now);
 
   /// Marks workers silent for longer than the expiry as expired and returns their ids.
   std::vector<uint64_t> Expire(double now);
+
+  /// Worker `id` said goodbye: it is gone (a quarantined one stays quarantined, so that it
+  /// stays out if it registers again). NotFound for an unknown id.
+  absl::Status Leave(uint64_t id, double now);
 
   /// Records that a batch leased to `id` ended: `crashed` = the worker died or disconnected
   /// holding it. Enough crashes in a row quarantine the worker. NotFound for an unknown id.

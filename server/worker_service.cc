@@ -128,6 +128,13 @@ grpc::Status WorkerService::Heartbeat(grpc::ServerContext* ctx, const v1::Heartb
   return grpc::Status::OK;
 }
 
+grpc::Status WorkerService::Leave(grpc::ServerContext* ctx, const v1::LeaveRequest* req, v1::LeaveReply*) {
+  if (auto s = CheckToken(*ctx, options_.token); !s.ok()) return ToGrpcStatus(s);
+  if (auto s = registry_->Leave(req->worker_id(), MonotonicSeconds()); !s.ok()) return ToGrpcStatus(s);
+  queue_->ReleaseWorker(req->worker_id(), /*lost=*/false);
+  return grpc::Status::OK;
+}
+
 grpc::Status WorkerService::Work(grpc::ServerContext* ctx,
                                  grpc::ServerReaderWriter<v1::DaemonMessage, v1::WorkerMessage>* stream) {
   if (auto s = CheckToken(*ctx, options_.token); !s.ok()) return ToGrpcStatus(s);
@@ -158,9 +165,20 @@ grpc::Status WorkerService::Work(grpc::ServerContext* ctx,
                                        absl::StrCat("Ready while holding batch ", held)));
       const double ready_at = MonotonicSeconds();
       std::optional<std::pair<uint64_t, BatchSpec>> lease;
+      // A worker that left, expired or was quarantined meanwhile gets no batch (one leased to
+      // it at that moment goes straight back).
+      auto live = [&] {
+        absl::StatusOr<WorkerEntry> e = registry_->Get(id);
+        return e.ok() && (e->state == WorkerState::kIdle || e->state == WorkerState::kBusy);
+      };
       while (!lease) {
         if (ctx->IsCancelled() || stopping_()) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "shutting down");
+        if (!live()) return grpc::Status(grpc::StatusCode::NOT_FOUND, absl::StrCat("no live worker ", id));
         lease = queue_->LeaseWait(id, key, 0.25, &MonotonicSeconds);
+      }
+      if (!live()) {
+        (void)queue_->Release(id, lease->first);
+        return grpc::Status(grpc::StatusCode::NOT_FOUND, absl::StrCat("no live worker ", id));
       }
       held = lease->first;
       registry_->SetBusy(id, true);
@@ -169,10 +187,13 @@ grpc::Status WorkerService::Work(grpc::ServerContext* ctx,
       if (!write(out)) return Lost(id, held);
       dispatch_->Record(MonotonicSeconds() - std::max(ready_at, lease->second.queued_at));
     } else if (msg.has_results()) {
-      std::vector<BatchResult> results = BatchResultsOf(msg.results());
+      // Impossible results (negative, NaN or infinite times, ok without samples) are refused:
+      // the stream ends, the batch goes back to the queue as a lost lease.
+      absl::StatusOr<std::vector<BatchResult>> results = BatchResultsOf(msg.results());
+      if (!results.ok()) return Broken(id, ToGrpcStatus(results.status()));
       const uint64_t batch = msg.results().batch_id();
-      const size_t n = results.size();
-      const absl::Status st = queue_->Complete(id, batch, std::move(results));
+      const size_t n = results->size();
+      const absl::Status st = queue_->Complete(id, batch, *std::move(results));
       if (!st.ok() && !absl::IsAborted(st)) return Broken(id, ToGrpcStatus(st));
       held = 0;
       (void)registry_->BatchEnded(id, n, /*crashed=*/false);  // back to idle
@@ -195,9 +216,10 @@ grpc::Status WorkerService::Work(grpc::ServerContext* ctx,
   }
 }
 
-/// A protocol violation: the batch the worker holds goes back to the queue.
+/// A protocol violation: the batch the worker holds goes back to the queue, lost (it counts
+/// towards failing the batch, and as a crash of the worker).
 grpc::Status WorkerService::Broken(uint64_t id, grpc::Status why) {
-  queue_->ReleaseWorker(id);
+  if (queue_->ReleaseWorker(id, /*lost=*/true) > 0) (void)registry_->BatchEnded(id, 0, /*crashed=*/true);
   registry_->SetBusy(id, false);
   return why;
 }
@@ -206,7 +228,7 @@ grpc::Status WorkerService::Broken(uint64_t id, grpc::Status why) {
 /// counts as a crash unless the worker closed its side cleanly (it was leaving while a
 /// batch was on its way to it).
 grpc::Status WorkerService::Lost(uint64_t id, uint64_t held, bool clean) {
-  queue_->ReleaseWorker(id);
+  queue_->ReleaseWorker(id, /*lost=*/!clean);
   if (held != 0 && !clean) (void)registry_->BatchEnded(id, 0, /*crashed=*/true);
   registry_->SetBusy(id, false);
   return grpc::Status::CANCELLED;

@@ -23,7 +23,8 @@ struct WorkerServiceOptions {
 /// stream alternates Ready -> Batch -> Results -> Ack; the Ack is written once the batch's
 /// results are committed (LeaseQueue::AwaitCommitted), on a thread of its own so the worker
 /// can take its next batch meanwhile. A broken stream gives the worker's batch back to the
-/// queue. `registry`, `queue` and `dispatch` outlive the service; `stopping` turns true when
+/// queue (a lost lease: see LeaseQueue::ReleaseWorker); Results with impossible values are
+/// refused with INVALID_ARGUMENT the same way. `registry`, `queue` and `dispatch` outlive the service; `stopping` turns true when
 /// the daemon shuts down. Thread-safe.
 class WorkerService final : public v1::Worker::Service {
  public:
@@ -35,6 +36,8 @@ class WorkerService final : public v1::Worker::Service {
                          v1::HeartbeatReply* reply) override;
   grpc::Status Work(grpc::ServerContext* ctx,
                     grpc::ServerReaderWriter<v1::DaemonMessage, v1::WorkerMessage>* stream) override;
+  /// The worker is listed as gone; a batch it holds is requeued (not counted as lost).
+  grpc::Status Leave(grpc::ServerContext* ctx, const v1::LeaveRequest* req, v1::LeaveReply* reply) override;
 
  private:
   class Acker;

@@ -4,11 +4,23 @@
 
 #include <signal.h>
 
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
+#include <functional>
+#include <limits>
+#include <map>
+#include <random>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "dataset/record_database.h"
 #include "measure/target.h"
 #include "grpcpp/grpcpp.h"
@@ -16,6 +28,7 @@
 #include "server/grpc_status.h"
 #include "tests/common/subprocess.h"
 #include "tests/common/temp_dir.h"
+#include "tests/common/test_seed.h"
 #include "tests/server/serve_helper.h"
 #include "tune/v1/tune.grpc.pb.h"
 
@@ -30,12 +43,17 @@ std::chrono::system_clock::time_point Deadline(double s = 10) {
 
 class DaemonTest : public ::testing::Test {
  protected:
-  void SetUp() override {
+  void SetUp() override { StartDaemon(); }
+
+  /// (Re)starts the daemon on a free port over the same database.
+  void StartDaemon(uint32_t max_batch_losses = 3) {
+    daemon_.reset();
     DaemonOptions o;
     o.listen = "127.0.0.1:0";
     o.db_path = dir_.Join("records.db");
     o.token = kToken;
     o.max_message_bytes = 64 << 10;
+    o.max_batch_losses = max_batch_losses;
     daemon_ = std::make_unique<Daemon>(o);
     auto port = daemon_->Start();
     ASSERT_TRUE(port.ok()) << port.status();
@@ -81,6 +99,53 @@ class DaemonTest : public ::testing::Test {
 
   grpc::Status Register(const v1::RegisterRequest& req, v1::RegisterReply* reply) {
     return Call(*worker_, &v1::Worker::Stub::Register, req, reply);
+  }
+
+  /// Registers a worker that describes this host's CPU (so jobs for llvm run); its id.
+  uint64_t RegisterRealCpu(const std::string& name) {
+    measure::Target cpu = measure::Target::HostCpu(1);
+    v1::RegisterRequest req = CpuWorker(name);
+    req.set_target_key(cpu.Key());
+    req.set_target_json(cpu.ToJson());
+    v1::RegisterReply reply;
+    grpc::Status st = Register(req, &reply);
+    EXPECT_TRUE(st.ok()) << st.error_message();
+    return reply.worker_id();
+  }
+
+  /// The state `tune jobs` lists for job `id` (UNSPECIFIED when not listed); its note too.
+  v1::JobState JobState(uint64_t id, std::string* note = nullptr) {
+    v1::ListJobsReply jobs;
+    EXPECT_TRUE(Call(*tune_, &v1::Tune::Stub::ListJobs, v1::ListJobsRequest(), &jobs).ok());
+    for (const auto& j : jobs.jobs()) {
+      if (j.job_id() != id) continue;
+      if (note) *note = j.note();
+      return j.state();
+    }
+    return v1::JOB_STATE_UNSPECIFIED;
+  }
+
+  /// Polls until job `id` is in `state` (a safety limit of 60 s, not a timing assertion).
+  bool AwaitJobState(uint64_t id, v1::JobState state) {
+    for (int i = 0; i < 3000; ++i) {
+      if (JobState(id) == state) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return false;
+  }
+
+  /// `n` results for a leased batch, ok unless changed.
+  static v1::WorkerMessage OkResults(const v1::Batch& batch) {
+    v1::WorkerMessage m;
+    m.mutable_results()->set_batch_id(batch.batch_id());
+    for (int i = 0; i < batch.configs_json_size(); ++i) {
+      v1::MeasureResult* r = m.mutable_results()->add_results();
+      r->set_index(static_cast<uint32_t>(i));
+      r->set_status("ok");
+      r->add_costs_s(1e-3);
+      r->set_number(1);
+    }
+    return m;
   }
 
   static v1::RegisterRequest CpuWorker(const std::string& name) {
@@ -270,6 +335,208 @@ TEST_F(DaemonTest, ACancelledJobEndsCancelledAndUnknownJobsAreNotFound) {
   EXPECT_EQ(Call(*tune_, &v1::Tune::Stub::CancelJob, cancel, &cancelled).error_code(), grpc::StatusCode::NOT_FOUND);
 }
 
+/// A Work stream of a fake worker: Ready, then the batch the daemon leases (none when none
+/// comes within `wait_s`).
+struct FakeWork {
+  grpc::ClientContext ctx;
+  std::unique_ptr<grpc::ClientReaderWriter<v1::WorkerMessage, v1::DaemonMessage>> stream;
+  v1::Batch batch;
+
+  FakeWork(v1::Worker::Stub& stub, uint64_t worker_id, double wait_s = 30) {
+    AttachToken(ctx, kToken);
+    ctx.set_deadline(Deadline(wait_s));
+    stream = stub.Work(&ctx);
+    v1::WorkerMessage ready;
+    ready.mutable_ready()->set_worker_id(worker_id);
+    v1::DaemonMessage in;
+    if (stream->Write(ready) && stream->Read(&in) && in.has_batch()) batch = in.batch();
+  }
+};
+
+TEST_F(DaemonTest, ImpossibleResultsAreRefusedAndTheBatchIsLeasedAgain) {
+  StartDaemon(/*max_batch_losses=*/100);  // each refusal is a lost lease
+  ASSERT_NE(SubmitSmallJob(), 0u);
+  std::mt19937_64 rng = test::TestRng();
+  const std::vector<std::string> kinds = {"negative", "nan", "infinite", "empty", "index", "status", "number"};
+  std::vector<std::string> order = kinds;
+  std::shuffle(order.begin(), order.end(), rng);
+  uint64_t batch_id = 0;
+  for (size_t k = 0; k < order.size(); ++k) {
+    const std::string& kind = order[k];
+    FakeWork work(*worker_, RegisterRealCpu("w" + std::to_string(k)));
+    ASSERT_NE(work.batch.batch_id(), 0u) << kind;
+    // Refused results leave the batch queued: the next worker gets the same one.
+    if (batch_id != 0) EXPECT_EQ(work.batch.batch_id(), batch_id) << kind;
+    batch_id = work.batch.batch_id();
+    v1::WorkerMessage m = OkResults(work.batch);
+    v1::MeasureResult* r = m.mutable_results()->mutable_results(
+        std::uniform_int_distribution<int>(0, work.batch.configs_json_size() - 1)(rng));
+    const double magnitude = std::uniform_real_distribution<double>(1e-9, 1e3)(rng);
+    if (kind == "negative") r->set_costs_s(0, -magnitude);
+    if (kind == "nan") r->add_costs_s(std::nan(""));
+    if (kind == "infinite") r->set_costs_s(0, std::numeric_limits<double>::infinity());
+    if (kind == "empty") r->clear_costs_s();
+    if (kind == "index") r->set_index(r->index() + 1 + static_cast<uint32_t>(magnitude));
+    if (kind == "status") r->set_status("great");
+    if (kind == "number") r->set_number(0x80000000u + static_cast<uint32_t>(magnitude));
+    ASSERT_TRUE(work.stream->Write(m));
+    work.stream->WritesDone();
+    grpc::Status st = work.stream->Finish();
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << kind << ": " << st.error_message();
+    EXPECT_NE(st.error_message().find("invalid result"), std::string::npos) << st.error_message();
+  }
+  // Finally a possible result is taken and acknowledged.
+  FakeWork work(*worker_, RegisterRealCpu("honest"));
+  EXPECT_EQ(work.batch.batch_id(), batch_id);
+  ASSERT_TRUE(work.stream->Write(OkResults(work.batch)));
+  v1::DaemonMessage ack;
+  ASSERT_TRUE(work.stream->Read(&ack));
+  EXPECT_EQ(ack.ack().batch_id(), batch_id);
+  EXPECT_FALSE(ack.ack().discarded());
+  work.ctx.TryCancel();
+}
+
+TEST_F(DaemonTest, OutOfRangeJobFieldsAreRefused) {
+  std::mt19937_64 rng = test::TestRng();
+  auto above = [&](uint64_t limit) {
+    return static_cast<uint32_t>(std::uniform_int_distribution<uint64_t>(limit + 1, 0xffffffffu)(rng));
+  };
+  auto submit = [&](const std::function<void(v1::SubmitJobRequest&)>& change) {
+    v1::SubmitJobRequest job;
+    job.set_model_json(R"({"layers": [{"op": "matmul", "shape": "8,8,8"}]})");
+    job.set_target("llvm");
+    job.set_trials(2);
+    change(job);
+    v1::SubmitJobReply reply;
+    return Call(*tune_, &v1::Tune::Stub::SubmitJob, job, &reply);
+  };
+  struct Case {
+    std::string field;
+    std::function<void(v1::SubmitJobRequest&)> change;
+  };
+  const std::vector<Case> cases = {
+      {"batch", [&](v1::SubmitJobRequest& j) { j.set_batch(above(1024)); }},
+      {"batch", [&](v1::SubmitJobRequest& j) { j.set_batch(0x80000000u); }},
+      {"total_trials", [&](v1::SubmitJobRequest& j) { j.set_total_trials(above(100000000)); }},
+      {"trials", [&](v1::SubmitJobRequest& j) { j.set_trials(above(1000000)); }},
+      {"trials", [&](v1::SubmitJobRequest& j) { j.set_trials(0); }},
+      {"repeats", [&](v1::SubmitJobRequest& j) {
+         j.set_protocol_json(absl::StrCat(R"({"repeats": )", above(1000), "}"));
+       }},
+      {"warmup", [&](v1::SubmitJobRequest& j) { j.set_protocol_json(R"({"warmup": 2000000000})"); }},
+      {"timeout_s", [&](v1::SubmitJobRequest& j) { j.set_protocol_json(R"({"timeout_s": 1e300})"); }},
+      {"strategy options", [&](v1::SubmitJobRequest& j) {
+         for (int i = 0; i < 300; ++i) j.add_strategy_options("eps_greedy=0.1");
+       }},
+  };
+  for (const Case& c : cases) {
+    grpc::Status st = submit(c.change);
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << c.field << ": " << st.error_message();
+    EXPECT_NE(st.error_message().find(c.field), std::string::npos) << st.error_message();
+  }
+  v1::ListJobsReply jobs;
+  ASSERT_TRUE(Call(*tune_, &v1::Tune::Stub::ListJobs, v1::ListJobsRequest(), &jobs).ok());
+  EXPECT_EQ(jobs.jobs_size(), 0);  // nothing stored
+  EXPECT_TRUE(submit([](v1::SubmitJobRequest& j) { j.set_batch(1024); }).ok());
+}
+
+TEST_F(DaemonTest, CancelEndsAJobStuckOnALeasedBatchForGood) {
+  const uint64_t job_id = SubmitSmallJob();
+  ASSERT_NE(job_id, 0u);
+  std::string note;
+  EXPECT_EQ(JobState(job_id, &note), v1::JOB_QUEUED);
+  EXPECT_EQ(note, "waiting for a live llvm worker");
+  // A worker takes the job's batch and never returns it.
+  FakeWork work(*worker_, RegisterRealCpu("stuck"));
+  ASSERT_NE(work.batch.batch_id(), 0u);
+  EXPECT_EQ(JobState(job_id), v1::JOB_RUNNING);
+  v1::CancelJobRequest cancel;
+  cancel.set_job_id(job_id);
+  v1::CancelJobReply reply;
+  ASSERT_TRUE(Call(*tune_, &v1::Tune::Stub::CancelJob, cancel, &reply).ok());
+  EXPECT_EQ(reply.state(), v1::JOB_CANCELLED);
+  EXPECT_EQ(JobState(job_id), v1::JOB_CANCELLED);
+  // The revoked batch's late results are refused cleanly: an Ack that says discarded.
+  ASSERT_TRUE(work.stream->Write(OkResults(work.batch)));
+  v1::DaemonMessage ack;
+  ASSERT_TRUE(work.stream->Read(&ack));
+  EXPECT_EQ(ack.ack().batch_id(), work.batch.batch_id());
+  EXPECT_TRUE(ack.ack().discarded());
+  work.ctx.TryCancel();
+  // Cancelling again says it ended cancelled; a restarted daemon lists it cancelled.
+  ASSERT_TRUE(Call(*tune_, &v1::Tune::Stub::CancelJob, cancel, &reply).ok());
+  EXPECT_EQ(reply.state(), v1::JOB_CANCELLED);
+  StartDaemon();
+  EXPECT_EQ(JobState(job_id), v1::JOB_CANCELLED);
+  v1::HealthReply h;
+  ASSERT_TRUE(Health(kToken, &h).ok());
+  EXPECT_EQ(h.jobs_active(), 0u);
+}
+
+TEST_F(DaemonTest, ABatchWhoseWorkersKeepDyingIsRecordedAsFailedAndTheJobEnds) {
+  StartDaemon(/*max_batch_losses=*/2);
+  const uint64_t job_id = SubmitSmallJob();
+  ASSERT_NE(job_id, 0u);
+  std::map<uint64_t, int> leases;  // batch id -> times leased
+  for (int i = 0; i < 40 && JobState(job_id) != v1::JOB_DONE; ++i) {
+    // Each worker takes a batch and dies with it (its stream breaks).
+    FakeWork work(*worker_, RegisterRealCpu("doomed" + std::to_string(i)), /*wait_s=*/1);
+    if (work.batch.batch_id() == 0) continue;
+    ++leases[work.batch.batch_id()];
+    work.ctx.TryCancel();
+  }
+  ASSERT_TRUE(AwaitJobState(job_id, v1::JOB_DONE));
+  ASSERT_FALSE(leases.empty());
+  for (const auto& [batch, n] : leases) EXPECT_EQ(n, 2) << "batch " << batch;
+  auto db = dataset::RecordDatabase::Open(dir_.Join("records.db"), /*create=*/false);
+  ASSERT_TRUE(db.ok()) << db.status();
+  auto tasks = (*db)->Tasks();
+  auto targets = (*db)->Targets();
+  ASSERT_TRUE(tasks.ok() && targets.ok());
+  ASSERT_EQ(tasks->size(), 1u);
+  auto records = (*db)->Records((*tasks)[0].id, (*targets)[0].id);
+  ASSERT_TRUE(records.ok());
+  EXPECT_EQ(records->size(), 3u);  // the default schedule and two trials
+  for (const auto& r : *records) {
+    EXPECT_EQ(r.result.status, measure::MeasureStatus::kRuntimeError);
+    EXPECT_EQ(r.result.message, "worker lost 2 times while measuring this batch");
+  }
+  StartDaemon();  // and it stays done
+  EXPECT_EQ(JobState(job_id), v1::JOB_DONE);
+}
+
+TEST_F(DaemonTest, AWorkerThatLeavesIsGoneAtOnceAndItsBatchGoesBack) {
+  const uint64_t job_id = SubmitSmallJob();
+  ASSERT_NE(job_id, 0u);
+  const uint64_t id = RegisterRealCpu("leaving");
+  FakeWork work(*worker_, id);
+  ASSERT_NE(work.batch.batch_id(), 0u);
+  v1::LeaveRequest leave;
+  leave.set_worker_id(id);
+  v1::LeaveReply left;
+  ASSERT_TRUE(Call(*worker_, &v1::Worker::Stub::Leave, leave, &left).ok());
+  v1::ListWorkersReply list;
+  ASSERT_TRUE(Call(*tune_, &v1::Tune::Stub::ListWorkers, v1::ListWorkersRequest(), &list).ok());
+  ASSERT_EQ(list.workers_size(), 1);
+  EXPECT_EQ(list.workers(0).state(), v1::WORKER_GONE);
+  v1::HeartbeatRequest hb;
+  hb.set_worker_id(id);
+  v1::HeartbeatReply hb_reply;
+  EXPECT_EQ(Call(*worker_, &v1::Worker::Stub::Heartbeat, hb, &hb_reply).error_code(), grpc::StatusCode::NOT_FOUND);
+  std::string note;
+  EXPECT_EQ(JobState(job_id, &note), v1::JOB_RUNNING);
+  EXPECT_EQ(note, "stalled: no live worker measures its target");
+  // The batch it held is the next worker's, and a late result from the leaver is refused.
+  FakeWork next(*worker_, RegisterRealCpu("next"));
+  EXPECT_EQ(next.batch.batch_id(), work.batch.batch_id());
+  ASSERT_TRUE(work.stream->Write(OkResults(work.batch)));
+  work.stream->WritesDone();
+  EXPECT_EQ(work.stream->Finish().error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  next.ctx.TryCancel();
+  leave.set_worker_id(99);
+  EXPECT_EQ(Call(*worker_, &v1::Worker::Stub::Leave, leave, &left).error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
 TEST(Daemon, StartRejectsBadAddressesAndTlsHalves) {
   test::TempDir dir;
   DaemonOptions o;
@@ -282,6 +549,36 @@ TEST(Daemon, StartRejectsBadAddressesAndTlsHalves) {
   o.tls_cert_path = dir.Join("cert.pem");
   EXPECT_TRUE(absl::IsInvalidArgument(Daemon(o).Start().status()));
   EXPECT_TRUE(dir.List().empty());  // nothing written for a rejected start
+}
+
+TEST(Daemon, APortInUseIsRefusedWhoeverHoldsIt) {
+  test::TempDir dir;
+  DaemonOptions o;
+  o.listen = "127.0.0.1:0";
+  o.db_path = dir.Join("first.db");
+  Daemon first(o);
+  auto port = first.Start();
+  ASSERT_TRUE(port.ok()) << port.status();
+  o.listen = "127.0.0.1:" + std::to_string(*port);
+  o.db_path = dir.Join("second.db");
+  absl::StatusOr<int> second = Daemon(o).Start();
+  EXPECT_TRUE(absl::IsUnavailable(second.status())) << second.status();
+  EXPECT_NE(second.status().message().find("port " + std::to_string(*port) + " is already in use"), std::string::npos)
+      << second.status();
+  EXPECT_FALSE(std::filesystem::exists(dir.Join("second.db")));  // nothing opened
+
+  // A port held by something other than a daemon: a plain listening socket.
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  ASSERT_EQ(::listen(fd, 1), 0);
+  ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  o.listen = "127.0.0.1:" + std::to_string(ntohs(a.sin_port));
+  EXPECT_TRUE(absl::IsUnavailable(Daemon(o).Start().status()));
+  ::close(fd);
 }
 
 TEST(Daemon, ServesTlsToClientsThatTrustItsCertificateOnly) {
@@ -338,6 +635,24 @@ TEST(ServeProcess, ServesUntilSigtermAndRejectsAWrongToken) {
   EXPECT_TRUE(r.exited);
   EXPECT_EQ(r.exit_code, 0);
   EXPECT_NE(test::ReadFileBytes(dir.Join("serve.out")).find("SIGTERM, shutting down"), std::string::npos);
+}
+
+TEST(ServeProcess, ASecondServeOnTheSamePortExitsWithOneLine) {
+  test::TempDir dir;
+  test::Subprocess first;
+  const std::string port = test::StartServe(first, dir, "first", "127.0.0.1:0", {"--db", dir.Join("r.db")});
+  ASSERT_FALSE(port.empty()) << test::ReadFileBytes(dir.Join("first.err"));
+  // Also with the other daemon requiring a token: the port is never shared.
+  test::WriteFileBytes(dir.Join("token"), "another-token\n");
+  auto second = test::RunProcess({test::TuneBinary(), "serve", "--listen", "127.0.0.1:" + port, "--db",
+                                  dir.Join("r2.db"), "--token-file", dir.Join("token")},
+                                 dir.path(), 60);
+  EXPECT_EQ(second.exit_code, 2) << second;
+  EXPECT_EQ(second.err, "tune: cannot listen on 127.0.0.1:" + port + ": port " + port +
+                            " is already in use (is another tune serve running?)\n")
+      << second;
+  EXPECT_EQ(second.out.find("listening"), std::string::npos) << second;
+  EXPECT_FALSE(first.Finished());  // the first one keeps serving
 }
 
 TEST(ServeProcess, BadFlagsFailWithOneLineAndWriteNothing) {

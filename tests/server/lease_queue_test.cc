@@ -2,9 +2,11 @@
 // results only from the holder, cancellation wakes the waiter.
 #include "server/lease_queue.h"
 
+#include <random>
 #include <thread>
 
 #include "gtest/gtest.h"
+#include "tests/common/test_seed.h"
 
 namespace tune::server {
 namespace {
@@ -138,6 +140,60 @@ TEST(LeaseQueue, CommitOrDiscardWakesTheAcknowledgerAndIsCounted) {
   EXPECT_EQ(s.batches_leased, 2u);
   EXPECT_EQ(s.results_ingested, 5u);
   EXPECT_EQ(s.results_committed, 3u);
+}
+
+TEST(LeaseQueue, ABatchLostTooOftenIsFailedInsteadOfRequeued) {
+  std::mt19937_64 rng = test::TestRng();
+  for (int round = 0; round < 50; ++round) {
+    const int max_losses = std::uniform_int_distribution<int>(1, 5)(rng);
+    const int configs = std::uniform_int_distribution<int>(1, 6)(rng);
+    LeaseQueue q(10, max_losses);
+    const uint64_t a = q.Enqueue(Spec("cpu", configs));
+    double now = 0;
+    int losses = 0;
+    uint64_t worker = 1;
+    while (losses < max_losses) {
+      ASSERT_EQ(q.Lease(worker, "cpu", now)->first, a) << "lost " << losses << " of " << max_losses;
+      switch (std::uniform_int_distribution<int>(0, 2)(rng)) {
+        case 0:  // a clean give-back is no loss
+          ASSERT_TRUE(q.Release(worker, a).ok());
+          q.ReleaseWorker(worker, /*lost=*/false);
+          continue;
+        case 1:  // the worker died or broke its stream
+          EXPECT_EQ(q.ReleaseWorker(worker, /*lost=*/true), 1);
+          break;
+        default:  // its lease ran out
+          now += 11;
+          EXPECT_EQ(q.ExpireLeases(now), std::vector<uint64_t>{worker});
+          break;
+      }
+      ++losses;
+      ++worker;
+    }
+    // Not queued again: done, with one failed result per config saying why.
+    EXPECT_FALSE(q.Lease(worker, "cpu", now));
+    EXPECT_EQ(q.Queued("cpu"), 0u);
+    auto r = q.AwaitResults(a, 1);
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->size(), static_cast<size_t>(configs));
+    for (const BatchResult& b : *r) {
+      EXPECT_EQ(b.status, "runtime_error");
+      EXPECT_EQ(b.message, "worker lost " + std::to_string(max_losses) + " times while measuring this batch");
+      EXPECT_TRUE(b.costs_s.empty());
+    }
+    EXPECT_TRUE(absl::IsFailedPrecondition(q.Complete(worker - 1, a, Ok(configs))));  // a late result
+    q.MarkCommitted(a);
+    EXPECT_EQ(q.Stats().results_committed, 0u);  // no worker's results were committed
+  }
+}
+
+TEST(LeaseQueue, CancelSettlesReturnedBatchesAsDiscarded) {
+  LeaseQueue q(30);
+  const uint64_t a = q.Enqueue(Spec("cpu", 2, /*job=*/1));
+  ASSERT_TRUE(q.Complete(7, q.Lease(7, "cpu", 0)->first, Ok(2)).ok());
+  q.Cancel(1);  // returned, not yet taken by its job: its worker's Ack must not wait for it
+  EXPECT_EQ(q.AwaitCommitted(a, 1), LeaseQueue::Outcome::kDiscarded);
+  EXPECT_FALSE(q.AwaitResults(a, 0.01));
 }
 
 }  // namespace
