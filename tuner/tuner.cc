@@ -32,6 +32,11 @@ std::string ConfigText(const search::ConfigSpace& space, const search::Config& c
   return in_range ? space.ToJson(config) : absl::StrCat("[", absl::StrJoin(config, ","), "] (indices)");
 }
 
+// "run 12 (pid 4242 on host h)": who holds a lease, for messages.
+std::string HolderText(const dataset::LeaseHolder& holder) {
+  return absl::StrCat("run ", holder.run_id, " (pid ", holder.pid, " on host ", holder.host, ")");
+}
+
 double Now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
@@ -91,6 +96,7 @@ struct Tuner::TaskRun {
   TaskOutcome outcome;
   search::TaskProgress progress;
   int64_t target_id = 0, run_id = 0;
+  int64_t last_record_id = 0;  // records up to this id are known (CatchUp reads the newer ones)
   int since_improvement = 0;
 };
 
@@ -134,6 +140,32 @@ absl::StatusOr<std::vector<TaskOutcome>> Tuner::Run(const std::vector<LoopTask>&
   if (!target_id.ok()) return target_id.status();
   auto run_id = db_->StartRun(options_.command, target.Key());
   if (!run_id.ok()) return run_id.status();
+  // From here on the run ends marked: finished, interrupted, or failed with the error.
+  absl::StatusOr<std::vector<TaskOutcome>> out;
+  {
+    auto heartbeat = dataset::RunHeartbeat::Start(db_->path(), *run_id);
+    if (!heartbeat.ok()) {
+      out = heartbeat.status();
+    } else {
+      try {
+        out = RunStarted(runs, **scheduler, *target_id, *run_id);
+      } catch (const std::exception& e) {
+        out = absl::InternalError(absl::StrCat("the tuning loop ended by an exception: ", e.what()));
+      }
+    }
+  }
+  if (!out.ok()) {
+    if (auto st = db_->FinishRun(*run_id, "failed", std::string(out.status().message())); !st.ok()) {
+      spdlog::warn("run {} could not be marked failed: {}", *run_id, std::string(st.message()));
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<TaskOutcome>> Tuner::RunStarted(std::vector<TaskRun>& runs,
+                                                           search::TaskScheduler& scheduler, int64_t target_id,
+                                                           int64_t run_id) {
+  const int n = static_cast<int>(runs.size());
   task_count_ = n;
   total_budget_ = options_.total_trials > 0 ? std::min(options_.total_trials, options_.trials_per_task * n)
                                             : options_.trials_per_task * n;
@@ -146,8 +178,8 @@ absl::StatusOr<std::vector<TaskOutcome>> Tuner::Run(const std::vector<LoopTask>&
       budget = std::min(budget, total_budget_ / n + (i < total_budget_ % n ? 1 : 0));
     }
     runs[i].progress.budget = budget;
-    runs[i].progress.weight = tasks[i].info.count;
-    if (auto st = Prepare(runs[i], *target_id, *run_id); !st.ok()) return st;
+    runs[i].progress.weight = runs[i].info.count;
+    if (auto st = Prepare(runs[i], target_id, run_id); !st.ok()) return st;
   }
 
   std::vector<search::TaskProgress> progress(n);
@@ -158,7 +190,7 @@ absl::StatusOr<std::vector<TaskOutcome>> Tuner::Run(const std::vector<LoopTask>&
       break;
     }
     for (int i = 0; i < n; ++i) progress[i] = runs[i].progress;
-    int i = (*scheduler)->Next(progress);
+    int i = scheduler.Next(progress);
     if (i < 0) break;
     TaskRun& t = runs[i];
     int want = std::min({options_.batch, t.progress.budget - t.outcome.trials, total_budget_ - done_trials_});
@@ -172,7 +204,7 @@ absl::StatusOr<std::vector<TaskOutcome>> Tuner::Run(const std::vector<LoopTask>&
     Report(t, true);
     out.push_back(t.outcome);
   }
-  if (auto st = db_->FinishRun(*run_id, interrupted ? "interrupted" : "finished"); !st.ok()) return st;
+  if (auto st = db_->FinishRun(run_id, interrupted ? "interrupted" : "finished"); !st.ok()) return st;
   return out;
 }
 
@@ -226,6 +258,15 @@ absl::Status Tuner::Prepare(TaskRun& t, int64_t target_id, int64_t run_id) {
   outcome.flops = info.flops;
   outcome.best_s = kInf;
   outcome.default_s = kInf;
+
+  // Nothing of the task is measured before this run holds its lease.
+  bool taken = false;
+  if (auto st = TakeLease(t, &taken); !st.ok()) return st;
+  if (!taken) {
+    t.progress.done = true;
+    Report(t, false);
+    return absl::OkStatus();
+  }
 
   if (t.strategy == nullptr) {
     search::StrategyOptions strategy_options = options_.strategy_options;
@@ -293,6 +334,74 @@ absl::Status Tuner::Prepare(TaskRun& t, int64_t target_id, int64_t run_id) {
   t.progress.default_s = outcome.default_s;
   t.progress.done = outcome.trials >= t.progress.budget;
   Report(t, false);
+  return absl::OkStatus();
+}
+
+absl::Status Tuner::TakeLease(TaskRun& t, bool* taken) {
+  *taken = true;
+  // A private in-memory database has no other connection to share its tasks with.
+  if (db_->path() == ":memory:") return absl::OkStatus();
+  auto holder = db_->AcquireLease(t.outcome.task_id, t.target_id, t.run_id);
+  if (!holder.ok()) return holder.status();
+  if (holder->has_value()) {
+    *taken = false;
+    t.outcome.skipped = "being tuned by " + HolderText(**holder);
+    spdlog::warn("{}: {}, skipped", t.info.name, t.outcome.skipped);
+    return absl::OkStatus();
+  }
+  // Records committed from now on by anyone are read before each batch (CatchUp).
+  auto last = db_->LastRecordId();
+  if (!last.ok()) return last.status();
+  t.last_record_id = *last;
+  return absl::OkStatus();
+}
+
+absl::Status Tuner::CatchUp(TaskRun& t) {
+  if (db_->path() == ":memory:") return absl::OkStatus();
+  TaskOutcome& outcome = t.outcome;
+  // The lease should still be this run's; a run that took it over (this one's heartbeat had
+  // stopped for kStaleAfterS: a suspended process, say) tunes the task from now on.
+  auto holder = db_->Lease(outcome.task_id, t.target_id);
+  if (!holder.ok()) return holder.status();
+  if (!holder->has_value()) {
+    bool taken = false;
+    if (auto st = TakeLease(t, &taken); !st.ok()) return st;
+    if (!taken) return absl::OkStatus();
+  } else if ((*holder)->run_id != t.run_id) {
+    outcome.skipped = "taken over by " + HolderText(**holder);
+    spdlog::warn("{}: {}, stopped", t.info.name, outcome.skipped);
+    t.progress.done = true;
+    return absl::OkStatus();
+  }
+  // Configs recorded by others since: never measured again; with --resume they count.
+  auto fresh = db_->Records(outcome.task_id, t.target_id, t.last_record_id);
+  if (!fresh.ok()) return fresh.status();
+  const search::ConfigSpace& space = t.task->space();
+  std::vector<search::MeasuredConfig> known;
+  for (const dataset::Record& rec : *fresh) {
+    t.last_record_id = std::max(t.last_record_id, rec.id);
+    if (rec.run_id == t.run_id || rec.strategy == kDefaultStrategy || rec.strategy == kFinalistStrategy) continue;
+    auto cfg = space.FromJson(rec.config_json);
+    if (!cfg.ok() || !t.seen.insert(*cfg).second) continue;
+    const double cost = rec.result.ok() ? rec.result.Median() : kInf;
+    known.push_back({*cfg, cost, rec.result.ok()});
+    t.history.push_back(*cfg);
+    t.history_costs.push_back(cost);
+    if (!options_.resume) continue;
+    const int counted_before = std::min(outcome.trials, t.progress.budget);
+    ++outcome.trials;
+    done_trials_ += std::min(outcome.trials, t.progress.budget) - counted_before;
+    if (!rec.result.ok()) ++outcome.failed;
+    if (rec.result.ok() && rec.result.Median() < outcome.best_s) {
+      outcome.best_s = rec.result.Median();
+      outcome.best_config = rec.config_json;
+    }
+  }
+  if (known.empty()) return absl::OkStatus();
+  std::erase_if(t.given, [&](const search::Config& c) { return t.seen.count(c) > 0; });
+  FitModel(t);
+  t.strategy->Update(known);
+  t.progress.trials = outcome.trials;
   return absl::OkStatus();
 }
 
@@ -418,6 +527,14 @@ absl::Status Tuner::Commit(TaskRun& t, const std::vector<search::Config>& config
 
 absl::Status Tuner::RunBatch(TaskRun& t, int want) {
   TaskOutcome& outcome = t.outcome;
+  const int trials_before = outcome.trials;
+  if (want > 0) {
+    if (auto st = CatchUp(t); !st.ok()) return st;
+    if (t.progress.done) return absl::OkStatus();
+    if (outcome.trials != trials_before) {  // others' records counted against the budget
+      want = std::min({want, t.progress.budget - outcome.trials, total_budget_ - done_trials_});
+    }
+  }
   if (want <= 0 || (options_.early_stop > 0 && t.since_improvement >= options_.early_stop)) {
     t.progress.done = true;
     return absl::OkStatus();

@@ -19,6 +19,7 @@
 #include "search/cost_model.h"
 #include "search/space.h"
 #include "search/strategy.h"
+#include "search/task_scheduler.h"
 
 namespace tune::tuner {
 
@@ -83,6 +84,10 @@ struct TaskOutcome {
   double flops = 0;
   bool exhausted = false;    // the strategy proposed nothing more before the budget was spent
   int model_errors = 0;      // cost-model fits that failed (the search went on with the last model)
+  /// Another live run holds the task's lease on this target (it tunes the task now), so this
+  /// run measured nothing of it, or stopped once that run took the lease over; `skipped`
+  /// says which run, e.g. "being tuned by run 12 (pid 4242 on host h)".
+  std::string skipped;
 };
 
 /// Progress events for a display. Called on the tuning thread.
@@ -116,6 +121,14 @@ struct LoopTask {
 /// for every kind of task (kernels on a CPU or GPU, here or on workers; recorded spaces).
 /// Every batch of results is committed to the database before the cost model and the strategy
 /// see it, so killing the process loses at most the batch in flight.
+///
+/// Concurrent runs on one database file: a run takes the lease of each task on its target
+/// (dataset::RecordDatabase::AcquireLease) before measuring anything of it and keeps it until
+/// it ends, a heartbeat thread renewing it; a task whose lease another live run holds is
+/// skipped with one warning line ("mm: being tuned by run 12 (pid 4242 on host h), skipped").
+/// Leases of runs whose process is gone are taken over. Before each batch the task's records
+/// committed meanwhile by others are read, and their configs are never measured again. A run
+/// that ends with an error is marked "failed" with its message.
 class Tuner {
  public:
   /// Tasks made by `factory` (measure::TaskFactory). `db` is not owned and must outlive the tuner.
@@ -138,7 +151,11 @@ class Tuner {
 
  private:
   struct TaskRun;
+  absl::StatusOr<std::vector<TaskOutcome>> RunStarted(std::vector<TaskRun>& runs, search::TaskScheduler& scheduler,
+                                                      int64_t target_id, int64_t run_id);
   absl::Status Prepare(TaskRun& t, int64_t target_id, int64_t run_id);
+  absl::Status TakeLease(TaskRun& t, bool* taken);
+  absl::Status CatchUp(TaskRun& t);
   absl::Status RunBatch(TaskRun& t, int want);
   absl::Status CreateModel(TaskRun& t, int64_t target_id);
   absl::Status WarmStart(TaskRun& t, int64_t target_id);
