@@ -1,10 +1,13 @@
 // KernelTunerCache::Load: reads and validates a Kernel Tuner cache file (.json or .json.gz).
 #include "measure/kernel_tuner_cache.h"
 
+#include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -24,8 +27,30 @@ namespace {
 
 using nlohmann::json;
 
-// Decompressed JSON larger than this is refused (a corrupt or hostile file, not a cache).
-constexpr size_t kMaxJsonBytes = size_t{4} << 30;
+constexpr size_t kMiB = size_t{1} << 20;
+// A parsed JSON document takes about this many times its text's bytes.
+constexpr size_t kParsedPerTextByte = 16;
+
+size_t PhysicalMemoryBytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  if (pages <= 0 || page <= 0) return 0;
+  return static_cast<size_t>(pages) * static_cast<size_t>(page);
+}
+
+// "larger than 1434 MiB, this machine's limit (1/16 of its 22.9 GiB of memory)".
+std::string TooLarge(size_t max_text_bytes) {
+  const size_t mem = PhysicalMemoryBytes();
+  std::string why = absl::StrCat("larger than ", max_text_bytes / kMiB, " MiB");
+  if (max_text_bytes == KernelTunerCache::DefaultMaxTextBytes() && mem > 0) {
+    char gib[32];
+    std::snprintf(gib, sizeof(gib), "%.1f", static_cast<double>(mem) / (1024.0 * kMiB));
+    absl::StrAppend(&why, ", this machine's limit (1/", kParsedPerTextByte, " of its ", gib,
+                    " GiB of memory: a parsed cache takes about ", kParsedPerTextByte, " times its text)");
+  } else {
+    absl::StrAppend(&why, ", the limit");
+  }
+  return why;
+}
 
 // One line, at most `max` characters: error messages quote keys and parser text.
 std::string Quote(const std::string& text, size_t max = 80) {
@@ -49,10 +74,14 @@ bool EndsWith(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-absl::StatusOr<std::string> ReadBytes(const std::string& path) {
+absl::StatusOr<std::string> ReadBytes(const std::string& path, size_t max_text_bytes) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) {
     return absl::NotFoundError(absl::StrCat(path, ": is a directory, not a cache file"));
+  }
+  // A compressed file is never longer than its text, so neither kind may exceed the limit.
+  if (auto size = std::filesystem::file_size(path, ec); !ec && size > max_text_bytes) {
+    return Invalid(path, absl::StrCat("file ", TooLarge(max_text_bytes)));
   }
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open (", std::strerror(errno), ")"));
@@ -64,25 +93,26 @@ absl::StatusOr<std::string> ReadBytes(const std::string& path) {
 
 // Inflates every gzip member of `bytes` (gzip allows concatenated members); checks the CRC and
 // length trailers and reports a stream that stops early as truncated.
-absl::StatusOr<std::string> Gunzip(const std::string& path, const std::string& bytes) {
+absl::StatusOr<std::string> Gunzip(const std::string& path, const std::string& bytes, size_t max_text_bytes) {
   if (bytes.size() > std::numeric_limits<uInt>::max()) return Invalid(path, "compressed file larger than 4 GiB");
   z_stream zs{};
   if (inflateInit2(&zs, 15 + 16) != Z_OK) return absl::InternalError("inflateInit2 failed");
   zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(bytes.data()));
   zs.avail_in = static_cast<uInt>(bytes.size());
   std::string out;
-  out.reserve(bytes.size() * 8);
+  out.reserve(std::min(max_text_bytes, bytes.size() * 8));
   std::string chunk(size_t{1} << 18, '\0');
   absl::Status status;
   for (;;) {
     zs.next_out = reinterpret_cast<Bytef*>(chunk.data());
     zs.avail_out = static_cast<uInt>(chunk.size());
     int rc = inflate(&zs, Z_NO_FLUSH);
-    out.append(chunk.data(), chunk.size() - zs.avail_out);
-    if (out.size() > kMaxJsonBytes) {
-      status = Invalid(path, "decompressed data larger than 4 GiB");
+    const size_t produced = chunk.size() - zs.avail_out;
+    if (produced > max_text_bytes - out.size()) {
+      status = Invalid(path, absl::StrCat("decompressed data ", TooLarge(max_text_bytes)));
       break;
     }
+    out.append(chunk.data(), produced);
     if (rc == Z_STREAM_END) {
       if (zs.avail_in == 0) break;
       size_t at = bytes.size() - zs.avail_in;
@@ -234,7 +264,11 @@ absl::StatusOr<KernelTunerCache> FromJson(const std::string& path, const json& d
         if (!t.is_number() || t.is_boolean()) {
           return Invalid(path, absl::StrCat(where, ": 'times' holds ", TypeName(t), ", expected milliseconds"));
         }
-        e.times_ms.push_back(t.get<double>());
+        const double ms = t.get<double>();
+        if (!std::isfinite(ms) || ms < 0) {
+          return Invalid(path, absl::StrCat(where, ": 'times' holds ", ms, ", expected non-negative milliseconds"));
+        }
+        e.times_ms.push_back(ms);
       }
     }
     // The key must be the canonical spelling, so two keys can never name one configuration.
@@ -250,29 +284,54 @@ absl::StatusOr<KernelTunerCache> FromJson(const std::string& path, const json& d
 
 }  // namespace
 
+size_t KernelTunerCache::DefaultMaxTextBytes() {
+  constexpr size_t kMin = 64 * kMiB, kMax = size_t{4} << 30;
+  const size_t mem = PhysicalMemoryBytes();
+  if (mem == 0) return kMin;
+  return std::clamp(mem / kParsedPerTextByte, kMin, kMax);
+}
+
 absl::StatusOr<KernelTunerCache> KernelTunerCache::Load(const std::string& path) {
-  auto bytes = ReadBytes(path);
+  return Load(path, DefaultMaxTextBytes());
+}
+
+absl::StatusOr<KernelTunerCache> KernelTunerCache::Load(const std::string& path, size_t max_text_bytes) {
+  auto bytes = ReadBytes(path, max_text_bytes);
   if (!bytes.ok()) return bytes.status();
-  std::string text;
-  if (HasGzipMagic(*bytes)) {
-    auto inflated = Gunzip(path, *bytes);
-    if (!inflated.ok()) return inflated.status();
-    text = std::move(*inflated);
+  return Parse(*bytes, path, max_text_bytes);
+}
+
+absl::StatusOr<KernelTunerCache> KernelTunerCache::Parse(const std::string& bytes, const std::string& path,
+                                                         size_t max_text_bytes) {
+  std::string inflated;
+  const std::string* text = &bytes;
+  if (HasGzipMagic(bytes)) {
+    auto gunzipped = Gunzip(path, bytes, max_text_bytes);
+    if (!gunzipped.ok()) return gunzipped.status();
+    inflated = std::move(*gunzipped);
+    text = &inflated;
   } else if (EndsWith(path, ".gz")) {
     return Invalid(path, "not a gzip file (no gzip header), though its name ends in .gz");
-  } else {
-    text = std::move(*bytes);
+  } else if (bytes.size() > max_text_bytes) {
+    return Invalid(path, absl::StrCat("file ", TooLarge(max_text_bytes)));
   }
   json doc;
   try {
-    doc = json::parse(text);
-  } catch (const json::parse_error& e) {
-    // e.what() is "[json.exception.parse_error.101] parse error at line L, column C: ..."
+    doc = json::parse(*text);
+  } catch (const json::exception& e) {
+    // e.what() is "[json.exception.parse_error.101] parse error at line L, column C: ..." or
+    // "[json.exception.out_of_range.406] number overflow parsing '1e400'".
     std::string what = e.what();
     if (auto pos = what.find("] "); pos != std::string::npos) what = what.substr(pos + 2);
     return Invalid(path, absl::StrCat("invalid JSON: ", what));
   }
-  return FromJson(path, doc);
+  inflated.clear();
+  inflated.shrink_to_fit();
+  try {
+    return FromJson(path, doc);
+  } catch (const json::exception& e) {  // a field of an unexpected kind the checks missed
+    return Invalid(path, absl::StrCat("malformed cache: ", e.what()));
+  }
 }
 
 std::string KernelTunerCache::Key(const std::vector<int>& value_index) const {

@@ -1,6 +1,7 @@
 // KernelTunerCache: a brute-forced GPU search space recorded by Kernel Tuner (cache format).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <unordered_map>
@@ -29,8 +30,19 @@ struct KernelTunerCache {
 
   /// Reads a .json or .json.gz cache file. InvalidArgument naming the file and the problem for
   /// malformed or truncated files (bad gzip, bad JSON, missing fields, keys that don't match
-  /// the parameters, values outside tune_params); NotFound when it cannot be read.
+  /// the parameters, values outside tune_params, numbers beyond the double range, times that
+  /// are not positive milliseconds) and for JSON text longer than `max_text_bytes` (a file
+  /// that big, or a gzip file that inflates beyond it: inflating stops there); NotFound when
+  /// it cannot be read.
+  static absl::StatusOr<KernelTunerCache> Load(const std::string& path, size_t max_text_bytes);
+  /// Load with DefaultMaxTextBytes().
   static absl::StatusOr<KernelTunerCache> Load(const std::string& path);
+  /// The same for a file's bytes (gzip or plain JSON); `path` names it in messages.
+  static absl::StatusOr<KernelTunerCache> Parse(const std::string& bytes, const std::string& path,
+                                                size_t max_text_bytes);
+  /// The longest JSON text this machine parses: 1/16 of its physical memory (the parsed
+  /// document takes about 16 times its text), at least 64 MiB and at most 4 GiB.
+  static size_t DefaultMaxTextBytes();
   /// "v0,v1,..." of the parameter values (Kernel Tuner's key format).
   std::string Key(const std::vector<int>& value_index) const;
   /// The entry of a configuration, or null when it is infeasible (absent).

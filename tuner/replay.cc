@@ -82,7 +82,7 @@ absl::StatusOr<ReplayTrace> ReplayWith(const ReplaySpace& space, search::SearchS
   if (!db.ok()) return db.status();
 
   TuneOptions o;
-  o.trials_per_task = options.budget;
+  o.trials_per_task = options.budget;  // the strategy runs out after the recorded configs
   o.batch = options.batch;
   o.seed = options.seed;
   o.strategy = options.strategy;
@@ -131,23 +131,41 @@ absl::StatusOr<std::unique_ptr<search::CostModel>> CreateReplayCostModel(const s
 
 std::vector<int> ReplayCheckpoints(int budget) {
   std::vector<int> out;
-  for (int b = 25; b < budget; b *= 2) out.push_back(b);
+  for (int64_t b = 25; b < budget; b *= 2) out.push_back(static_cast<int>(b));
   if (budget > 0) out.push_back(budget);
+  return out;
+}
+
+std::vector<double> BestAtCheckpoints(const ReplayTrace& run, const std::vector<int>& checkpoints) {
+  std::vector<double> out;
+  out.reserve(checkpoints.size());
+  for (int b : checkpoints) out.push_back(run.BestAt(b));
   return out;
 }
 
 std::vector<ReplayCheckpoint> SummarizeReplay(const ReplaySpace& space, const std::vector<ReplayTrace>& runs,
                                               const std::vector<int>& checkpoints) {
-  TUNE_CHECK(!runs.empty()) << "SummarizeReplay needs at least one run";
+  std::vector<std::vector<double>> best_ms;
+  best_ms.reserve(runs.size());
+  for (const ReplayTrace& run : runs) best_ms.push_back(BestAtCheckpoints(run, checkpoints));
+  return SummarizeReplayBests(space, best_ms, checkpoints);
+}
+
+std::vector<ReplayCheckpoint> SummarizeReplayBests(const ReplaySpace& space,
+                                                   const std::vector<std::vector<double>>& best_ms,
+                                                   const std::vector<int>& checkpoints) {
+  TUNE_CHECK(!best_ms.empty()) << "SummarizeReplay needs at least one run";
   std::vector<ReplayCheckpoint> out;
-  const double n = static_cast<double>(runs.size());
-  for (int b : checkpoints) {
+  const double n = static_cast<double>(best_ms.size());
+  for (size_t k = 0; k < checkpoints.size(); ++k) {
+    const int b = checkpoints[k];
     ReplayCheckpoint c;
     c.budget = b;
     c.min_best_ms = kInf;
     double sum_f = 0, sum_f2 = 0, sum_ms = 0;
-    for (const ReplayTrace& run : runs) {
-      double best = run.BestAt(b);
+    for (const std::vector<double>& run : best_ms) {
+      TUNE_CHECK(run.size() == checkpoints.size()) << "a run's bests do not match the checkpoints";
+      double best = run[k];
       double f = FractionOfOptimum(space.optimum_ms(), best);
       sum_f += f;
       sum_f2 += f * f;
@@ -155,7 +173,7 @@ std::vector<ReplayCheckpoint> SummarizeReplay(const ReplaySpace& space, const st
       c.min_best_ms = std::min(c.min_best_ms, best);
     }
     c.mean_fraction = sum_f / n;
-    c.sd_fraction = runs.size() > 1 ? std::sqrt(std::max(0.0, (sum_f2 - n * c.mean_fraction * c.mean_fraction) / (n - 1)))
+    c.sd_fraction = best_ms.size() > 1 ? std::sqrt(std::max(0.0, (sum_f2 - n * c.mean_fraction * c.mean_fraction) / (n - 1)))
                                     : 0;
     c.mean_best_ms = sum_ms / n;
     c.random_fraction = RandomBaselineFraction(space.sorted_times_ms(), b);
@@ -224,7 +242,19 @@ int ReplayCommand(int argc, char** argv) {
     if (!probe.ok()) return base::Fail("tune replay", probe.status());
   }
 
-  std::vector<std::optional<absl::StatusOr<ReplayTrace>>> results(runs);
+  // Replay cannot evaluate more distinct configs than are recorded: a larger budget is clamped.
+  const int asked_budget = budget;
+  if (static_cast<uint64_t>(budget) > rs.recorded()) budget = static_cast<int>(rs.recorded());
+  const std::vector<int> checkpoints = ReplayCheckpoints(budget);
+
+  // Per run only its best time at each checkpoint is kept (memory: runs x checkpoints).
+  struct RunResult {
+    absl::Status status;
+    std::vector<double> best_ms;  // at each checkpoint
+    bool exhausted = false;
+    size_t evaluations = 0;
+  };
+  std::vector<RunResult> results(runs);
   std::atomic<int> next{0}, done{0};
   std::mutex progress_mu;
   const bool tty = isatty(STDERR_FILENO);
@@ -240,13 +270,20 @@ int ReplayCommand(int argc, char** argv) {
       if (!cost_model.empty()) {
         auto m = CreateReplayCostModel(cost_model, rs, o.seed);
         if (!m.ok()) {
-          results[r] = m.status();
+          results[r].status = m.status();
           continue;
         }
         model = std::move(*m);
         o.cost_model = model.get();
       }
-      results[r] = RunReplay(rs, o);
+      auto trace = RunReplay(rs, o);
+      if (trace.ok()) {
+        results[r].best_ms = BestAtCheckpoints(*trace, checkpoints);
+        results[r].exhausted = trace->exhausted;
+        results[r].evaluations = trace->evaluations.size();
+      } else {
+        results[r].status = trace.status();
+      }
       int finished = ++done;
       if (tty) {
         std::lock_guard<std::mutex> lock(progress_mu);
@@ -262,18 +299,19 @@ int ReplayCommand(int argc, char** argv) {
   for (auto& t : pool) t.join();
   if (tty) std::fprintf(stderr, "\r\033[K");
 
-  std::vector<ReplayTrace> traces;
+  std::vector<std::vector<double>> best_ms;
+  best_ms.reserve(runs);
   int exhausted = 0;
   size_t min_evals = std::numeric_limits<size_t>::max();
   for (int r = 0; r < runs; ++r) {
-    if (!results[r]->ok()) {
-      return base::Fail("tune replay", absl::Status(results[r]->status().code(),
-                               absl::StrCat("run ", r, " (seed ", seed + r, "): ", results[r]->status().message())));
+    if (!results[r].status.ok()) {
+      return base::Fail("tune replay", absl::Status(results[r].status.code(),
+                               absl::StrCat("run ", r, " (seed ", seed + r, "): ", results[r].status.message())));
     }
-    traces.push_back(std::move(**results[r]));
-    if (traces.back().exhausted) {
+    best_ms.push_back(std::move(results[r].best_ms));
+    if (results[r].exhausted) {
       ++exhausted;
-      min_evals = std::min(min_evals, traces.back().evaluations.size());
+      min_evals = std::min(min_evals, results[r].evaluations);
     }
   }
 
@@ -286,13 +324,16 @@ int ReplayCommand(int argc, char** argv) {
   std::printf("strategy %s, %d runs (seeds %llu..%llu), budget %d, batch %d, cost model %s\n", strategy.c_str(), runs,
               static_cast<unsigned long long>(seed), static_cast<unsigned long long>(seed + runs - 1), budget, batch,
               cost_model.empty() ? "none" : cost_model.c_str());
+  if (asked_budget > budget) {
+    std::printf("budget %d is more than the %d recorded configs: clamped to %d\n", asked_budget, budget, budget);
+  }
   if (exhausted > 0) {
     std::printf("%d runs stopped early: the strategy proposed nothing more after %zu evaluations\n", exhausted,
                 min_evals);
   }
   std::printf("\n");
   std::vector<std::vector<std::string>> rows;
-  for (const ReplayCheckpoint& cp : SummarizeReplay(rs, traces, ReplayCheckpoints(budget))) {
+  for (const ReplayCheckpoint& cp : SummarizeReplayBests(rs, best_ms, checkpoints)) {
     rows.push_back({std::to_string(cp.budget), Fixed(cp.mean_fraction, 3), Fixed(cp.sd_fraction, 3),
                     Fixed(cp.random_fraction, 3), Fixed(cp.score, 3), Fixed(cp.mean_best_ms, 4),
                     Fixed(cp.min_best_ms, 4)});

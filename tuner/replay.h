@@ -72,7 +72,8 @@ struct ReplayOptions {
 
 /// Runs the tuning loop (tuner::Tuner) on a measure::ReplayTask over `space`, into a private
 /// in-memory record database, with strategy `options.strategy` (seeded with `options.seed`)
-/// until `options.budget` evaluations or until it proposes nothing. InvalidArgument for an
+/// until `options.budget` evaluations or until it proposes nothing (at the latest once every
+/// recorded config was evaluated, whatever the budget). InvalidArgument for an
 /// unknown strategy or bad options; Internal when the strategy breaks its contract (proposes
 /// an infeasible or already proposed config, or more than asked). A failing cost-model fit is
 /// not an error: the loop goes on with the model's last fit.
@@ -106,9 +107,16 @@ struct ReplayCheckpoint {
 /// Scores `runs` (at least one) at each checkpoint.
 std::vector<ReplayCheckpoint> SummarizeReplay(const ReplaySpace& space, const std::vector<ReplayTrace>& runs,
                                               const std::vector<int>& checkpoints);
+/// A run's best time (ms) at each checkpoint (ReplayTrace::BestAt): all SummarizeReplay needs of it.
+std::vector<double> BestAtCheckpoints(const ReplayTrace& run, const std::vector<int>& checkpoints);
+/// SummarizeReplay from each run's BestAtCheckpoints (at least one run).
+std::vector<ReplayCheckpoint> SummarizeReplayBests(const ReplaySpace& space,
+                                                   const std::vector<std::vector<double>>& best_ms,
+                                                   const std::vector<int>& checkpoints);
 
 /// `tune replay CACHE --strategy S --budget B --runs R [--seed S] [--batch N] [--jobs J]
-/// [--cost-model M]`: argv[1] is "replay". Prints the checkpoint table; returns 0, 2 for bad
+/// [--cost-model M]`: argv[1] is "replay". A budget beyond the recorded configs is clamped to
+/// them (said in the header). Prints the checkpoint table; returns 0, 2 for bad
 /// flags or a malformed/unreadable cache (one line on stderr), 1 for a strategy failure.
 int ReplayCommand(int argc, char** argv);
 

@@ -1,6 +1,9 @@
 // Tests of KernelTunerCache::Load: handcrafted caches, every kind of malformed file, the real caches.
 #include "measure/kernel_tuner_cache.h"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <string>
@@ -10,6 +13,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/common/measure_cache_fixture.h"
+#include "tests/common/test_seed.h"
 
 namespace tune::measure {
 namespace {
@@ -230,6 +234,70 @@ TEST_F(KernelTunerCacheTest, BadTimes) {
   doc = SmallCache();
   doc["cache"]["2,1"] = 3;
   ExpectInvalid(doc.dump(), "cache entry '2,1' is number");
+}
+
+// Numbers beyond the double range anywhere in a cache (a time, a run's time, a parameter) are a
+// one-line InvalidArgument naming the number, never an exception out of the loader.
+TEST_F(KernelTunerCacheTest, NumbersBeyondDoubleRangeAreInvalid) {
+  std::mt19937_64 rng = test::TestRng();
+  for (int i = 0; i < 12; ++i) {
+    const std::string number = std::string(rng() % 2 ? "-" : "") + std::to_string(1 + rng() % 9) + "e" +
+                               std::to_string(309 + rng() % 5000);
+    // A marker value where the number goes: a time, a run's time or a parameter of a record.
+    json doc = SmallCache();
+    constexpr int64_t kMarker = 987654321;
+    switch (rng() % 3) {
+      case 0: doc["cache"]["2,1"]["time"] = kMarker; break;
+      case 1: doc["cache"]["1,1"]["times"][1] = kMarker; break;
+      default: doc["cache"]["1,2"]["tile"] = kMarker; break;
+    }
+    std::string text = doc.dump();
+    text.replace(text.find(std::to_string(kMarker)), std::to_string(kMarker).size(), number);
+    ExpectInvalid(text, "invalid JSON: number overflow parsing '" + number + "'");
+    ExpectInvalid(test::Gzip(text), "number overflow", "overflow.json.gz");
+  }
+}
+
+TEST_F(KernelTunerCacheTest, NegativeRunTimesAreInvalid) {
+  json doc = SmallCache();
+  doc["cache"]["1,1"]["times"] = {4.1, -3.9};
+  ExpectInvalid(doc.dump(), "'times' holds -3.9, expected non-negative milliseconds");
+  doc = SmallCache();
+  doc["cache"]["2,1"]["time"] = -1e300;
+  ExpectInvalid(doc.dump(), "expected a positive number");
+}
+
+// JSON text (inflated or plain) longer than the limit is refused; inflating stops at the limit
+// instead of holding the whole expansion of a small file.
+TEST_F(KernelTunerCacheTest, TextBeyondTheLimitIsRefused) {
+  std::mt19937_64 rng = test::TestRng(1);
+  constexpr size_t kLimit = size_t{1} << 20;
+  const std::string valid = SmallCache().dump();
+  // Valid JSON padded with whitespace to 2..9 MiB: a small gzip file that inflates far.
+  const std::string padded = valid.substr(0, valid.size() - 1) + std::string((2 + rng() % 8) << 20, ' ') + "}";
+  const std::string gz = test::Gzip(padded);
+  ASSERT_LT(gz.size(), kLimit / 16);
+  std::string path = Write("bomb.json.gz", gz);
+  auto c = KernelTunerCache::Load(path, kLimit);
+  ASSERT_FALSE(c.ok());
+  EXPECT_TRUE(absl::IsInvalidArgument(c.status())) << c.status();
+  EXPECT_THAT(std::string(c.status().message()), HasSubstr("decompressed data larger than 1 MiB"));
+  EXPECT_THAT(std::string(c.status().message()), HasSubstr(path));
+  path = Write("big.json", padded);
+  c = KernelTunerCache::Load(path, kLimit);
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(std::string(c.status().message()), HasSubstr("file larger than 1 MiB"));
+  // Within a larger limit both load.
+  EXPECT_TRUE(KernelTunerCache::Load(path, padded.size()).ok());
+  EXPECT_TRUE(KernelTunerCache::Load(Write("ok.json.gz", gz), padded.size()).ok());
+}
+
+// The default limit follows the machine's memory: 1/16 of it, within [64 MiB, 4 GiB].
+TEST(KernelTunerCacheLimit, DefaultFollowsPhysicalMemory) {
+  const size_t mem = static_cast<size_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<size_t>(sysconf(_SC_PAGE_SIZE));
+  const size_t limit = KernelTunerCache::DefaultMaxTextBytes();
+  EXPECT_EQ(limit, std::clamp(mem / 16, size_t{64} << 20, size_t{4} << 30));
+  EXPECT_LT(limit, mem);
 }
 
 struct RealCache {

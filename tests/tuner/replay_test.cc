@@ -17,6 +17,7 @@
 #include "tests/common/measure_cache_fixture.h"
 #include "tests/common/subprocess.h"
 #include "tests/common/temp_dir.h"
+#include "tests/common/test_seed.h"
 
 namespace tune::tuner {
 namespace {
@@ -304,6 +305,25 @@ TEST(ReplayDriverTest, CostModelHook) {
   EXPECT_TRUE((*model)->trained());
 }
 
+// A budget beyond the recorded configs runs to the space's end: never more evaluations than
+// configs, whatever the budget.
+TEST(ReplayDriverTest, BudgetBeyondTheSpaceStopsAtItsRecordedConfigs) {
+  test::TempDir dir;
+  auto rs = ToySpace(dir);
+  std::mt19937_64 rng = test::TestRng(7);
+  for (const char* strategy : {"random", "grid"}) {
+    ReplayOptions o;
+    o.strategy = strategy;
+    o.budget = static_cast<int>(15 + rng() % (std::numeric_limits<int>::max() - 15));
+    o.seed = rng();
+    auto trace = RunReplay(*rs, o);
+    ASSERT_TRUE(trace.ok()) << trace.status();
+    EXPECT_EQ(trace->evaluations.size(), rs->recorded()) << strategy << " budget " << o.budget;
+    EXPECT_TRUE(trace->exhausted);
+    EXPECT_DOUBLE_EQ(trace->BestAt(o.budget), rs->optimum_ms());
+  }
+}
+
 TEST(ReplayDriverTest, GridFindsOptimumOfRealConvolution) {
   const std::string path = test::kDataDir + "/convolution_A100.json.gz";
   if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is absent";
@@ -410,6 +430,48 @@ TEST_F(ReplayCliTest, MalformedJsonFailsWithOneLine) {
   test::WriteFileBytes(path, doc.dump());
   ExpectOneLineError(Tune({path, "--runs", "1"}), "but its key says");
   ExpectOneLineError(Tune({dir_.Join("missing.json"), "--runs", "1"}), "missing.json");
+}
+
+// `--budget` far beyond a 48-point space: clamped to the recorded configs, in bounded memory (the
+// command runs under a 4 GB address-space limit, so a table sized by the budget fails the test
+// instead of the machine).
+TEST_F(ReplayCliTest, BudgetBeyondTheSpaceIsClampedInBoundedMemory) {
+  json doc = {{"device_name", "Grid GPU"}, {"kernel_name", "grid48"}, {"tune_params_keys", {"x", "y"}},
+              {"tune_params", {{"x", {1, 2, 3, 4, 5, 6}}, {"y", {1, 2, 3, 4, 5, 6, 7, 8}}}}, {"cache", json::object()}};
+  for (int x = 1; x <= 6; ++x) {
+    for (int y = 1; y <= 8; ++y) {
+      doc["cache"][std::to_string(x) + "," + std::to_string(y)] = {{"x", x}, {"y", y}, {"time", 0.5 * x + y}};
+    }
+  }
+  std::string path = dir_.Join("grid48.json");
+  test::WriteFileBytes(path, doc.dump());
+  std::mt19937_64 rng = test::TestRng(8);
+  const int64_t lo = int64_t{1} << 30, hi = std::numeric_limits<int>::max();
+  for (int64_t budget : {int64_t{2000000000}, lo + static_cast<int64_t>(rng() % (hi - lo + 1))}) {
+    auto r = test::RunProcess({"/bin/sh", "-c",
+                               "ulimit -v 4000000 && exec \"$0\" replay \"$1\" --budget \"$2\" --runs 3 --jobs 2",
+                               kTune, path, std::to_string(budget)},
+                              dir_.path(), 120);
+    ASSERT_TRUE(r.exited && r.exit_code == 0) << "budget " << budget << " " << r;
+    EXPECT_THAT(r.out, HasSubstr("budget " + std::to_string(budget) + " is more than the 48 recorded configs: clamped to 48"));
+    auto lines = Lines(r.out);
+    ASSERT_FALSE(lines.empty());
+    EXPECT_THAT(lines.back(), ::testing::StartsWith("   48"));
+    EXPECT_THAT(lines.back(), HasSubstr("1.000"));
+  }
+}
+
+TEST_F(ReplayCliTest, NumberBeyondDoubleRangeFailsWithOneLine) {
+  std::string text = ToyCacheJson().dump();
+  const std::string time = "\"time\":2.0";
+  ASSERT_NE(text.find(time), std::string::npos) << text;
+  text.replace(text.find(time), time.size(), "\"time\":1e400");
+  std::string path = dir_.Join("overflow.json");
+  test::WriteFileBytes(path, text);
+  ExpectOneLineError(Tune({path, "--runs", "1"}), "number overflow parsing '1e400'");
+  path = dir_.Join("overflow.json.gz");
+  test::WriteFileBytes(path, Gzip(text));
+  ExpectOneLineError(Tune({path, "--runs", "1"}), "number overflow parsing '1e400'");
 }
 
 TEST_F(ReplayCliTest, BadFlagsFailWithOneLine) {
