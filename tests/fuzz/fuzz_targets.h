@@ -1,0 +1,39 @@
+// Fuzz targets: one function per parser or handler over one input, in libFuzzer's signature.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tune::fuzz {
+
+/// Each target takes any bytes and returns 0. An input the code under test refuses (an
+/// absl::Status or gRPC error) is fine; a defect ends the process (abort, uncaught exception,
+/// sanitizer report) or never returns (a hang, caught by the harness's time limit).
+int FuzzModelFile(const uint8_t* data, size_t size);
+/// The Kernel Tuner cache loader: the bytes as a cache file (gzip or plain JSON), plain JSON
+/// inputs also gzip-compressed (both must agree), and a loaded cache replayed.
+int FuzzKernelTunerCache(const uint8_t* data, size_t size);
+/// The bytes as a record database file: opened without creating, read by every query; a file
+/// that is refused must be left as it was.
+int FuzzRecordDatabase(const uint8_t* data, size_t size);
+/// The bytes as a sequence of daemon requests (see daemon_fuzz.cc for the framing), each
+/// parsed as its request proto and sent to the Tune and Worker services of a fresh daemon
+/// state over a private database, in process, through an in-process channel (no network).
+int FuzzDaemonRequests(const uint8_t* data, size_t size);
+
+/// A target as the harness knows it.
+struct FuzzTarget {
+  std::string name;  // its corpus folder: tests/fuzz/corpus/<name>/
+  int (*run)(const uint8_t* data, size_t size);
+  std::vector<std::string> dictionary;  // tokens the mutator inserts
+  size_t max_size = 1 << 16;            // mutated inputs are cut to this many bytes
+  bool binary = false;                  // mutate proto-style varints rather than JSON numbers
+};
+
+/// Every target, by name.
+const std::vector<FuzzTarget>& Targets();
+const FuzzTarget* FindTarget(const std::string& name);
+
+}  // namespace tune::fuzz
