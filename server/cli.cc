@@ -1,8 +1,10 @@
-// `tune serve` (the daemon until SIGTERM), `tune worker` (a device agent), `tune workers`.
+// `tune serve` (the daemon until SIGTERM), `tune worker` (a device agent), `tune workers`, `tune submit`,
+// `tune jobs`, `tune cancel`.
 #include "server/cli.h"
 
 #include <pthread.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -163,7 +165,15 @@ struct ClientFlags {
 };
 
 std::atomic<int> g_stop_signal{0};
-void OnStopSignal(int sig) { g_stop_signal.store(sig); }
+/// The first SIGINT/SIGTERM asks the worker to stop (within its --stop-grace); a second one
+/// ends it at once (its measuring children die with it).
+void OnStopSignal(int sig) {
+  if (g_stop_signal.exchange(sig) != 0) {
+    static constexpr char kMessage[] = "tune worker: second signal, exiting now\n";
+    (void)!::write(STDERR_FILENO, kMessage, sizeof(kMessage) - 1);
+    ::_exit(128 + sig);
+  }
+}
 
 int WorkerCommand(int argc, char** argv) {
   CLI::App app{"tune worker: measures batches leased by a daemon on this host's device", "tune worker"};
@@ -173,6 +183,10 @@ int WorkerCommand(int argc, char** argv) {
   app.add_option("--target", o.target, "device to measure on: llvm or cuda[:N]")->capture_default_str();
   app.add_option("--name", o.name, "name shown by `tune workers` (default HOST/TARGET)");
   app.add_option("--threads", o.threads, "kernel threads on the CPU target (0 = all cores)")->check(CLI::Range(0, 4096));
+  app.add_option("--stop-grace", o.stop_grace_s,
+                 "seconds a stop (SIGTERM, Ctrl-C) waits for the batch in hand to finish and be acknowledged; "
+                 "then the batch is given back unmeasured")
+      ->check(CLI::Range(0.0, 3600.0))->capture_default_str();
   if (auto rc = tuner::ParseCommandLine(app, argc - 1, argv + 1)) return *rc;
   auto token = LoadToken(flags.token_file);
   if (!token.ok()) return base::Fail("tune", token.status());
@@ -188,11 +202,15 @@ int WorkerCommand(int argc, char** argv) {
   absl::Status st = RunWorkerAgent(
       o, [] { return g_stop_signal.load() != 0; },
       [](const std::string& line) {
-        std::printf("tune worker: %s\n", line.c_str());
+        std::printf("tune worker: %s\n", base::EscapeControl(line).c_str());
         std::fflush(stdout);
       });
-  if (!st.ok()) return base::Fail("tune", st);
-  return 0;
+  const int rc = st.ok() ? 0 : base::Fail("tune", st);
+  // An abandoned batch may still be measured on a thread of its own: end the process without
+  // running destructors under it.
+  std::fflush(stdout);
+  std::fflush(stderr);
+  std::_Exit(rc);
 }
 
 /// `tune workers` / `tune jobs`: parses the client flags, makes one unary call `call` on the
@@ -327,7 +345,7 @@ int SubmitCommand(int argc, char** argv) {
       backoff = 0.2;
       std::printf("[job %llu] lost the daemon (%s); reattaching for up to %.0f s\n",
                   static_cast<unsigned long long>(reply.job_id()),
-                  st.ok() ? "stream ended" : st.error_message().c_str(), reattach_s);
+                  st.ok() ? "stream ended" : base::EscapeControl(st.error_message()).c_str(), reattach_s);
       std::fflush(stdout);
     }
     if (now - lost_since > reattach_s)
@@ -350,7 +368,7 @@ int SubmitCommand(int argc, char** argv) {
   std::printf("\nestimated model latency (sum of best x count): %s ms; untuned default: %s ms\n",
               Ms(best_sum).c_str(), Ms(default_sum).c_str());
   std::printf("job %llu %s%s%s\n", static_cast<unsigned long long>(last.job_id()), JobStateName(last.state()),
-              last.message().empty() ? "" : ": ", last.message().c_str());
+              last.message().empty() ? "" : ": ", base::EscapeControl(last.message()).c_str());
   if (last.state() == v1::JOB_DONE) return 0;
   return last.state() == v1::JOB_CANCELLED ? 130 : base::kExitFailure;
 }
@@ -358,14 +376,39 @@ int SubmitCommand(int argc, char** argv) {
 int JobsCommand(int argc, char** argv) {
   return ListCommand<v1::ListJobsRequest, v1::ListJobsReply>(
       argc, argv, "tune jobs: the jobs a daemon knows", "tune jobs", &v1::Tune::Stub::ListJobs,
-      {"id", "name", "model", "target", "state", "trials"}, "(no jobs)", [](const v1::ListJobsReply& reply) {
+      {"id", "name", "model", "target", "state", "trials", "note"}, "(no jobs)", [](const v1::ListJobsReply& reply) {
         std::vector<std::vector<std::string>> rows;
         for (const auto& j : reply.jobs()) {
           rows.push_back({absl::StrCat(j.job_id()), j.name(), j.model(), j.target(), JobStateName(j.state()),
-                          absl::StrCat(j.trials_done(), "/", j.trials_total())});
+                          absl::StrCat(j.trials_done(), "/", j.trials_total()), j.note()});
         }
         return rows;
       });
+}
+
+int CancelCommand(int argc, char** argv) {
+  CLI::App app{"tune cancel: ends a daemon's job at once, queued or running (its leased batches are revoked)",
+               "tune cancel"};
+  ClientFlags flags;
+  flags.Add(app);
+  uint64_t job_id = 0;
+  app.add_option("job", job_id, "the job's id (see tune jobs)")->required();
+  if (auto rc = tuner::ParseCommandLine(app, argc - 1, argv + 1)) return *rc;
+  auto stub = flags.TuneStub();
+  if (!stub.ok()) return base::Fail("tune", stub.status());
+  grpc::ClientContext ctx;
+  flags.Prepare(ctx);
+  v1::CancelJobRequest req;
+  req.set_job_id(job_id);
+  v1::CancelJobReply reply;
+  grpc::Status st = (*stub)->CancelJob(&ctx, req, &reply);
+  if (!st.ok()) return base::Fail("tune", FromGrpcStatus(st, "daemon at " + flags.server));
+  if (reply.state() == v1::JOB_CANCELLED)
+    std::printf("job %llu cancelled\n", static_cast<unsigned long long>(job_id));
+  else
+    std::printf("job %llu had already ended: %s\n", static_cast<unsigned long long>(job_id),
+                JobStateName(reply.state()));
+  return 0;
 }
 
 }  // namespace
@@ -373,7 +416,7 @@ int JobsCommand(int argc, char** argv) {
 bool IsServerCommand(int argc, char** argv) {
   if (argc < 2) return false;
   std::string c = argv[1];
-  return c == "serve" || c == "workers" || c == "worker" || c == "submit" || c == "jobs";
+  return c == "serve" || c == "workers" || c == "worker" || c == "submit" || c == "jobs" || c == "cancel";
 }
 
 int RunServerCli(int argc, char** argv) {
@@ -382,6 +425,7 @@ int RunServerCli(int argc, char** argv) {
   if (c == "worker") return WorkerCommand(argc, argv);
   if (c == "submit") return SubmitCommand(argc, argv);
   if (c == "jobs") return JobsCommand(argc, argv);
+  if (c == "cancel") return CancelCommand(argc, argv);
   return WorkersCommand(argc, argv);
 }
 

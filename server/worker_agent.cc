@@ -5,11 +5,14 @@
 
 #include <algorithm>
 #include <atomic>
-#include <mutex>
 #include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "base/table.h"
 #include "grpcpp/grpcpp.h"
 #include "codegen/ir/workload.h"
 #include "measure/measure_result.h"
@@ -27,6 +30,42 @@ using Clock = std::chrono::steady_clock;
 
 /// Deadline of the unary calls to the daemon (Register, Heartbeat), seconds.
 constexpr double kCallDeadlineS = 5;
+
+/// Deadline of the goodbye (Leave) on the way out, seconds.
+constexpr double kLeaveDeadlineS = 2;
+
+/// When a stop was first seen, and whether the grace after it is over. Thread-safe.
+class StopClock {
+ public:
+  StopClock(const std::function<bool()>& should_stop, double grace_s) : should_stop_(should_stop), grace_s_(grace_s) {}
+  bool Requested() {
+    if (!should_stop_()) return false;
+    int64_t expected = 0;
+    since_ns_.compare_exchange_strong(expected, Now());
+    return true;
+  }
+  /// A stop was requested more than grace_s + `extra_s` ago.
+  bool GraceOver(double extra_s = 0) {
+    if (!Requested()) return false;
+    return static_cast<double>(Now() - since_ns_.load()) * 1e-9 > grace_s_ + extra_s;
+  }
+
+ private:
+  static int64_t Now() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count() | 1;
+  }
+  const std::function<bool()>& should_stop_;
+  const double grace_s_;
+  std::atomic<int64_t> since_ns_{0};
+};
+
+/// The results of a batch measured on its own thread.
+struct MeasuredBatch {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  v1::Results results;
+};
 
 /// Failures a retry cannot fix: the agent gives up on them.
 bool IsPermanent(grpc::StatusCode code) {
@@ -153,12 +192,15 @@ absl::Status RunWorkerAgent(const WorkerAgentOptions& o, const std::function<boo
   args.SetMaxReceiveMessageSize(64 << 20);
   auto channel = grpc::CreateCustomChannel(o.server, creds, args);
   auto stub = v1::Worker::NewStub(channel);
-  BatchCache cache;
+  // Shared with the measuring thread, which may outlive an abandoned batch.
+  auto cache = std::make_shared<BatchCache>();
   measure::TaskFactoryOptions factory_options;
   factory_options.build_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   auto factory = measure::TaskFactory::Create(*target, std::move(factory_options));
   if (!factory.ok()) return factory.status();
-  cache.factory = std::move(*factory);
+  cache->factory = std::move(*factory);
+  StopClock stop(should_stop, o.stop_grace_s);
+  uint64_t left_id = 0;  // the worker id to say goodbye with
 
   double backoff = 0.2;
   bool reported_down = false;
@@ -180,6 +222,7 @@ absl::Status RunWorkerAgent(const WorkerAgentOptions& o, const std::function<boo
     reported_down = false;
     backoff = 0.2;
     const uint64_t id = reply.worker_id();
+    left_id = id;
     on_event(absl::StrCat("registered as worker ", id, " (", reg.name(), ", ", reg.target_key(), ")"));
 
     // Heartbeats on their own thread (a batch may take longer than the expiry); they also
@@ -195,8 +238,10 @@ absl::Status RunWorkerAgent(const WorkerAgentOptions& o, const std::function<boo
       while (!session_over) {
         auto end = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(interval * 1000));
         while (Clock::now() < end && !session_over) {
-          // Stopping: leave once the batch in hand is returned and acknowledged.
-          if (should_stop() && !measuring && unacked == 0) work_ctx.TryCancel();
+          // Stopping: leave once the batch in hand is returned and acknowledged, or the grace
+          // is over (the main thread gives a batch still measuring back first).
+          if (stop.Requested() && ((!measuring && (unacked == 0 || stop.GraceOver())) || stop.GraceOver(2)))
+            work_ctx.TryCancel();
           std::this_thread::sleep_for(std::chrono::milliseconds(50));
         }
         if (session_over) break;
@@ -227,27 +272,72 @@ absl::Status RunWorkerAgent(const WorkerAgentOptions& o, const std::function<boo
     v1::DaemonMessage in;
     while (ok && work->Read(&in)) {
       if (in.has_batch()) {
+        const uint64_t batch_id = in.batch().batch_id();
+        v1::WorkerMessage release;
+        release.mutable_release()->set_batch_id(batch_id);
+        if (stop.Requested()) {  // leased while the stop came: back unmeasured
+          on_event(absl::StrCat("stopping: batch ", batch_id, " given back unmeasured"));
+          (void)work->Write(release);
+          break;
+        }
         measuring = true;
-        on_event(absl::StrCat("batch ", in.batch().batch_id(), ": ", in.batch().configs_json_size(), " configs of ",
-                              in.batch().workload_key()));
+        on_event(absl::StrCat("batch ", batch_id, ": ", in.batch().configs_json_size(), " configs of ",
+                              base::EscapeControl(in.batch().workload_key())));
+        // Measured on a thread of its own, so that a stop can abandon it.
+        auto measured = std::make_shared<MeasuredBatch>();
+        std::thread([measured, batch = in.batch(), cache] {
+          v1::Results r = MeasureBatch(batch, *cache);
+          std::lock_guard<std::mutex> lock(measured->mu);
+          measured->results = std::move(r);
+          measured->done = true;
+          measured->cv.notify_all();
+        }).detach();
+        bool abandoned = false, told = false;
+        {
+          std::unique_lock<std::mutex> lock(measured->mu);
+          while (!measured->cv.wait_for(lock, std::chrono::milliseconds(50), [&] { return measured->done; })) {
+            if (!stop.Requested()) continue;
+            if (!told) {
+              told = true;
+              on_event(absl::StrCat("stopping: finishing batch ", batch_id, " (up to ", o.stop_grace_s, " s)"));
+            }
+            if (stop.GraceOver()) {
+              abandoned = true;
+              break;
+            }
+          }
+        }
+        if (abandoned) {
+          on_event(absl::StrCat("stopping: batch ", batch_id, " abandoned unfinished, given back unmeasured"));
+          (void)work->Write(release);
+          measuring = false;
+          break;
+        }
         v1::WorkerMessage res;
-        *res.mutable_results() = MeasureBatch(in.batch(), cache);
+        *res.mutable_results() = std::move(measured->results);
         ok = work->Write(res);
         ++unacked;
         measuring = false;
-        if (ok && !should_stop()) ok = work->Write(ready);
+        if (told) on_event(absl::StrCat("stopping: batch ", batch_id, " finished and returned"));
+        if (ok && !stop.Requested()) ok = work->Write(ready);
       } else if (in.has_ack()) {
         --unacked;
         on_event(absl::StrCat("batch ", in.ack().batch_id(),
                               in.ack().discarded() ? " discarded (its job ended)" : " committed"));
-        if (should_stop() && unacked == 0) break;  // the last batch is committed: leave now
+        if (stop.Requested() && unacked == 0) break;  // the last batch is committed: leave now
       }
+    }
+    if (stop.Requested()) {
+      if (unacked > 0)
+        on_event(absl::StrCat("stopping: leaving without the Ack of ", unacked.load(),
+                              " returned batch(es); their results were delivered"));
+      work_ctx.TryCancel();  // nothing more to wait for on this stream
     }
     work->WritesDone();
     grpc::Status ws = work->Finish();
     session_over = true;
     heart.join();
-    if (should_stop()) break;
+    if (stop.Requested()) break;
     if (IsPermanent(ws.error_code()) && ws.error_code() != grpc::StatusCode::FAILED_PRECONDITION)
       return FromGrpcStatus(ws, "daemon at " + o.server);
     {
@@ -256,6 +346,14 @@ absl::Status RunWorkerAgent(const WorkerAgentOptions& o, const std::function<boo
     }
     if (!SleepUnlessStopped(backoff, should_stop)) break;
     backoff = std::min(backoff * 2, o.max_backoff_s);
+  }
+  if (left_id != 0) {  // goodbye: listed as gone at once, not when the heartbeats stop
+    v1::LeaveRequest leave;
+    leave.set_worker_id(left_id);
+    v1::LeaveReply left;
+    grpc::ClientContext ctx;
+    AttachToken(ctx, o.token, kLeaveDeadlineS);
+    (void)stub->Leave(&ctx, leave, &left);
   }
   on_event("stopping");
   return absl::OkStatus();

@@ -16,6 +16,7 @@ struct WorkerAgentOptions {
   std::string name;         // "" = host name + target
   int threads = 0;          // kernel threads on the CPU target; 0 = all cores
   double max_backoff_s = 10;
+  double stop_grace_s = 10;  // after a stop request: time to finish the batch in hand and get its Ack
 };
 
 /// Runs until `should_stop` returns true (polled at least every 100 ms). Each time the
@@ -24,6 +25,14 @@ struct WorkerAgentOptions {
 /// line per state change ("registered as worker 3 ...", "daemon unreachable ...").
 /// Returns OK after a requested stop; an error only for what retrying cannot fix: a bad
 /// target, a wrong token, a protocol mismatch or a rejected registration.
+///
+/// A stop ends the agent within about stop_grace_s plus a few seconds of RPC deadlines,
+/// whatever it is doing: idle or waiting for a batch, it leaves at once; measuring, it
+/// finishes the batch if that takes less than stop_grace_s and returns its results, else it
+/// abandons the batch (gives it back unmeasured, Release) — the measurement may still run on a
+/// thread of its own, so the caller should end the process soon after; waiting for Acks, it
+/// waits up to stop_grace_s (the results were delivered either way). It then tells the daemon
+/// it leaves (Leave, with a deadline). `on_event` says which of these happened.
 absl::Status RunWorkerAgent(const WorkerAgentOptions& options, const std::function<bool()>& should_stop,
                             const std::function<void(const std::string&)>& on_event);
 

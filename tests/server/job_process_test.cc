@@ -167,6 +167,45 @@ TEST_F(JobProcess, ADaemonKilledMidJobResumesItAfterARestart) {
   EXPECT_NE(out.find("job 1 done"), std::string::npos) << out;
 }
 
+TEST_F(JobProcess, CancelEndsAQueuedJobAndJobsShowsNamesEscaped) {
+  Subprocess serve;
+  ASSERT_FALSE(StartServe(serve, dir_, "serve", address_, {"--db", dir_.Join("r.db"), "--token-file", dir_.Join("token")})
+                   .empty());
+  WriteFileBytes(dir_.Join("one.json"), R"({"name": "one", "layers": [{"op": "matmul", "shape": "8,8,8"}]})");
+  // No worker: the job waits, and says so.
+  ProcessResult submit = RunProcess({TuneBinary(), "submit", dir_.Join("one.json"), "--server", address_,
+                                     "--token-file", dir_.Join("token"), "--name", "evil\x1b]0;owned\x07\x1b[2J",
+                                     "--detach"},
+                                    dir_.path(), 60);
+  ASSERT_EQ(submit.exit_code, 0) << submit;
+  auto jobs = [&] {
+    return RunProcess({TuneBinary(), "jobs", "--server", address_, "--token-file", dir_.Join("token")}, dir_.path(),
+                      60);
+  };
+  ProcessResult listed = jobs();
+  ASSERT_EQ(listed.exit_code, 0) << listed;
+  EXPECT_EQ(listed.out.find('\x1b'), std::string::npos) << listed;
+  EXPECT_EQ(listed.out.find('\x07'), std::string::npos) << listed;
+  EXPECT_NE(listed.out.find("evil\\x1b]0;owned\\x07\\x1b[2J"), std::string::npos) << listed;
+  EXPECT_NE(listed.out.find("waiting for a live llvm worker"), std::string::npos) << listed;
+
+  auto cancel = [&](const std::string& id) {
+    return RunProcess({TuneBinary(), "cancel", id, "--server", address_, "--token-file", dir_.Join("token")},
+                      dir_.path(), 60);
+  };
+  ProcessResult ok = cancel("1");
+  EXPECT_EQ(ok.exit_code, 0) << ok;
+  EXPECT_EQ(ok.out, "job 1 cancelled\n") << ok;
+  EXPECT_TRUE(std::regex_search(jobs().out, std::regex("\\b1 .* cancelled +[0-9]+/[0-9]+ +cancelled")));
+  ProcessResult again = cancel("1");
+  EXPECT_EQ(again.exit_code, 0) << again;
+  ProcessResult unknown = cancel("99");
+  EXPECT_EQ(unknown.exit_code, 2) << unknown;
+  EXPECT_NE(unknown.err.find("no job 99"), std::string::npos) << unknown;
+  ProcessResult bad = cancel("abc");
+  EXPECT_EQ(bad.exit_code, 2) << bad;
+}
+
 TEST_F(JobProcess, BadSubmissionsAreRejectedWithAReason) {
   Subprocess serve;
   ASSERT_FALSE(StartServe(serve, dir_, "serve", address_, {"--db", dir_.Join("r.db"), "--token-file", dir_.Join("token")})
