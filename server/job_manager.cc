@@ -5,9 +5,11 @@
 #include <chrono>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "codegen/ir/workload.h"
 #include "dataset/record_database.h"
 #include "google/protobuf/util/json_util.h"
 #include "measure/target.h"
@@ -20,6 +22,15 @@
 #include "tuner/tuning_flags.h"
 
 namespace tune::server {
+namespace {
+
+std::vector<codegen::Workload> Workloads(const tuner::ZooModel& model) {
+  std::vector<codegen::Workload> out;
+  for (const tuner::TuneTask& t : tuner::ExtractTasks(model)) out.push_back(t.workload);
+  return out;
+}
+
+}  // namespace
 
 /// A tuning job run by the daemon: its request, and the progress the tuner reports.
 struct JobManager::Job {
@@ -122,8 +133,18 @@ absl::StatusOr<uint64_t> JobManager::Submit(const v1::SubmitJobRequest& req) {
     return absl::InvalidArgumentError("target must be llvm or cuda[:N], got '" + target + "'");
   if (req.trials() < 1 || req.trials() > static_cast<uint32_t>(tuner::TuningFlags::kMaxTrials))
     return absl::InvalidArgumentError(absl::StrCat("trials must be in 1..", tuner::TuningFlags::kMaxTrials));
-  if (absl::StatusOr<tuner::ZooModel> model = ModelOf(req); !model.ok())
-    return absl::InvalidArgumentError(model.status().message());
+  absl::StatusOr<tuner::ZooModel> model = ModelOf(req);
+  if (!model.ok()) return absl::InvalidArgumentError(model.status().message());
+  // What can never run is refused before anything is stored: buffers beyond the memory of a
+  // live worker's device of the job's kind (or, without one, of this machine).
+  const std::string kind = target.substr(0, target.find(':'));
+  measure::Target probe;
+  probe.kind = kind;
+  if (std::optional<WorkerDesc> worker = registry_->AnyLive(kind)) {
+    if (absl::StatusOr<measure::Target> t = measure::Target::FromJson(worker->target_json); t.ok()) probe = *t;
+  }
+  if (absl::Status fits = measure::CheckBuffersFit(Workloads(*model), probe); !fits.ok())
+    return absl::InvalidArgumentError(fits.message());
   if (absl::StatusOr<tuner::TuneOptions> o = TuneOptionsOf(req); !o.ok())
     return absl::InvalidArgumentError(o.status().message());
   std::string json;
@@ -281,6 +302,13 @@ void JobManager::Run(Job* job) {
   }
   auto target = measure::Target::FromJson(worker->target_json);
   if (!target.ok()) return (void)SetState(job, v1::JOB_FAILED, std::string(target.status().message()));
+  // Against the device that measures it (a job resumed after a restart was never checked).
+  {
+    std::vector<codegen::Workload> workloads;
+    for (const tuner::TuneTask& t : job->tasks) workloads.push_back(t.workload);
+    if (absl::Status fits = measure::CheckBuffersFit(workloads, *target); !fits.ok())
+      return (void)SetState(job, v1::JOB_FAILED, std::string(fits.message()));
+  }
   auto db = dataset::RecordDatabase::Open(db_path_);
   if (!db.ok()) return (void)SetState(job, v1::JOB_FAILED, std::string(db.status().message()));
   absl::StatusOr<tuner::TuneOptions> options = TuneOptionsOf(job->request);

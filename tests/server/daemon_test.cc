@@ -440,6 +440,26 @@ TEST_F(DaemonTest, OutOfRangeJobFieldsAreRefused) {
   EXPECT_TRUE(submit([](v1::SubmitJobRequest& j) { j.set_batch(1024); }).ok());
 }
 
+TEST_F(DaemonTest, JobsWhoseBuffersCannotFitAreRefusedAtSubmit) {
+  std::mt19937_64 rng = test::TestRng();
+  for (const std::string& shape : {absl::StrCat(std::uniform_int_distribution<int64_t>(
+                                                   int64_t{1} << 36, int64_t{1} << 40)(rng), ",4,4"),
+                                   std::string("1,100000,56,56,100000,3,3,1,1")}) {
+    v1::SubmitJobRequest job;
+    const char* op = shape.size() > 20 ? "conv2d" : "matmul";
+    job.set_model_json(absl::StrCat(R"({"layers": [{"op": ")", op, R"(", "shape": ")", shape, R"("}]})"));
+    job.set_target("llvm");
+    job.set_trials(1);
+    v1::SubmitJobReply reply;
+    grpc::Status st = Call(*tune_, &v1::Tune::Stub::SubmitJob, job, &reply);
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << shape << ": " << st.error_message();
+    EXPECT_NE(st.error_message().find("needs"), std::string::npos) << st.error_message();
+  }
+  v1::ListJobsReply jobs;
+  ASSERT_TRUE(Call(*tune_, &v1::Tune::Stub::ListJobs, v1::ListJobsRequest(), &jobs).ok());
+  EXPECT_EQ(jobs.jobs_size(), 0);
+}
+
 TEST_F(DaemonTest, CancelEndsAJobStuckOnALeasedBatchForGood) {
   const uint64_t job_id = SubmitSmallJob();
   ASSERT_NE(job_id, 0u);
