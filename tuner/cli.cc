@@ -133,20 +133,58 @@ void InstallStopHandlers() {
   sigaction(SIGTERM, &sa, nullptr);
 }
 
+// The exit code of a run ended by the first SIGINT or SIGTERM: the shell's code for Ctrl-C.
+constexpr int kExitInterrupted = 128 + SIGINT;
+
+// The run this process started (after the first `runs_before` runs, with `command`) marked
+// "interrupted": a signal stopped it inside a task's preparation or measurement, where the loop
+// ends with a cancelled batch rather than at its own check between batches.
+void MarkInterrupted(dataset::RecordDatabase& db, size_t runs_before, const std::string& command) {
+  auto runs = db.Runs();
+  if (!runs.ok()) return;
+  const int64_t pid = getpid();
+  for (size_t i = runs->size(); i-- > runs_before;) {
+    const dataset::RunInfo& run = (*runs)[i];
+    if (run.command == command && (run.pid == pid || run.pid == 0) && run.status != "interrupted") {
+      (void)db.FinishRun(run.id, "interrupted");
+      return;
+    }
+  }
+}
+
+/// Tunes `tasks` as `tune MODEL` and `tune op` do, after InstallStopHandlers.
 int TuneTasks(const std::string& title, const std::vector<TuneTask>& tasks, const CommonFlags& f,
               const std::string& command) {
+  // The stop handlers are installed (InstallStopHandlers): the first SIGINT or SIGTERM stops
+  // whatever phase is running: making the tasks, drawing their data, the naive reference, the
+  // search.
+  auto stop_requested = [] { return g_stop_requested.load(); };
+  auto interrupted_early = [] {
+    std::fprintf(stderr, "tune: interrupted while preparing the tasks; nothing was written\n");
+    return kExitInterrupted;
+  };
+  if (stop_requested()) return interrupted_early();
   auto target = measure::Target::Parse(f.target, f.tuning.options.threads);
   if (!target.ok()) return base::Fail("tune", target.status());
   absl::StatusOr<TuneOptions> options = ToTuneOptions(f.tuning);
   if (!options.ok()) return base::Fail("tune", options.status());
   TuneOptions o = *std::move(options);
   o.command = command;
+  if (absl::Status st = CheckTrialBudget(o, tasks.size()); !st.ok()) return base::Fail("tune", st);
+  {
+    std::vector<codegen::Workload> workloads;
+    for (const auto& t : tasks) workloads.push_back(t.workload);
+    if (absl::Status st = measure::CheckBuffersFit(workloads, *target); !st.ok()) return base::Fail("tune", st);
+  }
   // Every task made and checked before anything is written; the loop tunes these same tasks.
-  auto factory = measure::TaskFactory::Create(*target);
+  measure::TaskFactoryOptions factory_options;
+  factory_options.should_stop = stop_requested;
+  auto factory = measure::TaskFactory::Create(*target, std::move(factory_options));
   if (!factory.ok()) return base::Fail("tune", factory.status());
   std::vector<std::unique_ptr<measure::Task>> made;
   std::vector<LoopTask> loop;
   for (const auto& t : tasks) {
+    if (stop_requested()) return interrupted_early();
     auto task = (*factory)->Make({t.workload, TaskDataSeed(o.seed)});
     if (!task.ok()) return base::Fail("tune", task.status());
     for (const std::string& text : o.given_configs) {
@@ -157,24 +195,34 @@ int TuneTasks(const std::string& title, const std::vector<TuneTask>& tasks, cons
     made.push_back(*std::move(task));
     loop.push_back({t, made.back().get()});
   }
+  if (stop_requested()) return interrupted_early();
   auto db = dataset::RecordDatabase::Open(f.db_path, /*create=*/true);
   if (!db.ok()) return base::Fail("tune", db.status());
+  auto runs_before = (*db)->Runs();
+  if (!runs_before.ok()) return base::Fail("tune", runs_before.status());
 
   std::fprintf(stderr, "tune: %s on %s (%s), %zu tasks, %d trials per task, database %s\n", title.c_str(),
                target->device_model.c_str(), target->Key().c_str(), tasks.size(), o.trials_per_task,
                f.db_path.c_str());
-  o.should_stop = [] { return g_stop_requested.load(); };
-  InstallStopHandlers();
+  o.should_stop = stop_requested;
   ProgressLine progress;
   Tuner tuner(db->get(), std::move(*factory), o, [&progress](const ProgressEvent& e) { progress(e); });
   auto outcomes = tuner.Run(loop);
   progress.Finish();
-  if (!outcomes.ok()) return base::Fail("tune", outcomes.status());
   const bool interrupted = g_stop_requested.load();
-  if (interrupted) {
+  auto say_interrupted = [&] {
     std::fprintf(stderr, "tune: interrupted; the records measured so far are in %s (--resume continues)\n",
                  f.db_path.c_str());
+  };
+  if (!outcomes.ok() && interrupted && absl::IsCancelled(outcomes.status())) {
+    // Stopped inside a task's preparation or measurement (its data, its reference): the
+    // batches committed so far stay, the run is marked as a signal leaves it.
+    MarkInterrupted(**db, runs_before->size(), o.command);
+    say_interrupted();
+    return kExitInterrupted;
   }
+  if (!outcomes.ok()) return base::Fail("tune", outcomes.status());
+  if (interrupted) say_interrupted();
 
   std::vector<std::vector<std::string>> rows;
   double total_best = 0, total_default = 0;
@@ -205,7 +253,7 @@ int TuneTasks(const std::string& title, const std::vector<TuneTask>& tasks, cons
                   o.best_config.c_str(), text->c_str());
     }
   }
-  return interrupted ? 128 + SIGINT : 0;  // the shell's code for a run ended by Ctrl-C
+  return interrupted ? kExitInterrupted : 0;
 }
 
 std::string JoinArgs(int argc, char** argv) {
@@ -227,6 +275,7 @@ int ModelCommand(int argc, char** argv) {
       ->required();
   AddTuneFlags(app, f);
   if (auto code = ParseCommandLine(app, argc, argv)) return *code;
+  InstallStopHandlers();
   auto m = LoadModel(model);
   if (!m.ok()) return base::Fail("tune", m.status());
   return TuneTasks(m->name, ExtractTasks(*m), f, JoinArgs(argc, argv));
@@ -249,6 +298,7 @@ int OpCommand(int argc, char** argv) {
                  "--trials N with N configs measures just those");
   AddTuneFlags(app, f);
   if (auto code = ParseCommandLine(app, argc - 1, argv + 1)) return *code;
+  InstallStopHandlers();
   auto op = codegen::ParseOpName(kind);
   if (!op.ok()) return base::Fail("tune", op.status());
   auto w = codegen::Workload::Parse(*op, shape);

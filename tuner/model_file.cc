@@ -3,8 +3,10 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <sstream>
+#include <vector>
 
 #include "nlohmann/json.hpp"
 
@@ -18,53 +20,93 @@ absl::StatusOr<ZooModel> LoadModelFile(const std::string& path) {
   return ParseModelJson(text.str(), path);
 }
 
-absl::StatusOr<ZooModel> ParseModelJson(const std::string& text, const std::string& path) {
+namespace {
+
+constexpr int64_t kMaxLayerCount = 1000000;  // "count" of one layer
+constexpr int64_t kMaxMergedCount = std::numeric_limits<int>::max();  // counts of one workload, added
+
+absl::StatusOr<ZooModel> ParseModelJsonOrThrow(const std::string& text, const std::string& path) {
   nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   auto bad = [&](const std::string& why) {
     return absl::InvalidArgumentError("malformed model file '" + path + "': " + why);
   };
   if (j.is_discarded()) return bad("not valid JSON");
-  if (!j.is_object() || !j.contains("layers") || !j["layers"].is_array() || j["layers"].empty()) {
+  if (!j.is_object()) return bad("expected an object with a non-empty \"layers\" array");
+  const auto layers = j.find("layers");
+  if (layers == j.end() || !layers->is_array() || layers->empty()) {
     return bad("expected an object with a non-empty \"layers\" array");
   }
   ZooModel model;
-  model.name = j.value("name", std::filesystem::path(path).stem().string());
-  if (!j["name"].is_null() && j.contains("name") && !j["name"].is_string()) return bad("\"name\" must be a string");
+  model.name = std::filesystem::path(path).stem().string();
+  if (const auto name = j.find("name"); name != j.end()) {
+    if (!name->is_string()) return bad("\"name\" must be a string");
+    model.name = name->get<std::string>();
+  }
   model.description = "model file " + path;
   std::map<std::string, size_t> by_key;
+  std::vector<int64_t> counts;  // of model.layers, added up in 64 bits
   int index = 0;
-  for (const auto& layer : j["layers"]) {
+  for (const auto& layer : *layers) {
     std::string where = "layer " + std::to_string(index++);
     if (!layer.is_object()) return bad(where + " is not an object");
-    if (!layer.contains("op") || !layer["op"].is_string()) return bad(where + ": missing string \"op\"");
-    if (!layer.contains("shape") || !layer["shape"].is_string()) return bad(where + ": missing string \"shape\"");
-    auto op = codegen::ParseOpName(layer["op"].get<std::string>());
+    const auto op_field = layer.find("op");
+    if (op_field == layer.end() || !op_field->is_string()) return bad(where + ": missing string \"op\"");
+    const auto shape = layer.find("shape");
+    if (shape == layer.end() || !shape->is_string()) return bad(where + ": missing string \"shape\"");
+    auto op = codegen::ParseOpName(op_field->get<std::string>());
     if (!op.ok()) return bad(where + ": " + std::string(op.status().message()));
-    auto w = codegen::Workload::Parse(*op, layer["shape"].get<std::string>());
+    auto w = codegen::Workload::Parse(*op, shape->get<std::string>());
     if (!w.ok()) return bad(where + ": " + std::string(w.status().message()));
     for (const char* flag : {"bias", "relu"}) {
-      if (layer.contains(flag) && !layer[flag].is_boolean()) return bad(where + ": \"" + flag + "\" must be true or false");
+      const auto value = layer.find(flag);
+      if (value == layer.end()) continue;
+      if (!value->is_boolean()) return bad(where + ": \"" + flag + "\" must be true or false");
+      (std::string(flag) == "bias" ? w->bias : w->relu) = value->get<bool>();
     }
-    w->bias = layer.value("bias", false);
-    w->relu = layer.value("relu", false);
-    int count = 1;
-    if (layer.contains("count")) {
-      if (!layer["count"].is_number_integer() || layer["count"].get<int64_t>() < 1 ||
-          layer["count"].get<int64_t>() > 1000000) {
-        return bad(where + ": \"count\" must be a positive integer");
+    int64_t count = 1;
+    if (const auto c = layer.find("count"); c != layer.end()) {
+      // A number_unsigned above int64's range is not a number_integer that fits: read it as
+      // unsigned first so it is rejected, never wrapped.
+      const bool fits = c->is_number_unsigned() ? c->get<uint64_t>() <= static_cast<uint64_t>(kMaxLayerCount)
+                                                : c->is_number_integer();
+      if (!fits || c->get<int64_t>() < 1 || c->get<int64_t>() > kMaxLayerCount) {
+        return bad(where + ": \"count\" must be an integer from 1 to " + std::to_string(kMaxLayerCount));
       }
-      count = layer["count"].get<int>();
+      count = c->get<int64_t>();
     }
-    std::string name = layer.contains("name") && layer["name"].is_string() ? layer["name"].get<std::string>() : where;
+    std::string name = where;
+    if (const auto n = layer.find("name"); n != layer.end()) {
+      if (!n->is_string()) return bad(where + ": \"name\" must be a string");
+      name = n->get<std::string>();
+    }
     auto it = by_key.find(w->Key());
     if (it != by_key.end()) {
-      model.layers[it->second].count += count;
+      int64_t& sum = counts[it->second];
+      if (sum > kMaxMergedCount - count) {
+        return bad(where + ": the counts of the layers with workload " + w->Label() + " add up to more than " +
+                   std::to_string(kMaxMergedCount));
+      }
+      sum += count;
+      model.layers[it->second].count = static_cast<int>(sum);
       continue;
     }
     by_key[w->Key()] = model.layers.size();
-    model.layers.push_back({name, *w, count});
+    counts.push_back(count);
+    model.layers.push_back({name, *w, static_cast<int>(count)});
   }
   return model;
+}
+
+}  // namespace
+
+absl::StatusOr<ZooModel> ParseModelJson(const std::string& text, const std::string& path) {
+  // Every field's type is checked before it is read, so nothing below throws; a JSON library
+  // error that slips through anyway is a malformed file, never an abort.
+  try {
+    return ParseModelJsonOrThrow(text, path);
+  } catch (const nlohmann::json::exception& e) {
+    return absl::InvalidArgumentError("malformed model file '" + path + "': " + e.what());
+  }
 }
 
 absl::StatusOr<ZooModel> LoadModel(const std::string& model) {

@@ -2,8 +2,11 @@
 #include "tuner/tuning_flags.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <limits>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/str_cat.h"
 #include "costmodel/cost_model_adapters.h"
 #include "search/strategy.h"
 #include "search/task_scheduler.h"
@@ -31,6 +34,29 @@ void AddTuningFlags(CLI::App& app, TuningFlags& f, const std::string& timeout_fl
   app.add_option("--min-repeat-ms", o.protocol.min_repeat_ms, "minimum duration of one sample")
       ->check(CLI::Range(0, 100000000));
   app.add_flag("--flush-cache", o.protocol.flush_cache, "flush the caches before each sample");
+}
+
+absl::Status CheckTrialBudget(const TuneOptions& o, size_t tasks) {
+  if (o.trials_per_task < 1 || o.trials_per_task > TuningFlags::kMaxTrials) {
+    return absl::InvalidArgumentError(absl::StrCat("--trials ", o.trials_per_task, " is not in 1 to ", TuningFlags::kMaxTrials));
+  }
+  if (o.batch < 1 || o.batch > TuningFlags::kMaxBatch) {
+    return absl::InvalidArgumentError(absl::StrCat("--batch ", o.batch, " is not in 1 to ", TuningFlags::kMaxBatch));
+  }
+  if (o.total_trials < 0 || o.total_trials > TuningFlags::kMaxTotalTrials) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--total-trials ", o.total_trials, " is not in 0 to ", TuningFlags::kMaxTotalTrials));
+  }
+  constexpr int64_t kMaxCount = std::numeric_limits<int>::max();
+  // trials_per_task <= 10^6, so the product fits 64 bits for any task count below 2^43.
+  const int64_t n = tasks > (size_t{1} << 40) ? (int64_t{1} << 40) : static_cast<int64_t>(tasks);
+  const int64_t total = int64_t{o.trials_per_task} * n;
+  if (total > kMaxCount) {
+    return absl::InvalidArgumentError(absl::StrCat("--trials ", o.trials_per_task, " x ", tasks, " tasks is ", total,
+                                                   " trials, more than one run can count (", kMaxCount,
+                                                   "); lower --trials or tune fewer tasks per run"));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<TuneOptions> ToTuneOptions(const TuningFlags& f) {

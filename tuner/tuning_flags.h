@@ -35,6 +35,13 @@ struct TuningFlags {
 /// the daemon), each writing into `flags`, which must outlive the parse.
 void AddTuningFlags(CLI::App& app, TuningFlags& flags, const std::string& timeout_flag = "--timeout");
 
+/// OK when a run of `tasks` tasks with `options`' budget can be counted: --trials, --batch and
+/// --total-trials within their flags' ranges, and trials per task x tasks within an int (what
+/// the tuning loop counts in). Otherwise InvalidArgument naming the flag and the numbers, e.g.
+/// "--trials 1000000 x 3000 tasks is 3000000000 trials, more than one run can count
+/// (2147483647); lower --trials or tune fewer tasks per run". Never lets a budget wrap to 0.
+absl::Status CheckTrialBudget(const TuneOptions& options, size_t tasks);
+
 /// `flags.options` with the strategy options parsed, once every name is checked:
 /// InvalidArgument (or NotFound) naming a bad strategy option, strategy, task scheduler or
 /// cost model.

@@ -169,6 +169,57 @@ TEST_F(CliTest, MalformedModelFile) {
   ExpectRejected({"badop.json", "--db", "x.db"}, {"badop.json", "maxpool"});
 }
 
+// A model file's "name" of any type but a string is a malformed file (exit 2), never an abort.
+TEST_F(CliTest, ModelFileNameOfAnotherType) {
+  for (const char* name : {"5", "null", "true", "[]", "{}", "-1.5", "[\"a\"]", "{\"a\": 1}"}) {
+    test::WriteFileBytes(dir_.Join("named.json"), std::string(R"({"name": )") + name +
+                                                      R"(, "layers": [{"op": "dense", "shape": "1,4,4"}]})");
+    ExpectRejected({"named.json", "--db", "x.db"}, {"malformed model file 'named.json'", "\"name\" must be a string"});
+    test::ProcessResult r = Tune(dir_, {"named.json", "--db", "x.db"});
+    EXPECT_TRUE(r.exited && r.exit_code == 2) << name << ": " << r;
+  }
+}
+
+// Shapes whose buffers cannot fit this machine are refused before anything is written, with
+// the bytes needed and the limit.
+TEST_F(CliTest, ShapeTooBigForMemoryIsRefusedUpFront) {
+  for (const auto& [op, shape] : std::vector<std::pair<std::string, std::string>>{
+           {"matmul", "99999999999,4,4"}, {"conv2d", "1,100000,56,56,100000,3,3,1,1"}, {"dense", "4,4,77777777777"}}) {
+    ExpectRejected({"op", op, "--shape", shape, "--target", "llvm", "--trials", "1", "--db", "x.db"},
+                   {op + " ", " of buffers; this machine allows ", "(half of its "});
+    test::ProcessResult r = Tune(dir_, {"op", op, "--shape", shape, "--trials", "1", "--db", "x.db"});
+    EXPECT_TRUE(r.exited && r.exit_code == 2) << r;
+  }
+  test::WriteFileBytes(dir_.Join("huge.json"), R"({"layers": [{"op": "dense", "shape": "1,4,4"},
+      {"op": "matmul", "shape": "99999999999,4,4"}]})");
+  ExpectRejected({"huge.json", "--db", "x.db"}, {"matmul 99999999999x4x4 needs "});
+}
+
+// Trials x tasks beyond what a run can count, and layer counts that add up beyond an int, are
+// refused (exit 2); neither wraps around to 0 trials or a negative count.
+TEST_F(CliTest, TrialAndCountOverflowsAreRefused) {
+  std::mt19937_64 rng(1);
+  std::string layers;
+  const int tasks = 2148 + static_cast<int>(rng() % 500);  // x 10^6 trials > 2^31 - 1
+  for (int i = 0; i < tasks; ++i) {
+    layers += std::string(i ? "," : "") + R"({"op": "matmul", "shape": ")" + std::to_string(i + 1) + R"(,4,4"})";
+  }
+  test::WriteFileBytes(dir_.Join("many.json"), R"({"name": "many", "layers": [)" + layers + "]}");
+  ExpectRejected({"many.json", "--trials", "1000000", "--db", "x.db"},
+                 {"--trials 1000000 x " + std::to_string(tasks) + " tasks", "more than one run can count"});
+  ExpectRejected({"op", "matmul", "--shape", "4,4,4", "--trials", "100000000", "--db", "x.db"}, {"--trials"});
+
+  const int copies = 2148 + static_cast<int>(rng() % 1000);  // x 10^6 > 2^31 - 1
+  layers.clear();
+  for (int i = 0; i < copies; ++i) {
+    layers += std::string(i ? "," : "") + R"({"op": "matmul", "shape": "8,4,4", "count": 1000000})";
+  }
+  test::WriteFileBytes(dir_.Join("dup.json"), R"({"name": "dup", "layers": [)" + layers + "]}");
+  ExpectRejected({"dup.json", "--trials", "1", "--db", "x.db"}, {"dup.json", "add up to more than 2147483647"});
+  test::ProcessResult r = Tune(dir_, {"dup.json", "--trials", "1", "--db", "x.db"});
+  EXPECT_TRUE(r.exited && r.exit_code == 2) << r;
+}
+
 TEST_F(CliTest, DbQueryOfMissingDatabase) {
   ExpectRejected({"db", "best", "--db", "missing.db"}, {"missing.db"});
   ExpectRejected({"db", "tasks", "--db", "missing.db"}, {"missing.db"});
@@ -298,6 +349,113 @@ TEST_F(CliTest, KillAndResumeLosesNothingAndRepeatsNothing) {
   // The resumed run reports the whole budget, not just what it measured itself.
   EXPECT_EQ(CountLinesWith(r.out, "128x128x128"), 1) << r;
   EXPECT_THAT(r.out, HasSubstr(" 40 ")) << r;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Signals in every phase
+
+/// Waits up to `limit_s` for `p` to end; SIGKILLs it (and reports hit_limit) otherwise.
+test::ProcessResult WaitForCliEnd(test::Subprocess& p, double limit_s) {
+  const auto limit = std::chrono::steady_clock::now() + std::chrono::duration<double>(limit_s);
+  while (!p.Finished() && std::chrono::steady_clock::now() < limit) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (p.Finished()) return p.result();
+  p.Kill(SIGKILL);
+  test::ProcessResult r = p.Wait();
+  r.hit_limit = true;
+  return r;
+}
+
+/// Waits up to `limit_s` for `path` to contain `text`; false when it does not in time.
+bool WaitForText(const std::string& path, const std::string& text, double limit_s) {
+  const auto limit = std::chrono::steady_clock::now() + std::chrono::duration<double>(limit_s);
+  while (std::chrono::steady_clock::now() < limit) {
+    if (std::filesystem::exists(path) && test::ReadFileBytes(path).find(text) != std::string::npos) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
+/// The runs recorded in `db_path`.
+std::vector<dataset::RunInfo> RunsOf(const std::string& db_path) {
+  auto db = dataset::RecordDatabase::Open(db_path, /*create=*/false);
+  EXPECT_TRUE(db.ok()) << db.status();
+  if (!db.ok()) return {};
+  auto runs = (*db)->Runs();
+  EXPECT_TRUE(runs.ok()) << runs.status();
+  return runs.ok() ? *runs : std::vector<dataset::RunInfo>{};
+}
+
+// How long a stopped run may take to end: "about a second", with room for a loaded machine.
+constexpr double kStopLimitS = 4;
+
+// SIGINT while the naive reference of a big matmul is computed (minutes of work): tune ends
+// within about a second with the interrupted run's code, the run marked interrupted and no
+// record written.
+TEST_F(CliTest, SigintStopsTheReferenceComputation) {
+  test::TempDir logs;
+  test::Subprocess tune;
+  const std::string db_path = dir_.Join("ref.db");
+  ASSERT_TRUE(tune.Start({kTune, "op", "matmul", "--shape", "3000,3000,3000", "--trials", "1", "--db", db_path},
+                         dir_.path(), logs.Join("out"), logs.Join("err")));
+  // The line printed just before the loop starts; the default schedule's reference follows.
+  ASSERT_TRUE(WaitForText(logs.Join("err"), "database " + db_path, 60)) << test::ReadFileBytes(logs.Join("err"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const auto signalled = std::chrono::steady_clock::now();
+  tune.Kill(SIGINT);
+  test::ProcessResult r = WaitForCliEnd(tune, kStopLimitS);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - signalled).count();
+  const std::string err = test::ReadFileBytes(logs.Join("err"));
+  ASSERT_FALSE(r.hit_limit) << "still running " << kStopLimitS << " s after SIGINT: " << err;
+  EXPECT_TRUE(r.exited) << r << err;
+  EXPECT_EQ(r.exit_code, 128 + SIGINT) << err;
+  EXPECT_THAT(err, HasSubstr("tune: interrupted")) << took;
+  std::vector<dataset::RunInfo> runs = RunsOf(db_path);
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0].status, "interrupted");
+  auto snap = Snapshot(db_path);
+  ASSERT_TRUE(snap.has_value());
+  EXPECT_TRUE(snap->empty()) << "no record of a default that was never measured";
+}
+
+// SIGTERM while the tasks of a large model are prepared (made and checked, then their defaults
+// measured): tune ends promptly with the interrupted run's code. Before the database is opened
+// nothing is written; after, the run is marked interrupted.
+TEST_F(CliTest, SigtermStopsTaskPreparation) {
+  std::string layers;
+  std::mt19937_64 rng(2);
+  const int offset = static_cast<int>(rng() % 50);
+  for (int i = 0; i < 12000; ++i) {
+    const int c = 16 + (i + offset) % 7, h = 14 + i % 11, w = 14 + i % 13, oc = 16 + i % 17;
+    layers += std::string(i ? "," : "") + R"({"op": "conv2d", "shape": "1,)" + std::to_string(c) + "," +
+              std::to_string(h) + "," + std::to_string(w) + "," + std::to_string(oc) + R"(,3,3,1,1"})";
+  }
+  test::WriteFileBytes(dir_.Join("large.json"), R"({"name": "large", "layers": [)" + layers + "]}");
+  for (double delay_s : {0.4, 2.5}) {
+    SCOPED_TRACE(delay_s);
+    test::TempDir logs;
+    test::Subprocess tune;
+    const std::string db_path = dir_.Join("prep" + std::to_string(static_cast<int>(delay_s * 10)) + ".db");
+    ASSERT_TRUE(tune.Start({kTune, "large.json", "--trials", "1", "--db", db_path}, dir_.path(), logs.Join("out"),
+                           logs.Join("err")));
+    std::this_thread::sleep_for(std::chrono::duration<double>(delay_s));
+    ASSERT_FALSE(tune.Finished()) << test::ReadFileBytes(logs.Join("err"));
+    tune.Kill(SIGTERM);
+    test::ProcessResult r = WaitForCliEnd(tune, kStopLimitS);
+    const std::string err = test::ReadFileBytes(logs.Join("err"));
+    ASSERT_FALSE(r.hit_limit) << "still running " << kStopLimitS << " s after SIGTERM: " << err.substr(0, 2000);
+    EXPECT_TRUE(r.exited) << r << err.substr(0, 2000);
+    EXPECT_EQ(r.exit_code, 128 + SIGINT) << err.substr(0, 2000);
+    if (err.find("nothing was written") != std::string::npos) {
+      EXPECT_FALSE(std::filesystem::exists(db_path));
+    } else {
+      EXPECT_THAT(err, HasSubstr("tune: interrupted;"));
+      std::vector<dataset::RunInfo> runs = RunsOf(db_path);
+      ASSERT_EQ(runs.size(), 1u);
+      EXPECT_EQ(runs[0].status, "interrupted");
+    }
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
