@@ -37,15 +37,7 @@ namespace {
 constexpr char kToken[] = "fuzz-token";
 
 const std::string& Folder() {
-  static const std::string folder = [] {
-    std::error_code ec;
-    std::string base = std::filesystem::is_directory("/dev/shm", ec) && access("/dev/shm", W_OK) == 0
-                           ? "/dev/shm"
-                           : std::filesystem::temp_directory_path().string();
-    std::string dir = base + "/tune-fuzz-daemon-" + std::to_string(getpid());
-    std::filesystem::create_directories(dir);
-    return dir;
-  }();
+  static const std::string folder = ScratchFolder("daemon");
   return folder;
 }
 

@@ -174,6 +174,12 @@ int main(int argc, char** argv) {
   if (corpus.empty()) return Usage(("no corpus entries in " + corpus_dir).c_str());
   const Mutator mutator(corpus, target->dictionary, target->max_size, target->binary);
   std::filesystem::create_directories(out_dir);
+  // The targets' scratch files (one folder per child) go into a folder removed at the end.
+  std::error_code ec;
+  const std::string scratch_base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : std::filesystem::temp_directory_path(ec).string();
+  const std::string scratch = scratch_base + "/tune-fuzz-" + target->name + "-" + std::to_string(getpid());
+  std::filesystem::create_directories(scratch, ec);
+  setenv("TUNE_FUZZ_TMP", scratch.c_str(), 1);
 
   void* mem = mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (mem == MAP_FAILED) return Usage("mmap failed");
@@ -226,6 +232,7 @@ int main(int argc, char** argv) {
     }
     next = index + 1;
   }
+  std::filesystem::remove_all(scratch, ec);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   std::printf("fuzz %s: %lld inputs (%zu corpus + %lld mutated, seed %llu), %lld crashes, %lld hangs, %.1f s\n",
               target->name.c_str(), static_cast<long long>(ran), corpus.size(), static_cast<long long>(inputs),

@@ -23,6 +23,10 @@ int FuzzRecordDatabase(const uint8_t* data, size_t size);
 /// state over a private database, in process, through an in-process channel (no network).
 int FuzzDaemonRequests(const uint8_t* data, size_t size);
 
+/// A private folder of this process for a target's files: under $TUNE_FUZZ_TMP (the harness
+/// makes one per run and removes it at the end), else in /dev/shm or the temporary directory.
+std::string ScratchFolder(const std::string& name);
+
 /// A target as the harness knows it.
 struct FuzzTarget {
   std::string name;  // its corpus folder: tests/fuzz/corpus/<name>/

@@ -18,15 +18,7 @@ namespace {
 
 // A private folder of this process, in memory where the machine has /dev/shm.
 const std::string& Folder() {
-  static const std::string folder = [] {
-    std::error_code ec;
-    std::string base = std::filesystem::is_directory("/dev/shm", ec) && access("/dev/shm", W_OK) == 0
-                           ? "/dev/shm"
-                           : std::filesystem::temp_directory_path().string();
-    std::string dir = base + "/tune-fuzz-db-" + std::to_string(getpid());
-    std::filesystem::create_directories(dir);
-    return dir;
-  }();
+  static const std::string folder = ScratchFolder("db");
   return folder;
 }
 

@@ -1,4 +1,8 @@
 // The fuzz targets' registry: names, dictionaries, size caps, and the daemon target's seed inputs.
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -31,6 +35,17 @@ std::string Sub(const v1::WorkerMessage& m) {
   out.push_back(static_cast<char>(bytes.size() & 0xff));
   out.push_back(static_cast<char>((bytes.size() >> 8) & 0xff));
   return out + bytes;
+}
+
+// The harness's own check: an input "CRASH" aborts, an input "HANG" never returns.
+int FuzzSelfTest(const uint8_t* data, size_t size) {
+  const std::string input(reinterpret_cast<const char*>(data), size);
+  if (input == "CRASH") std::abort();
+  if (input == "HANG") {
+    for (volatile bool forever = true; forever;) {
+    }
+  }
+  return 0;
 }
 
 }  // namespace
@@ -92,6 +107,21 @@ std::vector<std::string> DaemonSeeds() {
   };
 }
 
+std::string ScratchFolder(const std::string& name) {
+  std::error_code ec;
+  std::string base;
+  if (const char* dir = std::getenv("TUNE_FUZZ_TMP"); dir != nullptr && *dir != '\0') {
+    base = dir;
+  } else if (std::filesystem::is_directory("/dev/shm", ec) && access("/dev/shm", W_OK) == 0) {
+    base = "/dev/shm";
+  } else {
+    base = std::filesystem::temp_directory_path().string();
+  }
+  std::string folder = base + "/tune-fuzz-" + name + "-" + std::to_string(getpid());
+  std::filesystem::create_directories(folder, ec);
+  return folder;
+}
+
 const std::vector<FuzzTarget>& Targets() {
   static const std::vector<FuzzTarget> targets = {
       {"model_file", FuzzModelFile,
@@ -112,6 +142,7 @@ const std::vector<FuzzTarget>& Targets() {
        {"llvm", "cuda:0", "resnet-18", "random", "grid", "xgb", "ok", "timeout", "wrong_result", "{}",
         "{\"layers\": [{\"op\": \"matmul\", \"shape\": \"99999999999,4,4\"}]}", "\x09", "\x21", "\x10\x01", "\x12\x00"},
        1 << 13, true},
+      {"selftest", FuzzSelfTest, {}, 16, false},
   };
   return targets;
 }
