@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdio>
+#include <ctime>
 #include <limits>
 #include <map>
 #include <string>
@@ -266,7 +267,7 @@ int ModelCommand(int argc, char** argv) {
   CLI::App app{"tune: autotune the kernels of a model.\n"
                "usage: tune MODEL --target llvm [options]   (MODEL: a built-in name or a JSON model file)\n"
                "       tune op KIND --shape S [options]     (one operator)\n"
-               "       tune db tasks|best|history|stats [options]\n"
+               "       tune db tasks|best|history|stats|runs [options]\n"
                "       tune replay CACHE --strategy S --budget B --runs R   (recorded Kernel Tuner space)\n",
                "tune"};
   std::string model;
@@ -317,7 +318,8 @@ int DbCommand(int argc, char** argv) {
   auto* best_cmd = app.add_subcommand("best", "best schedule per task and target");
   auto* hist_cmd = app.add_subcommand("history", "every record of a task, oldest first");
   auto* stats_cmd = app.add_subcommand("stats", "records per status");
-  for (auto* c : {tasks_cmd, best_cmd, hist_cmd, stats_cmd}) {
+  auto* runs_cmd = app.add_subcommand("runs", "every tuning run, its owner and how it ended (stale: its process is gone)");
+  for (auto* c : {tasks_cmd, best_cmd, hist_cmd, stats_cmd, runs_cmd}) {
     c->add_option("--db", db_path, "record database file");
   }
   for (auto* c : {best_cmd, hist_cmd}) {
@@ -368,6 +370,25 @@ int DbCommand(int argc, char** argv) {
     std::vector<std::vector<std::string>> rows;
     for (auto& [status, n] : *counts) rows.push_back({status, std::to_string(n)});
     base::PrintTable({"status", "records"}, rows);
+    return 0;
+  }
+  if (runs_cmd->parsed()) {
+    auto runs = (*db)->Runs();
+    if (!runs.ok()) return base::Fail("tune", runs.status());
+    auto when = [](double seconds) -> std::string {
+      if (seconds <= 0) return "-";
+      const std::time_t t = static_cast<std::time_t>(seconds);
+      std::tm tm{};
+      char text[32] = "-";
+      if (localtime_r(&t, &tm) != nullptr) std::strftime(text, sizeof(text), "%Y-%m-%d %H:%M:%S", &tm);
+      return text;
+    };
+    std::vector<std::vector<std::string>> rows;
+    for (const auto& r : *runs) {
+      rows.push_back({std::to_string(r.id), r.status, when(r.started), when(r.finished),
+                      r.pid > 0 ? "pid " + std::to_string(r.pid) + " on " + r.host : "-", r.command, r.message});
+    }
+    base::PrintTable({"id", "status", "started", "ended", "owner", "command", "message"}, rows);
     return 0;
   }
   std::vector<std::vector<std::string>> rows;

@@ -155,8 +155,11 @@ absl::StatusOr<std::vector<TaskOutcome>> Tuner::Run(const std::vector<LoopTask>&
     }
   }
   if (!out.ok()) {
-    if (auto st = db_->FinishRun(*run_id, "failed", std::string(out.status().message())); !st.ok()) {
-      spdlog::warn("run {} could not be marked failed: {}", *run_id, std::string(st.message()));
+    // A batch cancelled because a stop was asked for ends the run as a stop between batches does.
+    const bool stopped = absl::IsCancelled(out.status()) && options_.should_stop && options_.should_stop();
+    const std::string status = stopped ? "interrupted" : "failed";
+    if (auto st = db_->FinishRun(*run_id, status, stopped ? "" : std::string(out.status().message())); !st.ok()) {
+      spdlog::warn("run {} could not be marked {}: {}", *run_id, status, std::string(st.message()));
     }
   }
   return out;

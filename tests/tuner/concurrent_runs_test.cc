@@ -5,6 +5,7 @@
 #include <chrono>
 #include <filesystem>
 #include <map>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -89,6 +90,16 @@ RecordCounts CountSharedDbRecords(const std::vector<dataset::Record>& records) {
     }
   }
   return c;
+}
+
+// The line of run `id` in a `tune db runs` listing ("" when there is none).
+std::string RunsLine(const std::string& listing, int64_t id) {
+  std::istringstream in(listing);
+  const std::string prefix = std::to_string(id) + " ";
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(prefix, 0) == 0) return line;
+  }
+  return "";
 }
 
 class ConcurrentRunsTest : public ::testing::Test {
@@ -191,6 +202,13 @@ TEST_F(ConcurrentRunsTest, KilledRunIsListedStaleAndItsTaskTakenOver) {
   EXPECT_EQ(before.runs[0].pid, killed_pid);
   EXPECT_EQ(before.runs[0].host, dataset::LocalHostName());
   EXPECT_EQ(before.runs[0].finished, 0);
+  // `tune db runs` lists it so.
+  const test::ProcessResult listing =
+      test::RunProcess({kSharedDbTune, "db", "runs", "--db", db_path}, dir_.path(), 60);
+  ASSERT_TRUE(listing.exited && listing.exit_code == 0) << listing;
+  EXPECT_THAT(RunsLine(listing.out, 1), ::testing::ContainsRegex("^1 +stale .* - +pid " + std::to_string(killed_pid) +
+                                                                  " on "))
+      << listing;
 
   std::vector<std::string> resume = argv;
   resume.insert(resume.end(), {"--resume"});
@@ -208,6 +226,10 @@ TEST_F(ConcurrentRunsTest, KilledRunIsListedStaleAndItsTaskTakenOver) {
   ASSERT_EQ(after.runs.size(), 2u);
   EXPECT_EQ(after.runs[0].status, "stale");
   EXPECT_EQ(after.runs[1].status, "finished");
+  const test::ProcessResult relisting =
+      test::RunProcess({kSharedDbTune, "db", "runs", "--db", db_path}, dir_.path(), 60);
+  EXPECT_THAT(RunsLine(relisting.out, 1), ::testing::ContainsRegex("^1 +stale ")) << relisting;
+  EXPECT_THAT(RunsLine(relisting.out, 2), ::testing::ContainsRegex("^2 +finished ")) << relisting;
   const RecordCounts counts = CountSharedDbRecords(after.records);
   for (const auto& [key, n] : counts.trials) EXPECT_EQ(n, 1) << key.second;
   ASSERT_EQ(counts.trials_per_task.size(), 1u);
