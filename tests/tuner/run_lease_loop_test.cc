@@ -206,5 +206,43 @@ TEST(TunerLeaseTest, RunEndedByAnErrorIsMarkedFailed) {
   }
 }
 
+// A task whose measurement gives up after its default schedule, as a daemon shutting down while
+// a batch waits for workers does (or Ctrl-C during a measurement): no results for the batch.
+class GivingUpFakeTask : public test::FakeTask {
+ public:
+  std::vector<measure::MeasureResult> Measure(const std::vector<Config>& configs,
+                                              const measure::MeasureProtocol& protocol) override {
+    if (calls_++ == 0) return FakeTask::Measure(configs, protocol);
+    gave_up = true;
+    return {};
+  }
+  bool gave_up = false;
+
+ private:
+  int calls_ = 0;
+};
+
+// A batch cancelled because a stop was asked for ends the run "interrupted", as a stop between
+// batches does; a batch cancelled without one is a failure.
+TEST(TunerLeaseTest, BatchCancelledByAStopRequestEndsTheRunInterrupted) {
+  for (bool asked : {true, false}) {
+    SCOPED_TRACE(asked ? "stop asked" : "no stop asked");
+    test::TempDir dir;
+    auto db = test::OpenTestDb(dir.Join("stopped.db"));
+    ASSERT_NE(db, nullptr);
+    GivingUpFakeTask task;
+    TuneOptions options = LeaseLoopOptions(8, 2);
+    options.should_stop = [&task, asked] { return asked && task.gave_up; };
+    absl::StatusOr<TaskOutcome> outcome = RunFake(db.get(), task, options);
+    ASSERT_FALSE(outcome.ok());
+    EXPECT_TRUE(absl::IsCancelled(outcome.status())) << outcome.status();
+    absl::StatusOr<std::vector<dataset::RunInfo>> runs = db->Runs();
+    ASSERT_TRUE(runs.ok()) << runs.status();
+    ASSERT_EQ(runs->size(), 1u);
+    EXPECT_EQ((*runs)[0].status, asked ? "interrupted" : "failed") << (*runs)[0].message;
+    EXPECT_EQ((*runs)[0].message, asked ? "" : std::string(outcome.status().message()));
+  }
+}
+
 }  // namespace
 }  // namespace tune::tuner
