@@ -181,8 +181,12 @@ absl::Status Migrate(sqlite3* db, const std::string& path) {
   if (!version.ok()) return version.status();
   for (int64_t v = *version; v < kSchemaVersion; ++v) {
     if (absl::Status s = Exec(db, kMigrations[v - 1]); !s.ok()) {
-      return absl::Status(s.code(), absl::StrCat("upgrading record database '", path, "' from schema version ",
-                                                 v, " to ", v + 1, ": ", s.message()));
+      // Tables that do not take the upgrade are not the ones tune wrote; I/O errors stay what they are.
+      const bool foreign = absl::IsInternal(s) || absl::IsInvalidArgument(s);
+      return absl::Status(foreign ? absl::StatusCode::kFailedPrecondition : s.code(),
+                          absl::StrCat(foreign ? absl::StrCat("'", path, "' is not a tune database (") : "",
+                                       "upgrading from schema version ", v, " to ", v + 1, ": ", s.message(),
+                                       foreign ? ")" : ""));
     }
   }
   if (absl::Status s = Exec(db, absl::StrCat("PRAGMA user_version = ", kSchemaVersion)); !s.ok()) return s;

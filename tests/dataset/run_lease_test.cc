@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <fstream>
+#include <iterator>
 #include <random>
 #include <string>
 #include <thread>
@@ -313,6 +315,25 @@ TEST_F(RunLeaseTest, Version1FileIsUpgradedKeepingItsData) {
   auto again = OpenLeaseTestDb(path);
   ASSERT_NE(again, nullptr);
   EXPECT_EQ(again->Runs()->size(), 3u);
+}
+
+// A version-1 file whose tables do not take the upgrade (a runs table that already has an owner
+// column) is not one tune wrote: refused as such, and left unchanged.
+TEST_F(RunLeaseTest, Version1FileThatCannotBeUpgradedIsRefusedUnchanged) {
+  const std::string path = Path("odd_v1.db");
+  LeaseTestExec(path, kVersion1Schema);
+  LeaseTestExec(path, "ALTER TABLE runs ADD COLUMN host TEXT; INSERT INTO runs VALUES (1, 'c', 'k', 1, 0, 'running', 'h');");
+  std::ifstream before_in(path, std::ios::binary);
+  const std::string before((std::istreambuf_iterator<char>(before_in)), std::istreambuf_iterator<char>());
+  absl::StatusOr<std::unique_ptr<RecordDatabase>> db = RecordDatabase::Open(path, /*create=*/false);
+  ASSERT_FALSE(db.ok());
+  EXPECT_EQ(db.status().code(), absl::StatusCode::kFailedPrecondition) << db.status();
+  EXPECT_NE(db.status().message().find("is not a tune database"), std::string::npos) << db.status();
+  EXPECT_EQ(db.status().message().find('\n'), std::string::npos) << db.status();
+  std::ifstream after_in(path, std::ios::binary);
+  const std::string after((std::istreambuf_iterator<char>(after_in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(after, before);
+  EXPECT_EQ(LeaseTestQuery(path, "PRAGMA user_version"), "1");
 }
 
 }  // namespace
