@@ -312,10 +312,13 @@ absl::Status RecordDatabase::AddRecords(std::vector<Record>& records) {
 
 absl::StatusOr<std::vector<Record>> RecordDatabase::Records(int64_t task_id, int64_t target_id,
                                                             int64_t after_id) const {
+  // Newer records than a recent id are few: a range of ids (the unary + keeps SQLite off the
+  // task index, which would visit every record of the task).
   absl::StatusOr<Statement> query = PrepareBound(
       impl_->db,
-      absl::StrCat("SELECT ", kRecordColumns,
-                   " FROM records WHERE task_id = ?1 AND target_id = ?2 AND id > ?3 ORDER BY timestamp, id"),
+      absl::StrCat("SELECT ", kRecordColumns, " FROM records WHERE ",
+                   after_id > 0 ? "+task_id = ?1 AND +target_id = ?2 AND id > ?3" : "task_id = ?1 AND target_id = ?2 AND ?3 = 0",
+                   " ORDER BY timestamp, id"),
       task_id, target_id, after_id);
   if (!query.ok()) return query.status();
   return ReadRows(*query, ReadRecord);
