@@ -2,6 +2,8 @@
 #include "codegen/ir/workload.h"
 
 #include <cstdint>
+#include <limits>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -324,6 +326,44 @@ TEST(WorkloadKeyTest, FromKeyRejectsBadKeys) {
       EXPECT_EQ(w.status().code(), absl::StatusCode::kInvalidArgument);
       EXPECT_THAT(w.status().message(), HasSubstr("'" + key + "'"));
     }
+  }
+}
+
+// Products of extents never wrap: element counts saturate, conv output extents of any int64
+// fields are computed exactly, and Validate refuses what does not fit.
+TEST(WorkloadOverflowTest, ExtentProductsSaturateAndNeverWrap) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  std::mt19937_64 rng(20240611);
+  for (int i = 0; i < 200; ++i) {
+    const int64_t a = int64_t{1} << (20 + rng() % 43), b = int64_t{1} << (20 + rng() % 43);
+    const int64_t c = 1 + static_cast<int64_t>(rng() % 1000);
+    TensorSpec t{"t", {a, b, c}};
+    const unsigned __int128 exact = static_cast<unsigned __int128>(a) * b * c;
+    EXPECT_EQ(t.NumElements(), exact > kMax ? kMax : static_cast<int64_t>(exact)) << a << "x" << b << "x" << c;
+    EXPECT_EQ((TensorSpec{"z", {a, 0, c}}.NumElements()), 0);
+
+    Workload w;
+    w.op = OpKind::kMatmul;
+    w.m = a, w.n = b, w.k = c;
+    const unsigned __int128 limit = static_cast<unsigned __int128>(1) << 48;  // elements of one tensor
+    const bool fits = static_cast<unsigned __int128>(a) * b <= limit && static_cast<unsigned __int128>(a) * c <= limit &&
+                      static_cast<unsigned __int128>(b) * c <= limit;
+    EXPECT_EQ(w.Validate().ok(), fits) << w.Key();
+    EXPECT_GT(w.Flops(), 0);
+
+    Workload conv;
+    conv.op = OpKind::kConv2d;
+    conv.in_c = conv.out_c = 1;
+    conv.in_h = kMax - static_cast<int64_t>(rng() % 100);
+    conv.in_w = 8;
+    conv.pad_h = kMax / 2;
+    conv.kernel_h = conv.kernel_w = 3;
+    EXPECT_GT(conv.out_h(), 0);  // no wrap to a negative extent
+    EXPECT_FALSE(conv.Validate().ok());
+    conv.in_h = 8;
+    conv.pad_h = 0;
+    conv.dilation_h = kMax / 2;
+    EXPECT_EQ(conv.out_h(), 0) << "the dilated kernel does not fit";
   }
 }
 
