@@ -366,10 +366,15 @@ absl::Status Tuner::CatchUp(TaskRun& t) {
   // stopped for kStaleAfterS: a suspended process, say) tunes the task from now on.
   auto holder = db_->Lease(outcome.task_id, t.target_id);
   if (!holder.ok()) return holder.status();
-  if (!holder->has_value()) {
+  if (!holder->has_value()) {  // released meanwhile (by hand, say): taken again if free
+    const int64_t known_up_to = t.last_record_id;
     bool taken = false;
     if (auto st = TakeLease(t, &taken); !st.ok()) return st;
-    if (!taken) return absl::OkStatus();
+    t.last_record_id = known_up_to;
+    if (!taken) {
+      t.progress.done = true;
+      return absl::OkStatus();
+    }
   } else if ((*holder)->run_id != t.run_id) {
     outcome.skipped = "taken over by " + HolderText(**holder);
     spdlog::warn("{}: {}, stopped", t.info.name, outcome.skipped);
@@ -475,7 +480,8 @@ void Tuner::FitModel(TaskRun& t) {
 }
 
 absl::Status Tuner::Finalize(TaskRun& t) {
-  if (options_.finalists < 2 || t.outcome.measured_now == 0) return absl::OkStatus();
+  // A task another run took over is that run's to finish.
+  if (options_.finalists < 2 || t.outcome.measured_now == 0 || !t.outcome.skipped.empty()) return absl::OkStatus();
   std::vector<size_t> order;
   for (size_t i = 0; i < t.history.size(); ++i) {
     if (std::isfinite(t.history_costs[i])) order.push_back(i);

@@ -126,6 +126,39 @@ TEST(TunerLeaseTest, TaskLeasedByALiveRunIsSkippedUntilItsOwnerIsGone) {
   EXPECT_EQ((*runs)[0].status, "stale");
 }
 
+// A run whose lease was taken over (its heartbeat had stopped long enough: a suspended
+// process) stops tuning the task before its next batch and leaves the finalists to the new
+// holder.
+TEST(TunerLeaseTest, RunWhoseLeaseWasTakenOverStopsTuningTheTask) {
+  test::TempDir dir;
+  const std::string path = dir.Join("shared.db");
+  auto db = test::OpenTestDb(path);
+  auto other = test::OpenTestDb(path);
+  ASSERT_NE(db, nullptr);
+  ASSERT_NE(other, nullptr);
+  test::FakeTask task;
+  absl::StatusOr<int64_t> taker = other->StartRun("tune elsewhere", "k");
+  ASSERT_TRUE(taker.ok());
+  std::mt19937_64 rng = test::TestRng();
+  const int batches_before = std::uniform_int_distribution<int>(1, 3)(rng);
+  int commits = 0;
+  task.on_commit = [&] {  // the default schedule's commit, then `batches_before` batches
+    if (commits++ == batches_before) {
+      LeaseLoopExec(path, absl::StrCat("UPDATE leases SET run_id = ", *taker));
+    }
+  };
+  TuneOptions options = LeaseLoopOptions(12, 2);
+  options.finalists = 3;
+  absl::StatusOr<TaskOutcome> outcome = RunFake(db.get(), task, options);
+  ASSERT_TRUE(outcome.ok()) << outcome.status();
+  EXPECT_THAT(outcome->skipped, ::testing::StartsWith(absl::StrCat("taken over by run ", *taker, " (pid ")));
+  EXPECT_EQ(outcome->measured_now, 2 * batches_before);
+  EXPECT_EQ(task.measured().size(), static_cast<size_t>(1 + 2 * batches_before)) << "no finalists";
+  absl::StatusOr<std::optional<dataset::LeaseHolder>> lease = other->Lease(outcome->task_id, (*other->Targets())[0].id);
+  ASSERT_TRUE(lease.ok() && lease->has_value());
+  EXPECT_EQ((*lease)->run_id, *taker) << "the run's end releases only its own leases";
+}
+
 // Records of the task committed by another connection while this run tunes it (an import, a
 // run that held the lease before) are never measured again; with --resume they count against
 // the budget.
