@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <string>
 
+#include "base/table.h"
+
 namespace tune::base {
 
 int ExitCodeOf(const absl::Status& status) {
@@ -25,10 +27,10 @@ int ExitCodeOf(const absl::Status& status) {
 }
 
 int Fail(std::string_view who, int code, std::string_view message) {
-  std::string line(message);
-  for (char& ch : line) {
-    if (ch == '\n' || ch == '\r') ch = ' ';
-  }
+  // One line, and no terminal control sequence from a file, a request or a daemon's reply.
+  std::string line;
+  for (char ch : message) line += (ch == '\n' || ch == '\r') ? ' ' : ch;
+  line = EscapeControl(line);
   std::fprintf(stderr, "%.*s: %s\n", static_cast<int>(who.size()), who.data(), line.c_str());
   return code;
 }

@@ -50,7 +50,7 @@ void BayesOptStrategy::Register(StrategyRegistry& registry) {
   constexpr auto kGroup = &StrategyOptions::bo;
   const std::vector<StrategyOptionKey> keys = {
       IntOptionKey("bo_initial_samples", kGroup, &O::initial_samples, 1, kMaxCountOption),
-      IntOptionKey("bo_candidates", kGroup, &O::candidates, 1, kMaxCountOption),
+      IntOptionKey("bo_candidates", kGroup, &O::candidates, 1, kMaxPoolOption),
       RealOptionKey("bo_xi", kGroup, &O::xi, 0, kMaxRealOption),
       RealOptionKey("bo_kappa", kGroup, &O::kappa, 0, kMaxRealOption),
   };

@@ -27,7 +27,7 @@ void EvolutionaryStrategy::Register(StrategyRegistry& registry) {
   using O = EvolutionaryOptions;
   constexpr auto kGroup = &StrategyOptions::evolutionary;
   std::vector<StrategyOptionKey> keys = OptionKeys();
-  keys.push_back(IntOptionKey("evo_population", kGroup, &O::population, 2, kMaxCountOption));
+  keys.push_back(IntOptionKey("evo_population", kGroup, &O::population, 2, kMaxPoolOption));
   keys.push_back(IntOptionKey("evo_generations", kGroup, &O::generations, 0, kMaxCountOption));
   keys.push_back(RealOptionKey("evo_crossover_prob", kGroup, &O::crossover_prob, 0, 1));
   keys.push_back(RealOptionKey("evo_mutation_prob", kGroup, &O::mutation_prob, 0, 1));

@@ -23,7 +23,7 @@ constexpr int kSampleTries = 1000;  // rejection draws per random chain start
 void SaStrategy::Register(StrategyRegistry& registry) {
   std::vector<StrategyOptionKey> keys = OptionKeys();
   constexpr auto kGroup = &StrategyOptions::sa;
-  keys.push_back(IntOptionKey("sa_chains", kGroup, &SaOptions::chains, 1, kMaxCountOption));
+  keys.push_back(IntOptionKey("sa_chains", kGroup, &SaOptions::chains, 1, kMaxPoolOption));
   keys.push_back(IntOptionKey("sa_steps", kGroup, &SaOptions::steps, 0, kMaxCountOption));
   keys.push_back(IntOptionKey("sa_early_stop", kGroup, &SaOptions::early_stop, 1, kMaxCountOption));
   registry.Register({"sa",

@@ -66,6 +66,10 @@ class StrategyRegistry {
 
 /// Largest accepted value of a count option, and magnitude limit of a real-valued one.
 inline constexpr int kMaxCountOption = 1 << 30;
+/// Largest accepted value of a count option that sizes a pool of configs held at once (SA
+/// chains, an evolutionary population, BO's acquisition candidates): a request cannot make a
+/// strategy allocate more than this many configs per round.
+inline constexpr int kMaxPoolOption = 1 << 16;
 inline constexpr double kMaxRealOption = 1e9;
 
 /// A key for the integer field `field` returns, accepting integers in [lo, hi].

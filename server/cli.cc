@@ -282,7 +282,8 @@ int SubmitCommand(int argc, char** argv) {
   auto stub = std::move(*stub_or);
 
   std::ifstream file(model);
-  if (std::filesystem::is_regular_file(model) && file) {  // a model file: its contents travel
+  std::error_code ec;  // a path that cannot be examined is not a model file
+  if (std::filesystem::is_regular_file(model, ec) && file) {  // a model file: its contents travel
     std::ostringstream text;
     text << file.rdbuf();
     req.set_model_json(text.str());

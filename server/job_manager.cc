@@ -6,6 +6,7 @@
 #include <cmath>
 #include <map>
 #include <optional>
+#include <system_error>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -133,6 +134,10 @@ absl::StatusOr<uint64_t> JobManager::Submit(const v1::SubmitJobRequest& req) {
     return absl::InvalidArgumentError("target must be llvm or cuda[:N], got '" + target + "'");
   if (req.trials() < 1 || req.trials() > static_cast<uint32_t>(tuner::TuningFlags::kMaxTrials))
     return absl::InvalidArgumentError(absl::StrCat("trials must be in 1..", tuner::TuningFlags::kMaxTrials));
+  if (uint32_t active = ActiveCount(); active >= kMaxActiveJobs) {
+    return absl::ResourceExhaustedError(absl::StrCat(active, " jobs are queued or running, the most this daemon runs at once (",
+                                                     kMaxActiveJobs, "); submit again once some have ended"));
+  }
   absl::StatusOr<tuner::ZooModel> model = ModelOf(req);
   if (!model.ok()) return absl::InvalidArgumentError(model.status().message());
   // What can never run is refused before anything is stored: buffers beyond the memory of a
@@ -145,8 +150,10 @@ absl::StatusOr<uint64_t> JobManager::Submit(const v1::SubmitJobRequest& req) {
   }
   if (absl::Status fits = measure::CheckBuffersFit(Workloads(*model), probe); !fits.ok())
     return absl::InvalidArgumentError(fits.message());
-  if (absl::StatusOr<tuner::TuneOptions> o = TuneOptionsOf(req); !o.ok())
-    return absl::InvalidArgumentError(o.status().message());
+  absl::StatusOr<tuner::TuneOptions> options = TuneOptionsOf(req);
+  if (!options.ok()) return absl::InvalidArgumentError(options.status().message());
+  if (absl::Status budget = tuner::CheckTrialBudget(*options, model->layers.size()); !budget.ok())
+    return absl::InvalidArgumentError(budget.message());
   std::string json;
   if (!google::protobuf::util::MessageToJsonString(req, &json).ok())
     return absl::InternalError("cannot serialise the request");
@@ -283,7 +290,13 @@ absl::StatusOr<JobManager::Job*> JobManager::Launch(uint64_t id, const v1::Submi
     std::lock_guard<std::mutex> lock(mu_);
     jobs_.push_back(std::move(job));
   }
-  raw->thread = std::thread([this, raw] { Run(raw); });
+  try {
+    raw->thread = std::thread([this, raw] { Run(raw); });
+  } catch (const std::system_error& e) {  // out of threads: the job fails, the daemon goes on
+    const std::string why = absl::StrCat("cannot start the job's thread: ", e.what());
+    SetState(raw, v1::JOB_FAILED, why);
+    return absl::ResourceExhaustedError(why);
+  }
   return raw;
 }
 
@@ -313,6 +326,9 @@ void JobManager::Run(Job* job) {
   if (!db.ok()) return (void)SetState(job, v1::JOB_FAILED, std::string(db.status().message()));
   absl::StatusOr<tuner::TuneOptions> options = TuneOptionsOf(job->request);
   if (!options.ok()) return (void)SetState(job, v1::JOB_FAILED, std::string(options.status().message()));
+  // A job resumed from the database was never checked by Submit (the file may be foreign).
+  if (absl::Status budget = tuner::CheckTrialBudget(*options, job->tasks.size()); !budget.ok())
+    return (void)SetState(job, v1::JOB_FAILED, std::string(budget.message()));
 
   tuner::TuneOptions& o = *options;
   o.command = absl::StrCat("submit ", job->model_name, " --target ", job->request.target(), " (job ", job->id, ")");

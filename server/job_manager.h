@@ -38,8 +38,13 @@ class JobManager {
   /// that cannot be relaunched is marked failed. Errors: the store's.
   absl::Status Restore();
 
+  /// Jobs not yet ended that one daemon runs at once (each holds a thread); a submit beyond
+  /// them is refused with ResourceExhausted until some end.
+  static constexpr uint32_t kMaxActiveJobs = 256;
+
   /// Checks `request` (target, trials, model, tuning names), stores it and starts the job;
-  /// returns its id. InvalidArgument saying what is wrong; the store's errors.
+  /// returns its id. InvalidArgument saying what is wrong; ResourceExhausted beyond
+  /// kMaxActiveJobs or when no thread can be started; the store's errors.
   absl::StatusOr<uint64_t> Submit(const v1::SubmitJobRequest& request);
 
   /// Ends job `id` at once, whatever it is doing: it is stored as cancelled, its queued

@@ -115,6 +115,11 @@ absl::Status CheckJobRanges(const v1::SubmitJobRequest& r) {
   if (r.protocol_json().empty()) return absl::OkStatus();
   absl::StatusOr<measure::MeasureProtocol> p = measure::MeasureProtocol::FromJson(r.protocol_json());
   if (!p.ok()) return absl::InvalidArgumentError(p.status().message());
+  return CheckProtocolRanges(*p);
+}
+
+absl::Status CheckProtocolRanges(const measure::MeasureProtocol& protocol) {
+  const measure::MeasureProtocol* p = &protocol;
   for (absl::Status s : {InRange("protocol warmup", p->warmup, 0, kMaxProtocolCalls),
                          InRange("protocol repeats", p->repeats, 1, kMaxProtocolCalls),
                          InRealRange("protocol min_repeat_ms", p->min_repeat_ms, 0, kMaxProtocolSeconds * 1e3),

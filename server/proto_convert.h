@@ -42,6 +42,10 @@ inline constexpr double kMaxProtocolSeconds = 1e8;    // timeout, cutoff, min re
 /// 0..kMaxTotalTrials, batch 0..kMaxBatch (0 = default), and the protocol's fields (finite,
 /// within the limits above); InvalidArgument naming the field, its range and its value.
 absl::Status CheckJobRanges(const v1::SubmitJobRequest& request);
+
+/// OK when every field of a measurement protocol is within the ranges above (the daemon checks
+/// a job's protocol at submit, a worker checks each batch's); InvalidArgument naming the field.
+absl::Status CheckProtocolRanges(const measure::MeasureProtocol& protocol);
 /// The tuner options a job request asks for (unset fields keep the defaults), checked by
 /// CheckJobRanges and as tuner::ToTuneOptions checks them; InvalidArgument for an
 /// unreadable protocol.

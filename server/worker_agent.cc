@@ -20,6 +20,7 @@
 #include "measure/task.h"
 #include "measure/task_factory.h"
 #include "server/grpc_status.h"
+#include "server/proto_convert.h"
 #include "server/wire_names.h"
 #include "tune/v1/tune.grpc.pb.h"
 
@@ -106,6 +107,9 @@ struct BatchCache {
     task.reset();
     auto workload = codegen::Workload::FromKey(batch.workload_key());
     if (!workload.ok()) return workload.status();
+    // A daemon may send a workload too big for this host (its check used its own memory, or
+    // none): refused here, before its buffers are drawn.
+    if (absl::Status fits = measure::CheckBuffersFit({*workload}, factory->target()); !fits.ok()) return fits;
     auto made = factory->Make({*workload, batch.data_seed()});
     if (!made.ok()) return made.status();
     task = std::move(*made);
@@ -132,6 +136,8 @@ v1::Results MeasureBatch(const v1::Batch& batch, BatchCache& cache) {
   auto protocol = measure::MeasureProtocol::FromJson(batch.protocol_json());
   if (!protocol.ok()) {
     fail_all(protocol.status());
+  } else if (absl::Status st = CheckProtocolRanges(*protocol); !st.ok()) {
+    fail_all(st);
   } else if (absl::Status st = cache.Prepare(batch); !st.ok()) {
     fail_all(st);
   } else {

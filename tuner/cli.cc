@@ -154,8 +154,9 @@ void MarkInterrupted(dataset::RecordDatabase& db, size_t runs_before, const std:
 }
 
 /// Tunes `tasks` as `tune MODEL` and `tune op` do, after InstallStopHandlers.
-int TuneTasks(const std::string& title, const std::vector<TuneTask>& tasks, const CommonFlags& f,
+int TuneTasks(const std::string& raw_title, const std::vector<TuneTask>& tasks, const CommonFlags& f,
               const std::string& command) {
+  const std::string title = base::EscapeControl(raw_title);  // a model file's name, printed
   // The stop handlers are installed (InstallStopHandlers): the first SIGINT or SIGTERM stops
   // whatever phase is running: making the tasks, drawing their data, the naive reference, the
   // search.
@@ -228,7 +229,15 @@ int TuneTasks(const std::string& title, const std::vector<TuneTask>& tasks, cons
   std::vector<std::vector<std::string>> rows;
   double total_best = 0, total_default = 0;
   bool all_best = true, all_default = true;
+  int skipped = 0;
   for (const auto& o : *outcomes) {
+    if (!o.skipped.empty() && o.trials == 0) {  // another live run tunes it now
+      rows.push_back({o.task.name, o.task.workload.Label(), std::to_string(o.task.count), "skipped: " + o.skipped,
+                      "-", "-", "-", "-"});
+      ++skipped;
+      all_best = all_default = false;
+      continue;
+    }
     char speedup[32] = "-";
     if (std::isfinite(o.best_s) && std::isfinite(o.default_s)) {
       std::snprintf(speedup, sizeof(speedup), "%.1fx", o.default_s / o.best_s);
@@ -242,7 +251,7 @@ int TuneTasks(const std::string& title, const std::vector<TuneTask>& tasks, cons
   std::printf("\n");
   base::PrintTable({"task", "workload", "count", "trials", "best ms", "GFLOP/s", "default ms", "speedup"}, rows);
   std::printf("\nestimated %s latency (sum of best x count): %s ms%s; untuned default: %s ms\n", title.c_str(),
-              all_best ? Ms(total_best).c_str() : "-", all_best ? "" : " (some tasks have no valid kernel)",
+              all_best ? Ms(total_best).c_str() : "-", all_best ? "" : skipped ? " (some tasks were skipped: tuned by another run)" : " (some tasks have no valid kernel)",
               all_default ? Ms(total_default).c_str() : "-");
   if (f.show_kernel) {
     auto factory = measure::TaskFactory::Create(*target);

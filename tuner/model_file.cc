@@ -112,7 +112,10 @@ absl::StatusOr<ZooModel> ParseModelJson(const std::string& text, const std::stri
 absl::StatusOr<ZooModel> LoadModel(const std::string& model) {
   auto zoo = GetZooModel(model);
   if (zoo.ok()) return zoo;
-  if (std::filesystem::exists(model) && !std::filesystem::is_directory(model)) return LoadModelFile(model);
+  // The error_code overloads: a path that cannot be examined (too long, no permission) is not
+  // a model file, and the zoo's error says what the names are.
+  std::error_code ec;
+  if (std::filesystem::exists(model, ec) && !std::filesystem::is_directory(model, ec) && !ec) return LoadModelFile(model);
   return zoo.status();
 }
 

@@ -316,8 +316,9 @@ int ReplayCommand(int argc, char** argv) {
   }
 
   const auto& c = rs.cache();
-  std::printf("replay %s on %s (%s)\n", c.kernel_name.empty() ? "?" : c.kernel_name.c_str(),
-              c.device_name.empty() ? "?" : c.device_name.c_str(), c.path.c_str());
+  std::printf("replay %s on %s (%s)\n", c.kernel_name.empty() ? "?" : base::EscapeControl(c.kernel_name).c_str(),
+              c.device_name.empty() ? "?" : base::EscapeControl(c.device_name).c_str(),
+              base::EscapeControl(c.path).c_str());
   std::printf("space %llu points, %zu recorded (%zu failed), optimum %s ms\n",
               static_cast<unsigned long long>(rs.space().Size()), rs.recorded(), rs.failed(),
               Fixed(rs.optimum_ms(), 4).c_str());

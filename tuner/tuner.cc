@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/table.h"
 #include "codegen/ir/workload.h"
 #include "costmodel/cost_model_adapters.h"
 #include "search/strategy.h"
@@ -349,7 +350,7 @@ absl::Status Tuner::TakeLease(TaskRun& t, bool* taken) {
   if (holder->has_value()) {
     *taken = false;
     t.outcome.skipped = "being tuned by " + HolderText(**holder);
-    spdlog::warn("{}: {}, skipped", t.info.name, t.outcome.skipped);
+    spdlog::warn("{}: {}, skipped", base::EscapeControl(t.info.name), base::EscapeControl(t.outcome.skipped));
     return absl::OkStatus();
   }
   // Records committed from now on by anyone are read before each batch (CatchUp).
@@ -377,7 +378,7 @@ absl::Status Tuner::CatchUp(TaskRun& t) {
     }
   } else if ((*holder)->run_id != t.run_id) {
     outcome.skipped = "taken over by " + HolderText(**holder);
-    spdlog::warn("{}: {}, stopped", t.info.name, outcome.skipped);
+    spdlog::warn("{}: {}, stopped", base::EscapeControl(t.info.name), base::EscapeControl(outcome.skipped));
     t.progress.done = true;
     return absl::OkStatus();
   }
@@ -474,7 +475,7 @@ void Tuner::FitModel(TaskRun& t) {
   // a reason to stop tuning. Counted, and said once per task.
   if (absl::Status st = t.model->Fit(t.history, t.history_costs); !st.ok()) {
     if (t.outcome.model_errors++ == 0) {
-      spdlog::warn("{}: cost model fit after {} results failed: {}", t.info.name, t.history.size(), std::string(st.message()));
+      spdlog::warn("{}: cost model fit after {} results failed: {}", base::EscapeControl(t.info.name), t.history.size(), std::string(st.message()));
     }
   }
 }

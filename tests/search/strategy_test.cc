@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <memory>
+#include <random>
 #include <set>
 #include <string>
 #include <vector>
@@ -18,6 +19,7 @@
 #include "search/space.h"
 #include "search/strategy_registry.h"
 #include "tests/common/strategy_driver.h"
+#include "tests/common/test_seed.h"
 #include "tests/common/toy_space.h"
 
 namespace tune::search {
@@ -323,6 +325,19 @@ TEST(StrategyOptionTest, EveryKeySetsItsStrategysField) {
   EXPECT_EQ(o.bo.candidates, 300);
   EXPECT_EQ(o.bo.xi, 0.5);
   EXPECT_EQ(o.bo.kappa, 1.5);
+}
+
+// Options that size a pool of configs held at once are refused beyond kMaxPoolOption, so a
+// request cannot make a strategy allocate a billion configs.
+TEST(StrategyOptionTest, PoolSizesAreBounded) {
+  std::mt19937_64 rng = test::TestRng();
+  for (const char* key : {"sa_chains", "evo_population", "bo_candidates"}) {
+    StrategyOptions o;
+    EXPECT_TRUE(SetStrategyOption(o, key, std::to_string(kMaxPoolOption)).ok()) << key;
+    const int over = std::uniform_int_distribution<int>(kMaxPoolOption + 1, kMaxCountOption)(rng);
+    absl::Status st = SetStrategyOption(o, key, std::to_string(over));
+    EXPECT_TRUE(absl::IsInvalidArgument(st)) << key << "=" << over << ": " << st;
+  }
 }
 
 // The defaults are part of every recorded run's behaviour (replays, saved fractions).

@@ -26,6 +26,7 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "server/grpc_status.h"
+#include "server/job_manager.h"
 #include "tests/common/subprocess.h"
 #include "tests/common/temp_dir.h"
 #include "tests/common/test_seed.h"
@@ -458,6 +459,30 @@ TEST_F(DaemonTest, JobsWhoseBuffersCannotFitAreRefusedAtSubmit) {
   v1::ListJobsReply jobs;
   ASSERT_TRUE(Call(*tune_, &v1::Tune::Stub::ListJobs, v1::ListJobsRequest(), &jobs).ok());
   EXPECT_EQ(jobs.jobs_size(), 0);
+}
+
+// Each job not yet ended holds a thread: beyond kMaxActiveJobs a submit is refused (the
+// daemon never runs out of threads), and a slot frees once a job ends.
+TEST_F(DaemonTest, JobsBeyondTheActiveLimitAreRefusedUntilOneEnds) {
+  std::mt19937_64 rng = test::TestRng();
+  std::vector<uint64_t> ids;
+  for (uint32_t i = 0; i < JobManager::kMaxActiveJobs; ++i) {
+    ids.push_back(SubmitSmallJob());
+    ASSERT_NE(ids.back(), 0u) << i;
+  }
+  v1::SubmitJobRequest job;
+  job.set_model_json(R"({"layers": [{"op": "matmul", "shape": "8,8,8"}]})");
+  job.set_target("llvm");
+  job.set_trials(2);
+  v1::SubmitJobReply reply;
+  grpc::Status st = Call(*tune_, &v1::Tune::Stub::SubmitJob, job, &reply);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << st.error_message();
+  EXPECT_NE(st.error_message().find("the most this daemon runs at once"), std::string::npos) << st.error_message();
+  v1::CancelJobRequest cancel;
+  cancel.set_job_id(ids[std::uniform_int_distribution<size_t>(0, ids.size() - 1)(rng)]);
+  v1::CancelJobReply cancelled;
+  ASSERT_TRUE(Call(*tune_, &v1::Tune::Stub::CancelJob, cancel, &cancelled).ok());
+  EXPECT_NE(SubmitSmallJob(), 0u);
 }
 
 TEST_F(DaemonTest, CancelEndsAJobStuckOnALeasedBatchForGood) {

@@ -160,6 +160,10 @@ TEST_F(ConcurrentRunsTest, TwoResumeRunsStartedTogetherMeasureNoConfigTwice) {
   // The runs overlapped, so one of them found a task the other held: it said so and skipped it.
   EXPECT_THAT(logs, ::testing::ContainsRegex(": being tuned by run [12] \\(pid [0-9]+ on host [^)]+\\), skipped"));
   EXPECT_THAT(logs, Not(HasSubstr("taken over")));
+  // ... and its summary table lists the task as skipped, not as a task without a valid kernel.
+  EXPECT_THAT(logs, HasSubstr("skipped: being tuned by run"));
+  EXPECT_THAT(logs, HasSubstr("(some tasks were skipped: tuned by another run)"));
+  EXPECT_THAT(logs, Not(HasSubstr("some tasks have no valid kernel")));
 }
 
 // A run killed with SIGKILL stays "running" in the database; it is listed "stale" at once (its
