@@ -77,13 +77,18 @@ class DaemonTest : public ::testing::Test {
   }
 
   /// Submits a job tuning one 8x8x8 matmul on llvm for two trials; its id, 0 when refused.
-  uint64_t SubmitSmallJob() {
+  /// Submits a one-layer llvm job of two trials; how the daemon answered.
+  grpc::Status TrySubmitSmallJob(v1::SubmitJobReply* reply) {
     v1::SubmitJobRequest job;
     job.set_model_json(R"({"layers": [{"op": "matmul", "shape": "8,8,8"}]})");
     job.set_target("llvm");
     job.set_trials(2);
+    return Call(*tune_, &v1::Tune::Stub::SubmitJob, job, reply);
+  }
+
+  uint64_t SubmitSmallJob() {
     v1::SubmitJobReply reply;
-    grpc::Status st = Call(*tune_, &v1::Tune::Stub::SubmitJob, job, &reply);
+    grpc::Status st = TrySubmitSmallJob(&reply);
     EXPECT_TRUE(st.ok()) << st.error_message();
     return st.ok() ? reply.job_id() : 0;
   }
@@ -470,12 +475,8 @@ TEST_F(DaemonTest, JobsBeyondTheActiveLimitAreRefusedUntilOneEnds) {
     ids.push_back(SubmitSmallJob());
     ASSERT_NE(ids.back(), 0u) << i;
   }
-  v1::SubmitJobRequest job;
-  job.set_model_json(R"({"layers": [{"op": "matmul", "shape": "8,8,8"}]})");
-  job.set_target("llvm");
-  job.set_trials(2);
   v1::SubmitJobReply reply;
-  grpc::Status st = Call(*tune_, &v1::Tune::Stub::SubmitJob, job, &reply);
+  grpc::Status st = TrySubmitSmallJob(&reply);
   EXPECT_EQ(st.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << st.error_message();
   EXPECT_NE(st.error_message().find("the most this daemon runs at once"), std::string::npos) << st.error_message();
   v1::CancelJobRequest cancel;
