@@ -86,6 +86,7 @@ CudaReferenceKernel MakeCudaReference(const codegen::Workload& w) {
                                          {"$BIAS_PARAM", w.bias ? "const float* __restrict__ bias," : ""}});
   }
   if (w.relu) epilogue += " if (s < 0.0) s = 0.0;";
+  if (w.relu6) epilogue += " if (s < 0.0) s = 0.0; if (s > 6.0) s = 6.0;";
   k.source = absl::StrReplaceAll(source, {{"$EPILOGUE", epilogue}});
   k.grid = {std::min<int64_t>((total + kThreads - 1) / kThreads, 65536), 1, 1};
   return k;

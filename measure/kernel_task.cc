@@ -27,6 +27,7 @@ std::string WorkloadJson(const codegen::Workload& w) {
   }
   j["bias"] = w.bias;
   j["relu"] = w.relu;
+  if (w.relu6) j["relu6"] = true;
   j["dtype"] = w.dtype;
   return j.dump();
 }

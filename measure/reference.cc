@@ -13,17 +13,22 @@ namespace {
 using codegen::OpKind;
 using codegen::Workload;
 
-// Adds the bias (if any) and applies relu (if asked) to one accumulated value.
-float Epilogue(double value, const float* bias, int64_t bias_index, bool relu) {
+// The activation of an epilogue.
+enum class Act { kNone, kRelu, kRelu6 };
+Act ActOf(const Workload& w) { return w.relu ? Act::kRelu : w.relu6 ? Act::kRelu6 : Act::kNone; }
+
+// Adds the bias (if any) and applies the activation to one accumulated value.
+float Epilogue(double value, const float* bias, int64_t bias_index, Act act) {
   if (bias != nullptr) value += bias[bias_index];
-  if (relu) value = std::max(value, 0.0);
+  if (act != Act::kNone) value = std::max(value, 0.0);
+  if (act == Act::kRelu6) value = std::min(value, 6.0);
   return static_cast<float>(value);
 }
 
-// out[M,N] = a[M,K] * b[K,N] (+ bias[N]) (relu). Loop order i, k, j over a double row
+// out[M,N] = a[M,K] * b[K,N] (+ bias[N]) (activation). Loop order i, k, j over a double row
 // accumulator, so b and the accumulator are walked contiguously.
 // False when `poll` stopped it.
-bool Matmul(const float* a, const float* b, const float* bias, bool relu, int64_t m, int64_t n,
+bool Matmul(const float* a, const float* b, const float* bias, Act act, int64_t m, int64_t n,
             int64_t k, float* out, StopPoll& poll) {
   std::vector<double> row(n);
   for (int64_t i = 0; i < m; ++i) {
@@ -34,12 +39,12 @@ bool Matmul(const float* a, const float* b, const float* bias, bool relu, int64_
       const float* b_row = b + p * n;
       for (int64_t j = 0; j < n; ++j) row[j] += a_ip * static_cast<double>(b_row[j]);
     }
-    for (int64_t j = 0; j < n; ++j) out[i * n + j] = Epilogue(row[j], bias, j, relu);
+    for (int64_t j = 0; j < n; ++j) out[i * n + j] = Epilogue(row[j], bias, j, act);
   }
   return true;
 }
 
-// out[N,OC,OH,OW] = conv2d(data[N,C,H,W], weight[OC,C/G,KH,KW]) (+ bias[OC]) (relu).
+// out[N,OC,OH,OW] = conv2d(data[N,C,H,W], weight[OC,C/G,KH,KW]) (+ bias[OC]) (activation).
 // For each output channel a double plane [OH,OW] accumulates one (input channel, kh, kw)
 // tap at a time; taps that land in the padding contribute nothing.
 bool Conv2d(const Workload& w, const float* data, const float* weight, const float* bias,
@@ -74,7 +79,7 @@ bool Conv2d(const Workload& w, const float* data, const float* weight, const flo
       }
       float* out_plane = out + (b * w.out_c + oc) * out_h * out_w;
       for (int64_t i = 0; i < out_h * out_w; ++i) {
-        out_plane[i] = Epilogue(plane[i], bias, oc, w.relu);
+        out_plane[i] = Epilogue(plane[i], bias, oc, ActOf(w));
       }
     }
   }
@@ -111,7 +116,7 @@ bool ComputeReference(const Workload& workload, const std::vector<std::vector<fl
   bool done = true;
   switch (workload.op) {
     case OpKind::kMatmul:
-      done = Matmul(inputs[0].data(), inputs[1].data(), bias, workload.relu, m, n, k, out->data(), poll);
+      done = Matmul(inputs[0].data(), inputs[1].data(), bias, ActOf(workload), m, n, k, out->data(), poll);
       break;
     case OpKind::kDense: {
       // dense is a matmul with b = weight^T: transpose weight[N,K] into b[K,N] first.
@@ -121,12 +126,12 @@ bool ComputeReference(const Workload& workload, const std::vector<std::vector<fl
         for (int64_t p = 0; p < k; ++p) b[p * n + j] = weight[j * k + p];
         done = !poll.Tick(k);
       }
-      done = done && Matmul(inputs[0].data(), b.data(), bias, workload.relu, m, n, k, out->data(), poll);
+      done = done && Matmul(inputs[0].data(), b.data(), bias, ActOf(workload), m, n, k, out->data(), poll);
       break;
     }
     case OpKind::kBatchMatmul:
       for (int64_t i = 0; done && i < workload.batch; ++i) {
-        done = Matmul(inputs[0].data() + i * m * k, inputs[1].data() + i * k * n, bias, workload.relu, m,
+        done = Matmul(inputs[0].data() + i * m * k, inputs[1].data() + i * k * n, bias, ActOf(workload), m,
                       n, k, out->data() + i * m * n, poll);
       }
       break;

@@ -57,12 +57,14 @@ absl::StatusOr<ZooModel> ParseModelJsonOrThrow(const std::string& text, const st
     if (!op.ok()) return bad(where + ": " + std::string(op.status().message()));
     auto w = codegen::Workload::Parse(*op, shape->get<std::string>());
     if (!w.ok()) return bad(where + ": " + std::string(w.status().message()));
-    for (const char* flag : {"bias", "relu"}) {
+    for (auto [flag, field] : {std::pair{"bias", &codegen::Workload::bias}, std::pair{"relu", &codegen::Workload::relu},
+                               std::pair{"relu6", &codegen::Workload::relu6}}) {
       const auto value = layer.find(flag);
       if (value == layer.end()) continue;
       if (!value->is_boolean()) return bad(where + ": \"" + flag + "\" must be true or false");
-      (std::string(flag) == "bias" ? w->bias : w->relu) = value->get<bool>();
+      (*w).*field = value->get<bool>();
     }
+    if (w->relu && w->relu6) return bad(where + ": \"relu\" and \"relu6\" are exclusive");
     int64_t count = 1;
     if (const auto c = layer.find("count"); c != layer.end()) {
       // A number_unsigned above int64's range is not a number_integer that fits: read it as

@@ -119,7 +119,7 @@ Schedule Conv2dTemplate::Build(const search::Config& c) const {
   Expr x_value = Load(src, {vn.var, channel, voh.var * Expr(wl.stride_h) + vkh.var * Expr(wl.dilation_h),
                             vow.var * Expr(wl.stride_w) + vkw.var * Expr(wl.dilation_w)});
   Stage st(out, {vn, voc, voh, vow}, {vic, vkh, vkw}, x_value * w_value);
-  if (wl.bias || wl.relu) {
+  if (wl.bias || wl.relu || wl.relu6) {
     Expr acc = MakeVar("acc");
     st.SetEpilogue(acc, ApplyEpilogue(wl, acc, bias, voc.var));
   }

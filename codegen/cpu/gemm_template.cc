@@ -110,7 +110,7 @@ Schedule GemmTemplate::Build(const search::Config& c) const {
   std::vector<IterVar> axes = {vm, vn};
   if (batched) axes.insert(axes.begin(), vb);
   Stage st(out, axes, {vk}, Load(a, bidx({vm.var, vk.var})) * b_value);
-  if (wl.bias || wl.relu) {
+  if (wl.bias || wl.relu || wl.relu6) {
     Expr acc = MakeVar("acc");
     st.SetEpilogue(acc, ApplyEpilogue(wl, acc, bias, vn.var));
   }

@@ -34,6 +34,7 @@ std::vector<Buffer> ArgBuffers::args() const {
 Expr ApplyEpilogue(const Workload& workload, Expr v, const Buffer& bias, const Expr& channel) {
   if (bias) v = v + Load(bias, {channel});
   if (workload.relu) v = Max(v, FloatImm(0.0));
+  if (workload.relu6) v = Min(Max(v, FloatImm(0.0)), FloatImm(6.0));
   return v;
 }
 

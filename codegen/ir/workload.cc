@@ -70,11 +70,10 @@ int64_t ConvOutExtent(int64_t in, int64_t kernel, int64_t stride, int64_t pad, i
   return extent > kMaxInt64 ? kMaxInt64 : static_cast<int64_t>(extent);
 }
 
-std::string EpilogueName(bool bias, bool relu) {
-  if (bias && relu) return "bias_relu";
-  if (bias) return "bias";
-  if (relu) return "relu";
-  return "none";
+std::string EpilogueName(bool bias, bool relu, bool relu6) {
+  const char* act = relu ? "relu" : relu6 ? "relu6" : nullptr;
+  if (act == nullptr) return bias ? "bias" : "none";
+  return bias ? absl::StrCat("bias_", act) : act;
 }
 
 // One token of a shape key: "<prefix><a>", or "<prefix><a>x<b>" where `b` is set.
@@ -228,7 +227,7 @@ double Workload::Flops() const {
 }
 
 std::string Workload::Key() const {
-  return absl::StrCat(OpName(op), "/", ShapeKey(*this), "/", EpilogueName(bias, relu), "/", dtype);
+  return absl::StrCat(OpName(op), "/", ShapeKey(*this), "/", EpilogueName(bias, relu, relu6), "/", dtype);
 }
 
 std::string Workload::Label() const {
@@ -276,6 +275,7 @@ absl::Status Workload::Validate() const {
     return fail(absl::StrCat(field, " must be positive, got ", value));
   };
   if (dtype != "float32") return fail(absl::StrCat("dtype must be float32, got '", dtype, "'"));
+  if (relu && relu6) return fail("relu and relu6 are exclusive");
 
   if (IsMatmulLike(op)) {
     if (op != OpKind::kBatchMatmul && batch != 1) {
@@ -445,13 +445,17 @@ absl::StatusOr<Workload> Workload::FromKey(const std::string& key) {
   const std::string& epilogue = parts[2];
   if (epilogue == "bias_relu") {
     w.bias = w.relu = true;
+  } else if (epilogue == "bias_relu6") {
+    w.bias = w.relu6 = true;
   } else if (epilogue == "bias") {
     w.bias = true;
   } else if (epilogue == "relu") {
     w.relu = true;
+  } else if (epilogue == "relu6") {
+    w.relu6 = true;
   } else if (epilogue != "none") {
-    return bad(
-        absl::StrCat("unknown epilogue '", epilogue, "' (expected none, bias, relu or bias_relu)"));
+    return bad(absl::StrCat("unknown epilogue '", epilogue,
+                            "' (expected none, bias, relu, relu6, bias_relu or bias_relu6)"));
   }
   w.dtype = parts[3];
 

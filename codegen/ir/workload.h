@@ -30,7 +30,8 @@ struct TensorSpec {
 ///  batch_matmul: a[B,M,K], b[B,K,N]                -> out[B,M,N]
 ///  conv2d NCHW:  data[N,C,H,W], weight[OC,C/G,KH,KW] -> out[N,OC,OH,OW]
 /// With `bias` a bias[N] (dense/matmul/batch_matmul) or bias[OC] (conv2d) input follows and
-/// is added to every output; with `relu` max(x, 0) is applied last.
+/// is added to every output; with `relu` max(x, 0) is applied last, with `relu6` (exclusive
+/// with relu) min(max(x, 0), 6), ONNX's Clip(0, 6).
 struct Workload {
   OpKind op = OpKind::kMatmul;
   // dense / matmul / batch_matmul
@@ -41,6 +42,7 @@ struct Workload {
   int64_t groups = 1;
   bool bias = false;
   bool relu = false;
+  bool relu6 = false;
   std::string dtype = "float32";
 
   int64_t out_h() const;

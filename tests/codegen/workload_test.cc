@@ -268,10 +268,11 @@ TEST(WorkloadKeyTest, RoundTrips) {
   Workload odd = ParseOrDie(OpKind::kConv2d, "1,8,17,31,16,3,5");
   odd.stride_w = 3, odd.pad_w = 2, odd.dilation_h = 2, odd.groups = 2;
   workloads.push_back(odd);
-  for (int epilogue = 0; epilogue < 4; ++epilogue) {
+  for (int epilogue = 0; epilogue < 6; ++epilogue) {
     for (Workload w : workloads) {
       w.bias = epilogue & 1;
-      w.relu = epilogue & 2;
+      w.relu = (epilogue >> 1) == 1;
+      w.relu6 = (epilogue >> 1) == 2;
       ASSERT_TRUE(w.Validate().ok()) << w.Validate();
       absl::StatusOr<Workload> back = Workload::FromKey(w.Key());
       ASSERT_TRUE(back.ok()) << w.Key() << ": " << back.status();
@@ -279,6 +280,7 @@ TEST(WorkloadKeyTest, RoundTrips) {
       EXPECT_EQ(back->op, w.op);
       EXPECT_EQ(back->bias, w.bias);
       EXPECT_EQ(back->relu, w.relu);
+      EXPECT_EQ(back->relu6, w.relu6);
       EXPECT_EQ(back->Inputs().size(), w.Inputs().size());
       EXPECT_EQ(back->Output().shape, w.Output().shape);
       EXPECT_DOUBLE_EQ(back->Flops(), w.Flops());

@@ -28,6 +28,9 @@ LIBRARIES = {
     "tuner/main": "tune",
     "proto": "tune_proto",
     "server": "tune_server",
+    "graph": "tune_graph",
+    "executor": "tune_executor",
+    "exporter": "tune_exporter",
 }
 # Generated code is included by its proto package path.
 INCLUDE_ALIASES = {"tune/v1/": "proto"}

@@ -63,6 +63,10 @@ TEST(ReferenceTest, BiasAndRelu) {
               ElementsAre(1.5f, 0));
   EXPECT_THAT(Reference(Parse(OpKind::kMatmul, "1,2,2", false, true), {{1, -2}, {1, 0, 0, 1}}),
               ElementsAre(1, 0));
+  // relu6 clips to [0, 6]: [7 -2] -> [6 0].
+  Workload relu6 = Parse(OpKind::kMatmul, "1,2,2");
+  relu6.relu6 = true;
+  EXPECT_THAT(Reference(relu6, {{7, -2}, {1, 0, 0, 1}}), ElementsAre(6, 0));
   // Bias is per column in every batch of a batch_matmul.
   EXPECT_THAT(
       Reference(Parse(OpKind::kBatchMatmul, "2,1,2,1", true), {{1, 2}, {1, -1, 3, 4}, {10, 20}}),

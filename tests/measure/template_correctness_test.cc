@@ -43,6 +43,7 @@ struct Case {
   bool bias;
   bool relu;
   int configs;  // distinct random valid configs drawn (DefaultConfig comes on top)
+  bool relu6 = false;  // ONNX Clip(0, 6): inputs large enough that outputs above 6 occur
 };
 
 // Odd extents everywhere, so every split has few divisors and tiles of size 1 and of the
@@ -62,6 +63,8 @@ const std::vector<Case>& Cases() {
       {"conv_groups2_relu", OpKind::kConv2d, "1,4,11,10,6,3,3,1,1,1,2", false, true, 30},
       {"conv_depthwise_bias_relu", OpKind::kConv2d, "1,8,12,11,8,3,3,1,1,1,8", true, true, 30},
       {"conv_1x1_batch2", OpKind::kConv2d, "2,16,9,7,12,1,1", false, false, 30},
+      {"matmul_17x33x257_bias_relu6", OpKind::kMatmul, "17,33,257", true, false, 20, true},
+      {"conv_c32_k3_relu6", OpKind::kConv2d, "1,32,9,10,8,3,3,1,1", false, false, 20, true},
   };
   return cases;
 }
@@ -72,6 +75,7 @@ Workload MakeWorkload(const Case& c) {
   Workload out = w.ok() ? *w : Workload();
   out.bias = c.bias;
   out.relu = c.relu;
+  out.relu6 = c.relu6;
   return out;
 }
 
