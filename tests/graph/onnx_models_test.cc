@@ -108,5 +108,57 @@ TEST(OnnxModelsTest, ResNet18TasksFollowTheArchitecture) {
   }
 }
 
+TEST(OnnxModelsTest, MobileNetV2TasksHaveDepthwiseConvsWithRelu6) {
+  GraphTasks tasks = ImportTasks("mobilenet_v2.onnx");
+  std::map<std::string, int> expected;
+  Expect(expected, ModelConv(3, 64, 32, 3, 2, 1, 1, false, true), 1);  // features.0 -> 32x32
+  // Inverted residual blocks (expansion t, channels c, repeats n, first stride s): a 1x1
+  // expansion with ReLU6 (not for t = 1), a 3x3 depthwise conv with ReLU6, a linear 1x1 projection.
+  struct Setting { int64_t t, c, n, s; };
+  int64_t c = 32, hw = 32;
+  for (const Setting& st : {Setting{1, 16, 1, 1}, Setting{6, 24, 2, 2}, Setting{6, 32, 3, 2}, Setting{6, 64, 4, 2},
+                            Setting{6, 96, 3, 1}, Setting{6, 160, 3, 2}, Setting{6, 320, 1, 1}}) {
+    for (int64_t i = 0; i < st.n; ++i) {
+      const int64_t stride = i == 0 ? st.s : 1, hidden = c * st.t, ohw = (hw + stride - 1) / stride;
+      if (st.t != 1) Expect(expected, ModelConv(c, hw, hidden, 1, 1, 0, 1, false, true), 1);
+      Expect(expected, ModelConv(hidden, hw, hidden, 3, stride, 1, hidden, false, true), 1);
+      Expect(expected, ModelConv(hidden, ohw, st.c, 1, 1, 0, 1, false), 1);
+      c = st.c;
+      hw = ohw;
+    }
+  }
+  Expect(expected, ModelConv(320, 2, 1280, 1, 1, 0, 1, false, true), 1);
+  Expect(expected, ModelGemm(OpKind::kDense, 1, 1, 1000, 1280, true), 1);
+  EXPECT_EQ(TaskCounts(tasks), expected);
+  EXPECT_EQ(tasks.tuned_nodes, 53);
+  int depthwise = 0;
+  for (const GraphTask& t : tasks.tasks) depthwise += t.workload.depthwise() ? t.count : 0;
+  EXPECT_EQ(depthwise, 17);
+  EXPECT_EQ(tasks.untuned_ops, (std::map<std::string, int>{{"Add", 10}, {"GlobalAveragePool", 1}, {"Flatten", 1}}));
+}
+
+TEST(OnnxModelsTest, EncoderProjectionsAreMatmulsAndAttentionIsBatchMatmul) {
+  Graph graph;
+  GraphTasks tasks = ImportTasks("encoder.onnx", &graph);
+  std::map<std::string, int> expected;
+  Expect(expected, ModelGemm(OpKind::kMatmul, 1, 16, 64, 64, true), 4);    // Q, K, V, output projection
+  Expect(expected, ModelGemm(OpKind::kBatchMatmul, 4, 16, 16, 16, false), 2);  // Q K^T and softmax V, 4 heads
+  Expect(expected, ModelGemm(OpKind::kMatmul, 1, 16, 256, 64, true), 1);   // FFN in
+  Expect(expected, ModelGemm(OpKind::kMatmul, 1, 16, 64, 256, true), 1);   // FFN out
+  EXPECT_EQ(TaskCounts(tasks), expected);
+  ASSERT_FALSE(tasks.tasks.empty());
+  EXPECT_EQ(tasks.tasks[0].name, "/q/MatMul");
+  // GELU (Div, Erf, Add, Mul), the residual adds and the decomposed LayerNorms stay built-in.
+  EXPECT_EQ(tasks.untuned_ops, (std::map<std::string, int>{{"Gather", 1}, {"Add", 8}, {"Reshape", 4}, {"Transpose", 4},
+                                                            {"Div", 4}, {"Softmax", 1}, {"ReduceMean", 4}, {"Sub", 2},
+                                                            {"Pow", 2}, {"Sqrt", 2}, {"Mul", 4}, {"Erf", 1}}));
+  EXPECT_EQ(graph.Find("ids")->dtype, DType::kInt64);
+  EXPECT_EQ(graph.Find("output")->shape, (std::vector<int64_t>{1, 16, 64}));
+  // The scores' shape comes from the folded Reshape/Transpose chain.
+  for (const Node& node : graph.nodes) {
+    if (node.op == "Softmax") EXPECT_EQ(graph.Find(node.inputs[0])->shape, (std::vector<int64_t>{1, 4, 16, 16}));
+  }
+}
+
 }  // namespace
 }  // namespace tune::graph
