@@ -9,10 +9,14 @@
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <cstring>
 #include <fstream>
 #include <limits>
 #include <mutex>
 #include <optional>
+#include <set>
+#include <map>
+#include <tuple>
 #include <thread>
 #include <utility>
 
@@ -115,6 +119,57 @@ bool Live(const std::string& host, int64_t pid, double deadline, double now) {
   return deadline > now && OwnerMayBeAlive(host, pid);
 }
 
+// Adds one record through a statement prepared from kInsertRecordSql, stamped `timestamp`.
+constexpr const char* kInsertRecordSql =
+    "INSERT INTO records(task_id, target_id, run_id, config_json, config_index, strategy, "
+    "protocol_json, status, message, costs_json, number, median_s, mean_s, build_s, wall_s, "
+    "timestamp) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)";
+
+absl::Status InsertRecord(Statement& insert, const Record& record, double timestamp) {
+  const measure::MeasureResult& result = record.result;
+  auto finite = [](double v) { return std::isfinite(v) ? std::optional<double>(v) : std::nullopt; };
+  insert.Reset();
+  absl::Status s = insert.Bind(
+      record.task_id, record.target_id, record.run_id != 0 ? std::optional<int64_t>(record.run_id) : std::nullopt,
+      record.config_json, static_cast<int64_t>(record.config_index), record.strategy, record.protocol_json,
+      measure::StatusName(result.status), result.message, CostsToJson(result.costs_s), result.number,
+      finite(result.Median()), finite(result.Mean()), result.build_s, result.wall_s, timestamp);
+  if (!s.ok()) return s;
+  return insert.Run();
+}
+
+// `columns` ("a, b, c") with each name prefixed by `table` and a dot.
+std::string Qualified(const std::string& table, const std::string& columns) {
+  std::string out;
+  size_t start = 0;
+  while (start <= columns.size()) {
+    size_t comma = columns.find(", ", start);
+    if (comma == std::string::npos) comma = columns.size();
+    absl::StrAppend(&out, out.empty() ? "" : ", ", table, ".", columns.substr(start, comma - start));
+    start = comma + 2;
+  }
+  return out;
+}
+
+// The canonical text of a JSON object (keys sorted, compact); nullopt when `text` is not one.
+std::optional<std::string> CanonicalObject(const std::string& text) {
+  nlohmann::json value = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (value.is_discarded() || !value.is_object()) return std::nullopt;
+  return value.dump();
+}
+
+// What makes two records the same measurement: canonical config and protocol, the timestamp's bits.
+std::string MeasurementKey(const std::string& canonical_config, const std::string& canonical_protocol,
+                           double timestamp) {
+  uint64_t bits = 0;
+  static_assert(sizeof(bits) == sizeof(timestamp));
+  std::memcpy(&bits, &timestamp, sizeof(bits));
+  return absl::StrCat(canonical_config, "\n", canonical_protocol, "\n", bits);
+}
+
+constexpr const char* kRunColumns =
+    "id, command, target_key, started, finished, status, host, pid, heartbeat, message";
+
 }  // namespace
 
 std::string LocalHostName() {
@@ -150,6 +205,12 @@ RecordDatabase::~RecordDatabase() = default;
 
 absl::StatusOr<std::unique_ptr<RecordDatabase>> RecordDatabase::Open(const std::string& path, bool create) {
   absl::StatusOr<SqliteConnection> connection = OpenWithSchema(path, create);
+  if (!connection.ok()) return connection.status();
+  return std::unique_ptr<RecordDatabase>(new RecordDatabase(std::make_unique<Impl>(*std::move(connection), path)));
+}
+
+absl::StatusOr<std::unique_ptr<RecordDatabase>> RecordDatabase::OpenReadOnly(const std::string& path) {
+  absl::StatusOr<SqliteConnection> connection = OpenReadOnlyWithSchema(path);
   if (!connection.ok()) return connection.status();
   return std::unique_ptr<RecordDatabase>(new RecordDatabase(std::make_unique<Impl>(*std::move(connection), path)));
 }
@@ -269,11 +330,7 @@ absl::Status RecordDatabase::AddRecords(std::vector<Record>& records) {
   sqlite3* db = impl_->db;
   absl::StatusOr<Transaction> txn = Transaction::Begin(db);
   if (!txn.ok()) return txn.status();
-  absl::StatusOr<Statement> insert = Statement::Prepare(
-      db,
-      "INSERT INTO records(task_id, target_id, run_id, config_json, config_index, strategy, "
-      "protocol_json, status, message, costs_json, number, median_s, mean_s, build_s, wall_s, "
-      "timestamp) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)");
+  absl::StatusOr<Statement> insert = Statement::Prepare(db, kInsertRecordSql);
   if (!insert.ok()) return insert.status();
 
   // Ids and timestamps reach the caller's records only once the batch has committed.
@@ -282,18 +339,9 @@ absl::Status RecordDatabase::AddRecords(std::vector<Record>& records) {
   ids.reserve(records.size());
   timestamps.reserve(records.size());
   const double now = NowSeconds();
-  auto finite = [](double v) { return std::isfinite(v) ? std::optional<double>(v) : std::nullopt; };
   for (const Record& record : records) {
-    const measure::MeasureResult& result = record.result;
     const double timestamp = record.timestamp != 0 ? record.timestamp : now;
-    insert->Reset();
-    absl::Status s = insert->Bind(
-        record.task_id, record.target_id,
-        record.run_id != 0 ? std::optional<int64_t>(record.run_id) : std::nullopt, record.config_json,
-        static_cast<int64_t>(record.config_index), record.strategy, record.protocol_json,
-        measure::StatusName(result.status), result.message, CostsToJson(result.costs_s), result.number,
-        finite(result.Median()), finite(result.Mean()), result.build_s, result.wall_s, timestamp);
-    if (s.ok()) s = insert->Run();
+    absl::Status s = InsertRecord(*insert, record, timestamp);
     if (!s.ok()) {
       return absl::Status(s.code(), absl::StrCat("adding record ", ids.size() + 1, " of ", records.size(),
                                                  " (task ", record.task_id, ", target ", record.target_id,
@@ -338,6 +386,182 @@ absl::StatusOr<std::vector<Record>> RecordDatabase::Best(int64_t task_id, int64_
       task_id, target_id, k);
   if (!query.ok()) return query.status();
   return ReadRows(*query, ReadRecord);
+}
+
+absl::StatusOr<std::vector<PortableRecord>> RecordDatabase::ExportRecords(int64_t task_id,
+                                                                         int64_t target_id) const {
+  absl::StatusOr<Statement> query = PrepareBound(
+      impl_->db,
+      absl::StrCat("SELECT ", Qualified("r", kRecordColumns), ", ", Qualified("t", kTaskColumns), ", ",
+                   Qualified("g", kTargetColumns), ", ", Qualified("u", kRunColumns),
+                   " FROM records r JOIN tasks t ON t.id = r.task_id JOIN targets g ON g.id = r.target_id "
+                   "LEFT JOIN runs u ON u.id = r.run_id WHERE (?1 = 0 OR r.task_id = ?1) "
+                   "AND (?2 = 0 OR r.target_id = ?2) ORDER BY r.id"),
+      task_id, target_id);
+  if (!query.ok()) return query.status();
+  return ReadRows(*query, [](const Statement& row) -> absl::StatusOr<PortableRecord> {
+    PortableRecord out;
+    absl::StatusOr<Record> record = ReadRecord(row);
+    if (!record.ok()) return record.status();
+    out.record = *std::move(record);
+    constexpr int kTask = 15, kTarget = 21, kRun = 24;
+    out.task = TaskInfo{row.Int64(kTask), row.Text(kTask + 1), row.Text(kTask + 2), row.Text(kTask + 3),
+                        row.Double(kTask + 4), static_cast<int>(row.Int64(kTask + 5))};
+    out.target = TargetInfo{row.Int64(kTarget), row.Text(kTarget + 1), row.Text(kTarget + 2)};
+    if (!row.IsNull(kRun)) {
+      out.run = RunInfo{row.Int64(kRun),         row.Text(kRun + 1),  row.Text(kRun + 2),
+                        row.Double(kRun + 3),    row.Double(kRun + 4), row.Text(kRun + 5),
+                        row.Text(kRun + 6),      row.Int64(kRun + 7), row.Double(kRun + 8),
+                        row.Text(kRun + 9)};
+    }
+    return out;
+  });
+}
+
+absl::StatusOr<ImportCounts> RecordDatabase::ImportRecords(const std::vector<PortableRecord>& records) {
+  sqlite3* db = impl_->db;
+  absl::StatusOr<Transaction> txn = Transaction::Begin(db);
+  if (!txn.ok()) return txn.status();
+  absl::StatusOr<Statement> insert = Statement::Prepare(db, kInsertRecordSql);
+  if (!insert.ok()) return insert.status();
+
+  std::map<std::pair<std::string, int>, TaskInfo> tasks;        // by workload key, template version
+  std::map<std::string, TargetInfo> targets;                     // by key
+  std::map<std::tuple<std::string, double, std::string, int64_t>, int64_t> runs;  // command, started, host, pid
+  std::map<std::pair<int64_t, int64_t>, std::set<std::string>> present;  // measurement keys per task, target
+  std::set<int64_t> new_tasks, new_targets;
+  ImportCounts counts;
+  const double now = NowSeconds();
+
+  for (const PortableRecord& in : records) {
+    auto invalid = [&in](const std::string& why) {
+      return absl::InvalidArgumentError(in.origin.empty() ? why : absl::StrCat(in.origin, ": ", why));
+    };
+    const std::optional<std::string> config = CanonicalObject(in.record.config_json);
+    if (!config.has_value()) return invalid("the config is not a JSON object");
+    const std::optional<std::string> protocol = CanonicalObject(in.record.protocol_json);
+    if (!protocol.has_value()) return invalid("the protocol is not a JSON object");
+
+    // The task: found (the same fields) or added.
+    auto task_it = tasks.find({in.task.workload_key, in.task.template_version});
+    if (task_it == tasks.end()) {
+      const std::optional<std::string> shape = CanonicalObject(in.task.shape_json);
+      if (!shape.has_value()) return invalid("the task's shape is not a JSON object");
+      absl::StatusOr<std::optional<TaskInfo>> found = FindTask(in.task.workload_key, in.task.template_version);
+      if (!found.ok()) return found.status();
+      TaskInfo task = in.task;
+      if (found->has_value()) {
+        const TaskInfo& have = **found;
+        if (have.op != in.task.op || have.flops != in.task.flops || CanonicalObject(have.shape_json) != shape) {
+          return invalid(absl::StrCat("task '", in.task.workload_key, "' (template version ", in.task.template_version,
+                                      ") is in ", impl_->path, " with another op, shape or flops"));
+        }
+        task = have;
+      } else {
+        absl::StatusOr<int64_t> id = UpsertTask(in.task);
+        if (!id.ok()) return id.status();
+        task.id = *id;
+      }
+      task_it = tasks.emplace(std::make_pair(in.task.workload_key, in.task.template_version), task).first;
+    } else if (task_it->second.op != in.task.op || task_it->second.flops != in.task.flops ||
+               CanonicalObject(task_it->second.shape_json) != CanonicalObject(in.task.shape_json)) {
+      return invalid(absl::StrCat("task '", in.task.workload_key, "' (template version ", in.task.template_version,
+                                  ") has another op, shape or flops than before"));
+    }
+    const int64_t task_id = task_it->second.id;
+
+    // The target: found (the same description) or added.
+    auto target_it = targets.find(in.target.key);
+    const std::optional<std::string> description = CanonicalObject(in.target.json);
+    if (!description.has_value()) return invalid("the target's description is not a JSON object");
+    if (target_it == targets.end()) {
+      absl::StatusOr<std::optional<TargetInfo>> found = FindTarget(in.target.key);
+      if (!found.ok()) return found.status();
+      TargetInfo target = in.target;
+      if (found->has_value()) {
+        if (CanonicalObject((*found)->json) != description) {
+          return invalid(absl::StrCat("target '", in.target.key, "' is in ", impl_->path, " with another description"));
+        }
+        target = **found;
+      } else {
+        absl::StatusOr<int64_t> id = UpsertTarget(in.target);
+        if (!id.ok()) return id.status();
+        target.id = *id;
+      }
+      target_it = targets.emplace(in.target.key, target).first;
+    } else if (CanonicalObject(target_it->second.json) != description) {
+      return invalid(absl::StrCat("target '", in.target.key, "' has another description than before"));
+    }
+    const int64_t target_id = target_it->second.id;
+
+    // Skip a measurement that is there already.
+    auto present_it = present.find({task_id, target_id});
+    if (present_it == present.end()) {
+      absl::StatusOr<Statement> query = PrepareBound(
+          db, "SELECT config_json, protocol_json, timestamp FROM records WHERE task_id = ?1 AND target_id = ?2",
+          task_id, target_id);
+      if (!query.ok()) return query.status();
+      absl::StatusOr<std::vector<std::string>> keys = ReadRows(*query, [](const Statement& row) {
+        return MeasurementKey(CanonicalObject(row.Text(0)).value_or(row.Text(0)),
+                              CanonicalObject(row.Text(1)).value_or(row.Text(1)), row.Double(2));
+      });
+      if (!keys.ok()) return keys.status();
+      present_it = present.emplace(std::make_pair(task_id, target_id),
+                                   std::set<std::string>(keys->begin(), keys->end())).first;
+    }
+    const double timestamp = in.record.timestamp != 0 ? in.record.timestamp : now;
+    if (!present_it->second.insert(MeasurementKey(*config, *protocol, timestamp)).second) {
+      ++counts.already_present;
+      continue;
+    }
+
+    // The run: found by its command, start, host and pid, or added.
+    int64_t run_id = 0;
+    if (in.run.has_value()) {
+      const RunInfo& run = *in.run;
+      auto key = std::make_tuple(run.command, run.started, run.host, run.pid);
+      auto run_it = runs.find(key);
+      if (run_it == runs.end()) {
+        absl::StatusOr<Statement> find = PrepareBound(
+            db, "SELECT id FROM runs WHERE command = ?1 AND started = ?2 AND host = ?3 AND pid = ?4 ORDER BY id",
+            run.command, run.started, run.host, run.pid);
+        if (!find.ok()) return find.status();
+        absl::StatusOr<std::optional<int64_t>> found =
+            ReadFirstRow(*find, [](const Statement& row) { return row.Int64(0); });
+        if (!found.ok()) return found.status();
+        if (found->has_value()) {
+          run_id = **found;
+        } else {
+          absl::StatusOr<Statement> add = PrepareBound(
+              db,
+              "INSERT INTO runs(command, target_key, started, finished, status, host, pid, heartbeat, message) "
+              "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+              run.command, run.target_key, run.started, run.finished, run.status == "stale" ? "running" : run.status,
+              run.host, run.pid, run.heartbeat, run.message);
+          if (!add.ok()) return add.status();
+          if (absl::Status s = add->Run(); !s.ok()) return s;
+          run_id = impl_->connection.LastInsertId();
+        }
+        run_it = runs.emplace(key, run_id).first;
+      }
+      run_id = run_it->second;
+    }
+
+    Record record = in.record;
+    record.task_id = task_id;
+    record.target_id = target_id;
+    record.run_id = run_id;
+    if (absl::Status s = InsertRecord(*insert, record, timestamp); !s.ok()) {
+      return absl::Status(s.code(), in.origin.empty() ? s.message() : absl::StrCat(in.origin, ": ", s.message()));
+    }
+    ++counts.imported;
+    new_tasks.insert(task_id);
+    new_targets.insert(target_id);
+  }
+  if (absl::Status s = txn->Commit(); !s.ok()) return s;
+  counts.tasks = static_cast<int64_t>(new_tasks.size());
+  counts.targets = static_cast<int64_t>(new_targets.size());
+  return counts;
 }
 
 absl::StatusOr<std::vector<TaskInfo>> RecordDatabase::Tasks() const {

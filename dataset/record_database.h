@@ -75,6 +75,24 @@ struct LeaseHolder {
   double expires = 0;        // seconds since the epoch; renewed by the holder's heartbeat
 };
 
+/// A record with its task, target and run by value rather than by id: what moves from one
+/// database to another (export, import, merge).
+struct PortableRecord {
+  TaskInfo task;                // `id` is ignored on import
+  TargetInfo target;            // `id` is ignored on import
+  std::optional<RunInfo> run;   // the run that measured it; nullopt: none. `id` is ignored on import
+  Record record;                // `id`, `task_id`, `target_id` and `run_id` are ignored on import
+  std::string origin;           // where it was read ("records.jsonl:17"), prefixed to import errors
+};
+
+/// What RecordDatabase::ImportRecords did.
+struct ImportCounts {
+  int64_t imported = 0;         // records added
+  int64_t already_present = 0;  // records skipped: the same measurement was there (or earlier in the batch)
+  int64_t tasks = 0;            // distinct tasks of the records added
+  int64_t targets = 0;          // distinct targets of the records added
+};
+
 /// SQLite-backed store. Opening creates or migrates the schema (versioned with
 /// PRAGMA user_version) and turns on WAL. All methods are thread-compatible (one instance per
 /// thread, or external locking); several processes may open one file.
@@ -89,6 +107,11 @@ class RecordDatabase {
   /// schema; Unavailable/Internal for I/O errors. Never leaves a half-created file behind.
   static absl::StatusOr<std::unique_ptr<RecordDatabase>> Open(const std::string& path,
                                                               bool create = true);
+  /// Opens an existing record database of the current schema version for reading only
+  /// (PRAGMA query_only: nothing is written, no schema is created or upgraded). NotFound for an
+  /// absent file; FailedPrecondition for a file that is not a tune database or has another
+  /// schema version.
+  static absl::StatusOr<std::unique_ptr<RecordDatabase>> OpenReadOnly(const std::string& path);
   /// The path it was opened with.
   const std::string& path() const;
 
@@ -126,6 +149,21 @@ class RecordDatabase {
   absl::StatusOr<int64_t> LastRecordId() const;
   /// The `k` ok records with the lowest median cost, fastest first.
   absl::StatusOr<std::vector<Record>> Best(int64_t task_id, int64_t target_id, int k = 1) const;
+
+  /// Every record of a task on a target (0: every task, every target) with its task, target and
+  /// run, in the order they were committed (by id).
+  absl::StatusOr<std::vector<PortableRecord>> ExportRecords(int64_t task_id = 0, int64_t target_id = 0) const;
+  /// Adds `records` in one transaction (all or nothing), creating their tasks, targets and runs
+  /// where absent (a run is the same run when its command, start time, host and pid are). A
+  /// record already present is skipped and counted: the same measurement is the same task
+  /// (workload key + template version), target key, config and protocol (compared as JSON values,
+  /// so key order does not matter) and timestamp; the timestamp tells apart a config measured
+  /// again (finalists, another run). Records keep every field (config and protocol text,
+  /// status, message, samples, number, build and wall seconds, strategy, timestamp; a timestamp
+  /// of 0 becomes now). InvalidArgument, prefixed with the record's `origin`, when its task or
+  /// target is in the database (or earlier in the batch) with other fields (op, shape, flops;
+  /// description), or its config, protocol, shape or description is not a JSON object.
+  absl::StatusOr<ImportCounts> ImportRecords(const std::vector<PortableRecord>& records);
 
   absl::StatusOr<std::vector<TaskInfo>> Tasks() const;
   absl::StatusOr<std::vector<TargetInfo>> Targets() const;

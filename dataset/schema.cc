@@ -272,4 +272,29 @@ absl::StatusOr<SqliteConnection> OpenWithSchema(const std::string& path, bool cr
   return connection;
 }
 
+absl::StatusOr<SqliteConnection> OpenReadOnlyWithSchema(const std::string& path) {
+  if (path.empty()) return absl::InvalidArgumentError("record database path is empty");
+  std::error_code ec;
+  const bool exists = std::filesystem::exists(path, ec);
+  if (ec) {
+    return absl::UnavailableError(absl::StrCat("cannot access record database '", path, "': ", ec.message()));
+  }
+  if (!exists) return absl::NotFoundError(absl::StrCat("record database '", path, "' does not exist"));
+  absl::StatusOr<SqliteConnection> connection = SqliteConnection::Open(path, /*create=*/false);
+  if (!connection.ok()) return connection.status();
+  sqlite3* db = connection->get();
+  if (absl::Status s = Exec(db, "PRAGMA query_only = ON"); !s.ok()) return s;
+  absl::StatusOr<Contents> contents = Inspect(db, path);
+  if (!contents.ok()) return contents.status();
+  if (*contents != Contents::kTune) return NotTuneDatabase(path);
+  absl::StatusOr<int64_t> version = SchemaVersion(db);
+  if (!version.ok()) return version.status();
+  if (*version != kSchemaVersion) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "'", path, "' has record database schema version ", *version, ", not ", kSchemaVersion,
+        " (open it once with this tune, e.g. tune db stats --db ", path, ", to upgrade it)"));
+  }
+  return connection;
+}
+
 }  // namespace tune::dataset

@@ -20,4 +20,10 @@ inline constexpr int kSchemaVersion = 2;
 /// file it created behind on failure. Several processes and connections may open one file.
 absl::StatusOr<SqliteConnection> OpenWithSchema(const std::string& path, bool create);
 
+/// Opens an existing record database of schema version kSchemaVersion for reading only: the
+/// connection is PRAGMA query_only, and nothing is created, upgraded or configured. NotFound
+/// for an absent file; FailedPrecondition for a file that is not a tune database (an empty
+/// one included) or has another schema version; Unavailable/Internal for I/O errors.
+absl::StatusOr<SqliteConnection> OpenReadOnlyWithSchema(const std::string& path);
+
 }  // namespace tune::dataset
