@@ -29,6 +29,7 @@
 #include "server/proto_convert.h"
 #include "server/worker_agent.h"
 #include "server/wire_names.h"
+#include "tuner/model_file.h"
 #include "tuner/parse_command_line.h"
 #include "tuner/tuning_flags.h"
 #include "tune/v1/tune.grpc.pb.h"
@@ -265,7 +266,7 @@ int SubmitCommand(int argc, char** argv) {
   tuner::TuningFlags tuning;
   bool detach = false;
   double reattach_s = 300;
-  app.add_option("model", model, "built-in model name or a JSON model file")->required();
+  app.add_option("model", model, "built-in model name, a JSON model file or an ONNX model (imported here)")->required();
   app.add_option("--target", target, "llvm or cuda[:N]: the workers that measure it")->capture_default_str();
   // --timeout is the wait for the daemon (ClientFlags); a candidate's measurement timeout is
   // --measure-timeout here.
@@ -283,7 +284,14 @@ int SubmitCommand(int argc, char** argv) {
 
   std::ifstream file(model);
   std::error_code ec;  // a path that cannot be examined is not a model file
-  if (std::filesystem::is_regular_file(model, ec) && file) {  // a model file: its contents travel
+  if (tuner::IsOnnxModel(model) || !tuning.inputs.empty()) {
+    // An ONNX model is imported here; its tasks travel as a model file.
+    auto m = tuner::LoadModel(model, tuning.inputs);
+    if (!m.ok()) return base::Fail("tune", m.status());
+    if (!m->summary.empty()) std::fprintf(stderr, "%s\n", base::EscapeControl(m->summary).c_str());
+    req.set_model_json(tuner::ModelToJson(*m));
+    if (name.empty()) name = model;
+  } else if (std::filesystem::is_regular_file(model, ec) && file) {  // a model file: its contents travel
     std::ostringstream text;
     text << file.rdbuf();
     req.set_model_json(text.str());

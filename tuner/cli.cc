@@ -251,20 +251,22 @@ std::string JoinArgs(int argc, char** argv) {
 
 int ModelCommand(int argc, char** argv) {
   CLI::App app{"tune: autotune the kernels of a model.\n"
-               "usage: tune MODEL --target llvm [options]   (MODEL: a built-in name or a JSON model file)\n"
+               "usage: tune MODEL --target llvm [options]   (MODEL: a built-in name, a JSON model file or an ONNX model)\n"
                "       tune op KIND --shape S [options]     (one operator)\n"
                "       tune db tasks|best|history|stats|runs [options]\n"
                "       tune replay CACHE --strategy S --budget B --runs R   (recorded Kernel Tuner space)\n",
                "tune"};
   std::string model;
   CommonFlags f;
-  app.add_option("model", model, "built-in model (resnet-18, resnet-50, mobilenet-v2, bert-base) or model file")
+  app.add_option("model", model,
+                 "built-in model (resnet-18, resnet-50, mobilenet-v2, bert-base), JSON model file or ONNX model (.onnx)")
       ->required();
   AddTuneFlags(app, f);
   if (auto code = ParseCommandLine(app, argc, argv)) return *code;
   InstallStopHandlers();
-  auto m = LoadModel(model);
+  auto m = LoadModel(model, f.tuning.inputs);
   if (!m.ok()) return base::Fail("tune", m.status());
+  if (!m->summary.empty()) std::fprintf(stderr, "%s\n", base::EscapeControl(m->summary).c_str());
   return TuneTasks(m->name, ExtractTasks(*m), f, JoinArgs(argc, argv));
 }
 
@@ -285,6 +287,7 @@ int OpCommand(int argc, char** argv) {
                  "--trials N with N configs measures just those");
   AddTuneFlags(app, f);
   if (auto code = ParseCommandLine(app, argc - 1, argv + 1)) return *code;
+  if (!f.tuning.inputs.empty()) return base::Fail("tune", base::kExitUsage, "--input applies only to ONNX models");
   InstallStopHandlers();
   auto op = codegen::ParseOpName(kind);
   if (!op.ok()) return base::Fail("tune", op.status());

@@ -8,6 +8,10 @@
 #include <sstream>
 #include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "graph/onnx_import.h"
+#include "graph/tasks.h"
 #include "nlohmann/json.hpp"
 
 namespace tune::tuner {
@@ -49,14 +53,24 @@ absl::StatusOr<ZooModel> ParseModelJsonOrThrow(const std::string& text, const st
   for (const auto& layer : *layers) {
     std::string where = "layer " + std::to_string(index++);
     if (!layer.is_object()) return bad(where + " is not an object");
-    const auto op_field = layer.find("op");
-    if (op_field == layer.end() || !op_field->is_string()) return bad(where + ": missing string \"op\"");
-    const auto shape = layer.find("shape");
-    if (shape == layer.end() || !shape->is_string()) return bad(where + ": missing string \"shape\"");
-    auto op = codegen::ParseOpName(op_field->get<std::string>());
-    if (!op.ok()) return bad(where + ": " + std::string(op.status().message()));
-    auto w = codegen::Workload::Parse(*op, shape->get<std::string>());
-    if (!w.ok()) return bad(where + ": " + std::string(w.status().message()));
+    absl::StatusOr<codegen::Workload> w;
+    if (const auto key = layer.find("key"); key != layer.end()) {
+      if (!key->is_string()) return bad(where + ": \"key\" must be a string");
+      w = codegen::Workload::FromKey(key->get<std::string>());
+      if (w.ok()) {
+        if (absl::Status st = w->Validate(); !st.ok()) w = st;
+      }
+      if (!w.ok()) return bad(where + ": " + std::string(w.status().message()));
+    } else {
+      const auto op_field = layer.find("op");
+      if (op_field == layer.end() || !op_field->is_string()) return bad(where + ": missing string \"op\"");
+      const auto shape = layer.find("shape");
+      if (shape == layer.end() || !shape->is_string()) return bad(where + ": missing string \"shape\"");
+      auto op = codegen::ParseOpName(op_field->get<std::string>());
+      if (!op.ok()) return bad(where + ": " + std::string(op.status().message()));
+      w = codegen::Workload::Parse(*op, shape->get<std::string>());
+      if (!w.ok()) return bad(where + ": " + std::string(w.status().message()));
+    }
     for (auto [flag, field] : {std::pair{"bias", &codegen::Workload::bias}, std::pair{"relu", &codegen::Workload::relu},
                                std::pair{"relu6", &codegen::Workload::relu6}}) {
       const auto value = layer.find(flag);
@@ -111,7 +125,44 @@ absl::StatusOr<ZooModel> ParseModelJson(const std::string& text, const std::stri
   }
 }
 
-absl::StatusOr<ZooModel> LoadModel(const std::string& model) {
+bool IsOnnxModel(const std::string& path) {
+  if (absl::EndsWithIgnoreCase(path, ".onnx")) return true;
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec) || ec) return false;
+  std::ifstream in(path, std::ios::binary);
+  char head[64] = {};
+  in.read(head, sizeof(head));
+  return graph::LooksLikeOnnx(std::string(head, static_cast<size_t>(in.gcount())));
+}
+
+absl::StatusOr<ZooModel> LoadOnnxModel(const std::string& path, const std::vector<std::string>& inputs) {
+  graph::ImportOptions options;
+  for (const std::string& text : inputs) {
+    if (absl::Status st = graph::ParseInputShape(text, &options); !st.ok()) return st;
+  }
+  absl::StatusOr<graph::Graph> g = graph::ImportOnnx(path, options);
+  if (!g.ok()) return g.status();
+  const graph::GraphTasks tasks = graph::ExtractGraphTasks(*g);
+  if (tasks.tasks.empty()) {
+    return absl::InvalidArgumentError(path + ": no Conv, Gemm or MatMul node that tune can tune");
+  }
+  ZooModel model;
+  model.name = std::filesystem::path(path).stem().string();
+  model.description = "ONNX model " + path;
+  for (const graph::GraphTask& t : tasks.tasks) model.layers.push_back({t.name, t.workload, t.count});
+  model.summary = absl::StrCat(path, ": ", tasks.tuned_nodes, " tuned nodes in ", tasks.tasks.size(), " tasks");
+  if (const std::string untuned = graph::UntunedSummary(tasks); !untuned.empty()) {
+    absl::StrAppend(&model.summary, "; ", untuned);
+  }
+  return model;
+}
+
+absl::StatusOr<ZooModel> LoadModel(const std::string& model, const std::vector<std::string>& inputs) {
+  if (IsOnnxModel(model)) return LoadOnnxModel(model, inputs);
+  if (!inputs.empty()) {
+    return absl::InvalidArgumentError("--input " + inputs[0] + ": --input applies only to ONNX models, not '" + model +
+                                      "'");
+  }
   auto zoo = GetZooModel(model);
   if (zoo.ok()) return zoo;
   // The error_code overloads: a path that cannot be examined (too long, no permission) is not
@@ -119,6 +170,41 @@ absl::StatusOr<ZooModel> LoadModel(const std::string& model) {
   std::error_code ec;
   if (std::filesystem::exists(model, ec) && !std::filesystem::is_directory(model, ec) && !ec) return LoadModelFile(model);
   return zoo.status();
+}
+
+std::string ModelToJson(const ZooModel& model) {
+  nlohmann::json layers = nlohmann::json::array();
+  for (const ZooLayer& layer : model.layers) {
+    const codegen::Workload& w = layer.workload;
+    nlohmann::json j = {{"name", layer.name}, {"count", layer.count}};
+    std::string shape;
+    switch (w.op) {
+      case codegen::OpKind::kDense:
+      case codegen::OpKind::kMatmul:
+        shape = absl::StrCat(w.m, ",", w.n, ",", w.k);
+        break;
+      case codegen::OpKind::kBatchMatmul:
+        shape = absl::StrCat(w.batch, ",", w.m, ",", w.n, ",", w.k);
+        break;
+      case codegen::OpKind::kConv2d:
+        if (w.stride_h == w.stride_w && w.pad_h == w.pad_w && w.dilation_h == w.dilation_w) {
+          shape = absl::StrCat(w.batch, ",", w.in_c, ",", w.in_h, ",", w.in_w, ",", w.out_c, ",", w.kernel_h, ",",
+                               w.kernel_w, ",", w.stride_h, ",", w.pad_h, ",", w.dilation_h, ",", w.groups);
+        }
+        break;
+    }
+    if (shape.empty()) {
+      j["key"] = w.Key();
+    } else {
+      j["op"] = codegen::OpName(w.op);
+      j["shape"] = shape;
+    }
+    j["bias"] = w.bias;
+    j["relu"] = w.relu;
+    if (w.relu6) j["relu6"] = true;
+    layers.push_back(std::move(j));
+  }
+  return nlohmann::json{{"name", model.name}, {"layers", layers}}.dump();
 }
 
 std::vector<TuneTask> ExtractTasks(const ZooModel& model) {

@@ -13,7 +13,9 @@ namespace tune::tuner {
 /// Reads a JSON model file:
 ///   {"name": "my-net", "layers": [{"name": "conv1", "op": "conv2d",
 ///     "shape": "1,3,224,224,64,7,7,2,3", "bias": true, "relu": true, "count": 1}, ...]}
-/// `shape` uses the syntax of Workload::Parse. InvalidArgument (naming the file and the
+/// `shape` uses the syntax of Workload::Parse; a layer may give "key" (a Workload::Key(), for
+/// shapes that syntax cannot say: unequal strides, pads or dilations per axis) instead of "op"
+/// and "shape"; "relu6": true is the Clip(0, 6) epilogue. InvalidArgument (naming the file and the
 /// offending layer) for malformed JSON, a field of the wrong type ("name" not a string, say),
 /// unknown ops, bad shapes, counts outside 1..1000000, or counts of one workload that add up
 /// beyond an int; NotFound when the file cannot be read.
@@ -23,9 +25,25 @@ absl::StatusOr<ZooModel> LoadModelFile(const std::string& path);
 /// model name. Never throws or aborts, whatever `text` holds.
 absl::StatusOr<ZooModel> ParseModelJson(const std::string& text, const std::string& path);
 
-/// `model` is a zoo name, or else a path to a model file. Identical workloads are merged
-/// (counts added).
-absl::StatusOr<ZooModel> LoadModel(const std::string& model);
+/// `model` is a zoo name, or else a path to a model file or an ONNX model (IsOnnxModel).
+/// Identical workloads are merged (counts added). `inputs` are --input NAME=SHAPE texts for an
+/// ONNX model's inputs; InvalidArgument when given for another model. An ONNX import failure
+/// is InvalidArgument (or NotFound) with one line naming the file.
+absl::StatusOr<ZooModel> LoadModel(const std::string& model, const std::vector<std::string>& inputs = {});
+
+/// True when `path` names an ONNX model: it ends in ".onnx", or it is a file whose first bytes
+/// look like one (graph::LooksLikeOnnx).
+bool IsOnnxModel(const std::string& path);
+
+/// The tasks of the ONNX model at `path` (graph::ImportOnnx with `inputs` as --input texts):
+/// one layer per distinct workload (named after its first node, with its node count), and
+/// the summary line "PATH: N tuned nodes in M tasks; not tuned (built-in kernels): ...".
+/// InvalidArgument when the model has no node tune can tune.
+absl::StatusOr<ZooModel> LoadOnnxModel(const std::string& path, const std::vector<std::string>& inputs = {});
+
+/// `model` in the model-file format ParseModelJson reads back to the same workloads and
+/// counts ("relu6" for relu6 layers; "key" where "shape" cannot say the workload).
+std::string ModelToJson(const ZooModel& model);
 
 /// One task per distinct layer.
 std::vector<TuneTask> ExtractTasks(const ZooModel& model);

@@ -26,6 +26,8 @@ void AddTuningFlags(CLI::App& app, TuningFlags& f, const std::string& timeout_fl
                  "search strategy: random, grid, sa, evolutionary, bo, bo_ei, bo_pi, bo_ucb, bo_multi, bandit");
   app.add_option("--strategy-option", f.strategy_options,
                  "KEY=VALUE strategy setting, repeatable (e.g. eps_greedy=0.1, sa_chains=64)");
+  app.add_option("--input", f.inputs,
+                 "NAME=1x3x224x224: the shape of an ONNX model's input (fixes symbolic dimensions), repeatable");
   app.add_option("--task-scheduler", o.task_scheduler, "which task gets the next batch: round-robin, gradient, ucb");
   app.add_option("--cost-model", o.cost_model, "cost model for model-guided strategies: auto, none, xgb, xgb-reg");
   app.add_option(timeout_flag, o.protocol.timeout_s, "seconds one candidate's measurement may take")

@@ -27,10 +27,14 @@ struct TuningFlags {
   TuneOptions options;
   /// --strategy-option KEY=VALUE texts, parsed into options.strategy_options by ToTuneOptions.
   std::vector<std::string> strategy_options;
+  /// --input NAME=D1xD2x... texts (repeatable): the shapes of an ONNX model's inputs, for its
+  /// symbolic dimensions (graph::ParseInputShape reads them; LoadModel refuses them for other
+  /// models).
+  std::vector<std::string> inputs;
 };
 
 /// Adds --trials, --total-trials, --batch, --seed, --strategy, --strategy-option,
-/// --task-scheduler, --cost-model, --repeats, --min-repeat-ms, --flush-cache and the
+/// --task-scheduler, --cost-model, --input, --repeats, --min-repeat-ms, --flush-cache and the
 /// measurement timeout, named `timeout_flag` (`tune submit` has --timeout for its calls to
 /// the daemon), each writing into `flags`, which must outlive the parse.
 void AddTuningFlags(CLI::App& app, TuningFlags& flags, const std::string& timeout_flag = "--timeout");

@@ -24,6 +24,10 @@ struct ZooModel {
   std::string name;
   std::string description;
   std::vector<ZooLayer> layers;
+  /// For an imported ONNX model, one line printed once before tuning: what was tuned and
+  /// what is left to built-in kernels, e.g. "net.onnx: 21 tuned nodes in 16 tasks; not tuned
+  /// (built-in kernels): Add x8, ..."; empty for zoo models and model files.
+  std::string summary;
 };
 
 /// The built-in model `name` (one of ZooModelNames()); NotFound naming the built-in models
