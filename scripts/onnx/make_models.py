@@ -106,13 +106,20 @@ def opset5(path):
     onnx.save(onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 5)]), path)
 
 
+def legacy_exporter():
+    """Newer torch (2.5+) also has an exporter based on torch.export; these models are written
+    with the TorchScript-based one that torch 1.13 has, so both give the same graphs."""
+    import inspect
+    return {"dynamo": False} if "dynamo" in inspect.signature(torch.onnx.export).parameters else {}
+
+
 def export_unfolded(model, args, path, opset=13, dynamic_axes=None):
     """Exported in eval mode with nothing folded: BatchNormalization and shape ops stay."""
     model.eval()
     with torch.no_grad():
         torch.onnx.export(model, args, path, input_names=["input"], output_names=["output"], opset_version=opset,
                           do_constant_folding=False, training=torch.onnx.TrainingMode.PRESERVE,
-                          dynamic_axes=dynamic_axes)
+                          dynamic_axes=dynamic_axes, **legacy_exporter())
 
 
 def conv_bn_external(out):
@@ -126,7 +133,8 @@ def export(model, args, path, input_names, dynamic_axes=None, opset=13):
     model.eval()
     with torch.no_grad():
         torch.onnx.export(model, args, path, input_names=input_names, output_names=["output"],
-                          opset_version=opset, do_constant_folding=True, dynamic_axes=dynamic_axes)
+                          opset_version=opset, do_constant_folding=True, dynamic_axes=dynamic_axes,
+                          **legacy_exporter())
 
 
 def main():
