@@ -12,6 +12,7 @@
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Module.h"
 #include "llvm/IR/Verifier.h"
+#include "llvm/MC/MCSubtargetInfo.h"
 #include "llvm/MC/TargetRegistry.h"
 #include "llvm/Passes/PassBuilder.h"
 #include "llvm/Support/Host.h"
@@ -43,7 +44,8 @@ std::string HostFeatures() {
   if (llvm::sys::getHostCPUFeatures(features)) {
     for (auto& f : features) {
       if (!out.empty()) out += ",";
-      out += (f.second ? "+" : "-") + f.first().str();
+      out += f.second ? '+' : '-';
+      out += f.first();
     }
   }
   return out;
@@ -440,21 +442,48 @@ class Lowering {
   int lanes_ = 0;
 };
 
-}  // namespace
+/// InvalidArgument unless LLVM knows `cpu` and every feature of `features` for `target`.
+absl::Status CheckCpu(const llvm::Target& target, const std::string& triple, const std::string& cpu,
+                      const std::string& features) {
+  std::unique_ptr<llvm::MCSubtargetInfo> sti(target.createMCSubtargetInfo(triple, "", ""));
+  if (!sti) return absl::InternalError("cannot describe the LLVM target " + triple);
+  if (!sti->isCPUStringValid(cpu)) {
+    return absl::InvalidArgumentError("LLVM does not know the CPU '" + cpu + "' for " + triple);
+  }
+  llvm::StringMap<bool> host_features;
+  llvm::sys::getHostCPUFeatures(host_features);
+  llvm::SmallVector<llvm::StringRef, 16> items;
+  llvm::StringRef(features).split(items, ',', -1, /*KeepEmpty=*/false);
+  for (llvm::StringRef item : items) {
+    item = item.trim();
+    if (item.empty()) continue;
+    if (item[0] != '+' && item[0] != '-') {
+      return absl::InvalidArgumentError("CPU feature '" + item.str() + "' must start with + or -");
+    }
+    // The features LLVM reads from CPUs of this architecture (what target keys record);
+    // unknown to it when the host's are not listed.
+    const llvm::StringRef name = item.drop_front();
+    if (!host_features.empty() && host_features.find(name) == host_features.end()) {
+      return absl::InvalidArgumentError("LLVM does not know the CPU feature '" + name.str() + "' for " + triple);
+    }
+  }
+  return absl::OkStatus();
+}
 
-std::string HostCpuName() { return llvm::sys::getHostCPUName().str(); }
-
-absl::StatusOr<CompiledKernel> CompileForHost(const LoweredFunc& func, const CodegenOptions& options) {
+/// CompileForHost and CompileForCpu: `cpu` and `features` checked first when `check_cpu`.
+absl::StatusOr<CompiledKernel> Compile(const LoweredFunc& func, const std::string& cpu, const std::string& features,
+                                       const CodegenOptions& options, bool check_cpu) {
   if (UsesGpuConstructs(func.body)) {
     return absl::InvalidArgumentError("kernel " + func.name +
                                       " binds GPU threads or uses shared memory; it needs the CUDA backend");
   }
-  InitLLVMOnce();
   std::string triple = llvm::sys::getProcessTriple();
   std::string error;
   const llvm::Target* target = llvm::TargetRegistry::lookupTarget(triple, error);
   if (target == nullptr) return absl::InternalError("LLVM target lookup failed: " + error);
-  std::string cpu = HostCpuName(), features = HostFeatures();
+  if (check_cpu) {
+    if (absl::Status st = CheckCpu(*target, triple, cpu, features); !st.ok()) return st;
+  }
   llvm::TargetOptions topts;
   std::unique_ptr<llvm::TargetMachine> tm(target->createTargetMachine(
       triple, cpu, features, topts, llvm::Reloc::PIC_, llvm::CodeModel::Small,
@@ -515,6 +544,21 @@ absl::StatusOr<CompiledKernel> CompileForHost(const LoweredFunc& func, const Cod
   }
   out.object_code.assign(buffer.begin(), buffer.end());
   return out;
+}
+
+}  // namespace
+
+std::string HostCpuName() { return llvm::sys::getHostCPUName().str(); }
+
+absl::StatusOr<CompiledKernel> CompileForHost(const LoweredFunc& func, const CodegenOptions& options) {
+  InitLLVMOnce();
+  return Compile(func, HostCpuName(), HostFeatures(), options, /*check_cpu=*/false);
+}
+
+absl::StatusOr<CompiledKernel> CompileForCpu(const LoweredFunc& func, const std::string& cpu,
+                                             const std::string& features, const CodegenOptions& options) {
+  InitLLVMOnce();
+  return Compile(func, cpu, features, options, /*check_cpu=*/true);
 }
 
 }  // namespace tune::codegen
