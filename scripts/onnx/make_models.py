@@ -106,6 +106,22 @@ def opset5(path):
     onnx.save(onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 5)]), path)
 
 
+def calibrated(model, h, w):
+    """`model` with BatchNorm statistics measured on random images (a few training-mode passes
+    with a cumulative average), so activations keep a realistic scale through the network:
+    with the initial statistics (mean 0, variance 1) MobileNet-V2's outputs shrink to ~1e-9,
+    which would make any comparison of outputs meaningless."""
+    for m in model.modules():
+        if isinstance(m, torch.nn.BatchNorm2d):
+            m.reset_running_stats()
+            m.momentum = None
+    model.train()
+    with torch.no_grad():
+        for _ in range(3):
+            model(torch.randn(4, 3, h, w))
+    return model.eval()
+
+
 def legacy_exporter():
     """Newer torch (2.5+) also has an exporter based on torch.export; these models are written
     with the TorchScript-based one that torch 1.13 has, so both give the same graphs."""
@@ -150,13 +166,13 @@ def main():
     torch.manual_seed(0)
     image = torch.randn(1, 3, h, w)
     models = {
-        "resnet18": lambda: export(torchvision.models.resnet18(), image, os.path.join(a.out, "resnet18.onnx"),
+        "resnet18": lambda: export(calibrated(torchvision.models.resnet18(), h, w), image, os.path.join(a.out, "resnet18.onnx"),
                                    ["input"]),
-        "mobilenet_v2": lambda: export(torchvision.models.mobilenet_v2(), image,
+        "mobilenet_v2": lambda: export(calibrated(torchvision.models.mobilenet_v2(), h, w), image,
                                        os.path.join(a.out, "mobilenet_v2.onnx"), ["input"]),
         "encoder": lambda: export(EncoderBlock(seq=a.seq), torch.randint(0, 1000, (1, a.seq)),
                                   os.path.join(a.out, "encoder.onnx"), ["ids"]),
-        "resnet18_dynbatch": lambda: export(torchvision.models.resnet18(), image,
+        "resnet18_dynbatch": lambda: export(calibrated(torchvision.models.resnet18(), h, w), image,
                                             os.path.join(a.out, "resnet18_dynbatch.onnx"), ["input"],
                                             dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}}),
         "conv_bn": lambda: export_unfolded(ConvBn(), torch.randn(1, 3, 16, 16), os.path.join(a.out, "conv_bn.onnx")),
