@@ -48,11 +48,21 @@ class Backend {
   /// Copies between host memory and memory from Allocate (plain memcpy on the host).
   virtual void CopyToDevice(void* device_dst, const void* host_src, int64_t bytes) const = 0;
   virtual void CopyToHost(void* host_dst, const void* device_src, int64_t bytes) const = 0;
+
+  /// True when kernels address host memory (the CPU backend): the graph's constants are used
+  /// where they are; otherwise the plan uploads each constant a kernel reads once.
+  virtual bool HostMemory() const { return true; }
+  /// Called once after a plan has created all its kernels: compiles what the backend batches
+  /// (the GPU backend's built-in kernels, in one program). OK on the host.
+  virtual absl::Status Prepare() const { return absl::OkStatus(); }
+  /// Waits for the kernels launched so far and returns the first error since the last call (a
+  /// failed launch or copy); OK on the host, whose kernels finish before they return.
+  virtual absl::Status Synchronize() const { return absl::OkStatus(); }
 };
 
 /// The backend of `target` ("llvm": this CPU, its kernels using `threads` threads of the
 /// runtime pool, set here for the whole process). InvalidArgument for anything else; "cuda" and
-/// "cuda:N" say that it is not supported yet.
+/// "cuda:N": GPU N (executor/cuda_backend.h), Unavailable without a GPU or driver.
 absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const std::string& target, int threads);
 
 }  // namespace tune::executor

@@ -9,6 +9,7 @@
 #include "codegen/templates.h"
 #include "executor/backend.h"
 #include "executor/builtin_ops.h"
+#include "executor/cuda_backend.h"
 #include "measure/host_builder.h"
 
 namespace tune::executor {
@@ -76,7 +77,11 @@ class CpuBackend final : public Backend {
 
 absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const std::string& target, int threads) {
   if (target == "cuda" || target.rfind("cuda:", 0) == 0) {
-    return absl::UnimplementedError("--target cuda is not supported yet; use --target llvm");
+    auto ordinal = CudaOrdinal(target);
+    if (!ordinal.ok()) return ordinal.status();
+    auto backend = CudaBackend::Create(*ordinal);
+    if (!backend.ok()) return backend.status();
+    return std::unique_ptr<Backend>(*std::move(backend));
   }
   if (target != "llvm") return absl::InvalidArgumentError("unknown target '" + target + "' (use --target llvm)");
   codegen::runtime::SetNumThreads(std::max(1, threads));

@@ -56,9 +56,11 @@ class CudaBackend final : public Backend {
   /// it (a program compiled before is loaded from the cache). Errors of NVRTC or the driver;
   /// OK when there is nothing to compile.
   absl::Status CompileOpKernels() const;
+  bool HostMemory() const override { return false; }
+  absl::Status Prepare() const override { return CompileOpKernels(); }
   /// Waits for every kernel launched so far; returns the first error since the last call (a
   /// failed launch, copy or compile, or a fault the device reports now) and forgets it.
-  absl::Status Synchronize() const;
+  absl::Status Synchronize() const override;
 
  private:
   CudaBackend(measure::Target target, std::shared_ptr<CudaBackendState> state);

@@ -235,10 +235,23 @@ absl::StatusOr<std::unique_ptr<ExecutionPlan>> ExecutionPlan::Create(graph::Grap
   for (size_t i = 0; i < lifetimes.size(); ++i) {
     plan->buffers_.push_back({lifetimes[i].name, mp.offsets[i], lifetimes[i].bytes, lifetimes[i].first, lifetimes[i].last});
   }
+  // On a device, every constant a kernel reads is uploaded once.
+  std::map<const void*, void*> device_constant;
+  if (!plan->backend_->HostMemory()) {
+    for (const graph::Tensor* t : constants_read) {
+      const int64_t bytes = static_cast<int64_t>(t->data->size());
+      auto copy = plan->backend_->Allocate(bytes);
+      if (!copy.ok()) return copy.status();
+      plan->backend_->CopyToDevice(copy->get(), t->data->data(), bytes);
+      plan->aligned_constants_.push_back(*copy);
+      device_constant[t->data->data()] = copy->get();
+    }
+  }
   auto pointer = [&](const std::string& name) -> void* {
     if (name.empty()) return nullptr;
     const Storage& s = where.at(name);
     if (s.buffer >= 0) return base + mp.offsets[s.buffer];
+    if (auto it = device_constant.find(s.constant); it != device_constant.end()) return it->second;
     return const_cast<void*>(s.constant);
   };
   std::map<const void*, void*> aligned;  // constants a tuned kernel reads, copied when misaligned
@@ -274,6 +287,8 @@ absl::StatusOr<std::unique_ptr<ExecutionPlan>> ExecutionPlan::Create(graph::Grap
   }
   for (const TensorDesc& d : plan->inputs_) plan->input_ptrs_.push_back(pointer(d.name));
   for (const TensorDesc& d : plan->outputs_) plan->output_ptrs_.push_back(pointer(d.name));
+  if (absl::Status st = plan->backend_->Prepare(); !st.ok()) return st;
+  if (absl::Status st = plan->backend_->Synchronize(); !st.ok()) return st;
   return plan;
 }
 
@@ -297,7 +312,7 @@ absl::Status ExecutionPlan::Run(const std::vector<const void*>& inputs, const st
     }
   }
   for (size_t i = 0; i < outputs.size(); ++i) backend_->CopyToHost(outputs[i], output_ptrs_[i], outputs_[i].Bytes());
-  return absl::OkStatus();
+  return backend_->Synchronize();
 }
 
 }  // namespace tune::executor
