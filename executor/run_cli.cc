@@ -171,6 +171,7 @@ std::vector<std::pair<std::string, std::string>> NpyFiles(const ExecutionPlan& p
 
 int Run(const RunFlags& f) {
   // Everything that can be refused is checked before anything runs or is written.
+  const bool on_gpu = f.target.rfind("cuda", 0) == 0;
   auto backend = CreateBackend(f.target, f.threads);
   if (!backend.ok()) return base::Fail(kWho, backend.status());
   graph::ImportOptions options;
@@ -257,8 +258,10 @@ int Run(const RunFlags& f) {
       ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     }
     tune_median_ms = Median(ms);
-    std::printf("tune: median %.4f ms, min %.4f ms over %d runs (%d threads)\n", tune_median_ms,
-                *std::min_element(ms.begin(), ms.end()), f.bench, f.threads);
+    const std::string where = on_gpu ? "on " + f.target + ", host copies of inputs and outputs included"
+                                     : absl::StrCat(f.threads, " threads");
+    std::printf("tune: median %.4f ms, min %.4f ms over %d runs (%s)\n", tune_median_ms,
+                *std::min_element(ms.begin(), ms.end()), f.bench, where.c_str());
   }
 
   // onnxruntime: with --bench or --ort-python.
@@ -282,7 +285,9 @@ int Run(const RunFlags& f) {
     }
   }
   std::vector<std::string> argv = {python, "-c", kOrtCheckScript, f.model, dir, "--threads", std::to_string(f.threads)};
-  if (f.bench > 0) {
+  // onnxruntime runs on this CPU: beside a GPU run it checks the outputs only (the GPU's peer
+  // is PyTorch, scripts/bench/torch_e2e.py).
+  if (f.bench > 0 && !on_gpu) {
     argv.push_back("--bench");
     argv.push_back(std::to_string(f.bench));
   }
@@ -324,7 +329,7 @@ int RunCommand(int argc, char** argv) {
   RunFlags f;
   app.add_option("model", f.model, "the ONNX model file")->required();
   app.add_option("--db", f.db_path, "record database (tuned kernels); without it every task runs its default schedule");
-  app.add_option("--target", f.target, "where the model runs: llvm (this CPU)");
+  app.add_option("--target", f.target, "where the model runs: llvm (this CPU) or cuda[:N] (NVIDIA GPU N)");
   app.add_option("--input", f.inputs, "an input's shape, NAME=1x3x224x224 (repeatable; fixes symbolic dimensions)");
   app.add_option("--threads", f.threads, "threads the kernels use (default: all cores; records are looked up for it)")
       ->check(CLI::Range(1, 256));
