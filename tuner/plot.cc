@@ -28,11 +28,29 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
+#include "codegen/ir/workload.h"
 
 extern char** environ;
 
 namespace tune::tuner {
 namespace {
+
+// A task's short name for titles and bar labels: the workload's label with its epilogue
+// ("conv2d 1x64x56x56 k3 s1 oc64 bias_relu"), or the key itself when it does not parse.
+std::string TaskLabel(const std::string& workload_key) {
+  absl::StatusOr<codegen::Workload> w = codegen::Workload::FromKey(workload_key);
+  if (!w.ok()) return workload_key;
+  const std::vector<std::string> parts = absl::StrSplit(workload_key, '/');
+  return parts.size() == 4 && parts[2] != "none" ? absl::StrCat(w->Label(), " ", parts[2]) : w->Label();
+}
+
+// A target's short name: its kind and device ("llvm|icelake-client", "cuda|sm_90|NVIDIA H100").
+std::string TargetLabel(const std::string& target_key) {
+  const std::vector<std::string> parts = absl::StrSplit(target_key, '|');
+  if (parts.size() < 3) return target_key;
+  return parts[0] == "cuda" ? absl::StrCat(parts[0], "|", parts[1], "|", parts[2]) : absl::StrCat(parts[0], "|", parts[1]);
+}
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
@@ -225,7 +243,8 @@ absl::StatusOr<PlotFiles> WritePlotFiles(const dataset::RecordDatabase& db, cons
         files.notes.push_back(absl::StrCat("task ", task.id, " on target ", target.id,
                                            ": no ok record of a search strategy, no tuning curve"));
       } else {
-        const std::string title = absl::StrCat(task.workload_key, " (task ", task.id, ") on ", target.key);
+        const std::string title =
+            absl::StrCat(TaskLabel(task.workload_key), " (task ", task.id, ") on ", TargetLabel(target.key));
         std::string script = Terminal(options.format, 900, 540);
         absl::StrAppend(&script, "set output ", GnuplotQuote(base + "." + ext), "\n", "set title ",
                         GnuplotQuote(title), "\n",
@@ -256,7 +275,8 @@ absl::StatusOr<PlotFiles> WritePlotFiles(const dataset::RecordDatabase& db, cons
                                            ", no speed-up bar"));
         continue;
       }
-      Bar bar{absl::StrCat(task.id, ": ", task.workload_key, targets->size() > 1 ? absl::StrCat(" @", target.id) : ""),
+      Bar bar{absl::StrCat(task.id, ": ", TaskLabel(task.workload_key),
+                           targets->size() > 1 ? absl::StrCat(" @", target.id) : ""),
               default_s / best_s,
               {}};
       for (const VendorTime& v : options.vendor) {
@@ -284,15 +304,15 @@ absl::StatusOr<PlotFiles> WritePlotFiles(const dataset::RecordDatabase& db, cons
     }
     absl::StrAppend(&data, "\n");
   }
-  const int width = std::max(700, 140 + static_cast<int>(bars.size() * (vendors.size() + 1)) * 40);
-  std::string script = Terminal(options.format, width, 560);
+  const int width = std::max(700, 140 + static_cast<int>(bars.size() * (vendors.size() + 1)) * 32);
+  std::string script = Terminal(options.format, width, 640);
   absl::StrAppend(&script, "set output ", GnuplotQuote("speedup." + ext), "\n",
                   "set title 'speed-up of the best record over the default schedule'\n"
                   "set ylabel 'speed-up (default / best)'\n"
                   "set datafile missing '-'\n"
                   "set style data histograms\nset style histogram clustered gap 1\n"
                   "set style fill solid 0.8 border -1\nset boxwidth 0.9\n"
-                  "set xtics rotate by -30 left\nset grid ytics\nset yrange [0:*]\n"
+                  "set xtics rotate by 90 right\nset grid ytics\nset yrange [0:*]\n"
                   "set key top left\n",
                   "plot 'speedup.dat' using 2:xtic(1) title 'tune'");
   int column = 3;

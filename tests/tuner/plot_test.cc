@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "codegen/ir/workload.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/common/subprocess.h"
@@ -57,7 +58,6 @@ TEST(PlotTest, DrawsATuningCurvePerTaskAndTheSpeedupBars) {
   TuneMatmul(dir, first, 4, "random");
   TuneMatmul(dir, first, 8, "sa");  // the same task, resumed with another strategy
   TuneMatmul(dir, second, 3, "random");
-  const std::string key_first = "matmul/m" + first.substr(0, first.find(',')) + "_";
 
   test::ProcessResult r = RunPlotTune(dir, {"plot", "--db", "a.db", "--out", "plots"});
   ASSERT_TRUE(r.exited && r.exit_code == 0) << r;
@@ -70,7 +70,8 @@ TEST(PlotTest, DrawsATuningCurvePerTaskAndTheSpeedupBars) {
   const std::string svg1 = test::ReadFileBytes(dir.Join(curve1));
   EXPECT_THAT(svg1, StartsWith("<?xml"));
   EXPECT_THAT(svg1, HasSubstr("<svg"));
-  EXPECT_THAT(svg1, HasSubstr(key_first));  // the title
+  // The title: the task's label, its id and the target's kind and CPU.
+  EXPECT_THAT(svg1, HasSubstr(codegen::Workload::Parse(codegen::OpKind::kMatmul, first)->Label() + " (task 1) on llvm|"));
   EXPECT_THAT(svg1, HasSubstr("<text>random</text>"));
   EXPECT_THAT(svg1, HasSubstr("<text>sa</text>"));
   EXPECT_THAT(svg1, HasSubstr("<text>default</text>"));
