@@ -323,7 +323,7 @@ int Run(const RunFlags& f) {
 int RunCommand(int argc, char** argv) {
   spdlog::set_level(spdlog::level::warn);
   CLI::App app{"tune run: run an ONNX model with its tuned kernels on seeded random inputs.\n"
-               "usage: tune run MODEL.onnx [--db FILE] [--target llvm] [--input NAME=1x3x224x224 ...] [--threads T]\n"
+               "usage: tune run MODEL.onnx [--db FILE] [--target llvm|cuda[:N]] [--input NAME=1x3x224x224 ...] [--threads T]\n"
                "       [--seed S] [--save DIR] [--bench N] [--ort-python PATH]",
                "tune run"};
   RunFlags f;

@@ -22,7 +22,8 @@ int ExportCommand(int argc, char** argv) {
   ExportRequest request;
   request.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   app.add_option("--db", request.db_path, "record database file")->required();
-  app.add_option("--model", request.model, "zoo name or model file")->required();
+  app.add_option("--model", request.model, "zoo name, JSON model file or ONNX model")->required();
+  app.add_option("--input", request.inputs, "an ONNX input's shape, NAME=1x3x224x224 (repeatable)");
   auto* target = app.add_option("--target", request.target,
                                 "llvm (this CPU, keyed as `tune MODEL --target llvm` keys it) or cuda[:N] (GPU N)");
   app.add_option("--target-key", request.target_key,

@@ -210,7 +210,7 @@ absl::Status WriteLibrary(const ExportedLibrary& library, const fs::path& dir) {
 
 absl::StatusOr<ExportedLibrary> BuildLibrary(const ExportRequest& request) {
   if (request.db_path.empty()) return absl::InvalidArgumentError("--db names no record database");
-  auto model = tuner::LoadModel(request.model);
+  auto model = tuner::LoadModel(request.model, request.inputs);
   if (!model.ok()) return model.status();
   const std::vector<tuner::TuneTask> tasks = tuner::ExtractTasks(*model);
   if (tasks.empty()) return absl::InvalidArgumentError("model " + request.model + " has no tasks to export");

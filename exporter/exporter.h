@@ -15,7 +15,8 @@ namespace tune::exporter {
 /// What `tune export` was asked for.
 struct ExportRequest {
   std::string db_path;     // the record database (must exist)
-  std::string model;       // a zoo name or a model file (tuner::LoadModel)
+  std::string model;       // a zoo name, a model file or an ONNX model (tuner::LoadModel)
+  std::vector<std::string> inputs;  // ONNX input shapes, "NAME=1x3x224x224" (--input)
   /// "llvm" (this CPU with `threads`, keyed as `tune MODEL --target llvm` keys it), "cuda" or
   /// "cuda:N" (GPU N, which must be present); ignored when `target_key` is set.
   std::string target = "llvm";
