@@ -172,7 +172,7 @@ int main(int argc, char** argv) {
   if (inputs < 0 || time_limit_s <= 0 || first < 0) return Usage("--inputs, --first and --time-limit-s must be positive");
   const std::vector<std::string> corpus = LoadCorpus(corpus_dir);
   if (corpus.empty()) return Usage(("no corpus entries in " + corpus_dir).c_str());
-  const Mutator mutator(corpus, target->dictionary, target->max_size, target->binary);
+  const Mutator mutator(corpus, target->dictionary, target->max_size, target->binary, target->mutate);
   std::filesystem::create_directories(out_dir);
   // The targets' scratch files (one folder per child) go into a folder removed at the end.
   std::error_code ec;

@@ -22,6 +22,16 @@ int FuzzRecordDatabase(const uint8_t* data, size_t size);
 /// parsed as its request proto and sent to the Tune and Worker services of a fresh daemon
 /// state over a private database, in process, through an in-process channel (no network).
 int FuzzDaemonRequests(const uint8_t* data, size_t size);
+/// The bytes as an ONNX model: imported (graph::ImportOnnxBytes) as they are and once more
+/// after structure-aware edits of the parsed ModelProto; a graph the importer accepts gets an
+/// execution plan (built-in kernels, memory plan; tuned nodes without a compile) and, when
+/// small, one run on random inputs.
+int FuzzOnnxImport(const uint8_t* data, size_t size);
+/// The onnx_import target's structure-aware mutation: the input parsed as a ModelProto and
+/// edited (attribute values and types, dims, element types, op types, tensor names, node order,
+/// initializer data, opset, graph outputs, an --input override kept in metadata_props); an
+/// input that does not parse comes back unchanged.
+std::string MutateOnnxModel(const std::string& input, uint64_t seed);
 
 /// A private folder of this process for a target's files: under $TUNE_FUZZ_TMP (the harness
 /// makes one per run and removes it at the end), else in /dev/shm or the temporary directory.
@@ -34,6 +44,10 @@ struct FuzzTarget {
   std::vector<std::string> dictionary;  // tokens the mutator inserts
   size_t max_size = 1 << 16;            // mutated inputs are cut to this many bytes
   bool binary = false;                  // mutate proto-style varints rather than JSON numbers
+  /// A structure-aware mutation of one input (e.g. a parsed protobuf edited and serialized
+  /// again), a function of (input, seed) only; the harness makes half of the target's inputs
+  /// with it, stacked 1 to 4 times, some followed by a byte-level mutation. nullptr: none.
+  std::string (*mutate)(const std::string& input, uint64_t seed) = nullptr;
 };
 
 /// Every target, by name.

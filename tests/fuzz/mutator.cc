@@ -42,14 +42,26 @@ size_t Below(std::mt19937_64& rng, size_t n) { return n == 0 ? 0 : rng() % n; }
 
 }  // namespace
 
-Mutator::Mutator(std::vector<std::string> corpus, std::vector<std::string> dictionary, size_t max_size, bool binary)
-    : corpus_(std::move(corpus)), dictionary_(std::move(dictionary)), max_size_(max_size), binary_(binary) {
+Mutator::Mutator(std::vector<std::string> corpus, std::vector<std::string> dictionary, size_t max_size, bool binary,
+                 std::string (*structured)(const std::string&, uint64_t))
+    : corpus_(std::move(corpus)),
+      dictionary_(std::move(dictionary)),
+      max_size_(max_size),
+      binary_(binary),
+      structured_(structured) {
   if (corpus_.empty()) corpus_.push_back("");
 }
 
 std::string Mutator::Generate(uint64_t seed, uint64_t index) const {
   std::mt19937_64 rng(seed * 0x9e3779b97f4a7c15ULL ^ (index + 1) * 0xbf58476d1ce4e5b9ULL);
   std::string s = corpus_[Below(rng, corpus_.size())];
+  if (structured_ != nullptr && rng() % 2 == 0) {
+    // Structure-aware edits, stacked; one in four also gets a byte-level mutation.
+    for (int i = 1 + static_cast<int>(rng() % 4); i-- > 0;) s = structured_(s, rng());
+    if (rng() % 4 == 0) MutateOnce(s, rng);
+    if (s.size() > max_size_) s.resize(max_size_);
+    return s;
+  }
   const int depth = 1 + static_cast<int>(rng() % 8);
   for (int i = 0; i < depth; ++i) MutateOnce(s, rng);
   if (s.size() > max_size_) s.resize(max_size_);

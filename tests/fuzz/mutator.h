@@ -15,7 +15,9 @@ namespace tune::fuzz {
 /// on (seed, index, corpus, dictionary), so a run can be resumed at any index.
 class Mutator {
  public:
-  Mutator(std::vector<std::string> corpus, std::vector<std::string> dictionary, size_t max_size, bool binary);
+  /// `structured`: the target's structure-aware mutation (FuzzTarget::mutate) or nullptr.
+  Mutator(std::vector<std::string> corpus, std::vector<std::string> dictionary, size_t max_size, bool binary,
+          std::string (*structured)(const std::string&, uint64_t) = nullptr);
 
   std::string Generate(uint64_t seed, uint64_t index) const;
 
@@ -26,6 +28,7 @@ class Mutator {
   std::vector<std::string> dictionary_;
   size_t max_size_;
   bool binary_;
+  std::string (*structured_)(const std::string&, uint64_t);
 };
 
 }  // namespace tune::fuzz

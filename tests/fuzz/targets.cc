@@ -142,6 +142,13 @@ const std::vector<FuzzTarget>& Targets() {
        {"llvm", "cuda:0", "resnet-18", "random", "grid", "xgb", "ok", "timeout", "wrong_result", "{}",
         "{\"layers\": [{\"op\": \"matmul\", \"shape\": \"99999999999,4,4\"}]}", "\x09", "\x21", "\x10\x01", "\x12\x00"},
        1 << 13, true},
+      {"onnx_import", FuzzOnnxImport,
+       {"Conv", "Gemm", "MatMul", "Add", "Relu", "Clip", "Reshape", "Transpose", "Concat", "Split", "Slice",
+        "Gather", "Pad", "Expand", "Tile", "Range", "Shape", "ConstantOfShape", "Unsqueeze", "Squeeze",
+        "BatchNormalization", "MaxPool", "Softmax", "Where", "Cast", "Dropout", "axis", "axes", "perm", "pads",
+        "strides", "kernel_shape", "group", "split", "\x08\x07", std::string("\x1a\x00", 2), std::string("\x22\x00", 2),
+        std::string("\x08\x01", 2), std::string("\x10\x00", 2), "\xff\xff\xff\xff\x0f"},
+       1 << 18, true, MutateOnnxModel},
       {"selftest", FuzzSelfTest, {}, 16, false},
   };
   return targets;
