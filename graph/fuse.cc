@@ -218,6 +218,7 @@ absl::Status BindTunedNodes(Graph& g) {
         const std::string padded = UniqueName(g, node.name + "/padded");
         Tensor t = *x;
         t.name = padded;
+        t.data.reset();  // computed by the Pad node at run time, even from a constant input
         t.shape[2] += begin[0] + end[0] - 2 * sym_h;
         t.shape[3] += begin[1] + end[1] - 2 * sym_w;
         wl.in_h = t.shape[2];

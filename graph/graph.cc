@@ -1,6 +1,8 @@
 // Graph: element types and look-ups.
 #include "graph/graph.h"
 
+#include <limits>
+
 namespace tune::graph {
 
 const char* DTypeName(DType dtype) {
@@ -28,8 +30,13 @@ int64_t DTypeSize(DType dtype) {
 }
 
 int64_t Tensor::NumElements() const {
+  // Saturating: a shape from a file may multiply past int64 (the importer refuses such shapes,
+  // but a count must never wrap on the way there).
   int64_t n = 1;
-  for (int64_t extent : shape) n *= extent;
+  for (int64_t extent : shape) {
+    if (extent <= 0) return 0;
+    if (__builtin_mul_overflow(n, extent, &n)) return std::numeric_limits<int64_t>::max();
+  }
   return n;
 }
 

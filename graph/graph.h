@@ -34,7 +34,8 @@ struct Tensor {
   std::optional<std::vector<uint8_t>> data;
 
   bool constant() const { return data.has_value(); }
-  /// Product of the extents (1 for a scalar).
+  /// Product of the extents (1 for a scalar; 0 when an extent is not positive; INT64_MAX when
+  /// the product does not fit, never a wrapped value).
   int64_t NumElements() const;
   /// The constant data as a typed pointer; only for constants of that dtype.
   const float* f32() const { return reinterpret_cast<const float*>(data->data()); }

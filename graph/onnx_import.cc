@@ -2,6 +2,7 @@
 // rewrites of graph/fuse.h (BatchNormalization folding, tuned nodes) and dead-node removal.
 #include "graph/onnx_import.h"
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <set>
@@ -10,6 +11,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "base/table.h"
 #include "graph/fuse.h"
 #include "graph/ops.h"
 #include "onnx/onnx_pb.h"
@@ -28,7 +30,10 @@ class Importer {
   absl::StatusOr<Graph> Run(const std::string& bytes);
 
  private:
-  absl::Status Error(const std::string& why) const { return absl::InvalidArgumentError(path_ + ": " + why); }
+  /// One line: names from the file may hold newlines or terminal control sequences.
+  absl::Status Error(const std::string& why) const {
+    return absl::InvalidArgumentError(base::EscapeControl(path_ + ": " + why));
+  }
   absl::Status ReadTensor(const onnx::TensorProto& proto, const std::string& name, Tensor* out) const;
   absl::Status ReadAttribute(const onnx::AttributeProto& proto, const std::string& where, Attribute* out) const;
   absl::Status ReadInputs(const onnx::GraphProto& g);
@@ -224,6 +229,12 @@ absl::Status Importer::ReadInputs(const onnx::GraphProto& g) {
                                   example));
       }
     }
+    if (absl::Status st = CheckShape(t.shape); !st.ok()) {
+      return Error(absl::StrCat("input '", in.name(), "': ", st.message()));
+    }
+    if (std::find(graph_.inputs.begin(), graph_.inputs.end(), t.name) != graph_.inputs.end()) {
+      return Error(absl::StrCat("input '", in.name(), "' is listed twice"));
+    }
     graph_.inputs.push_back(t.name);
     graph_.tensors[t.name] = std::move(t);
   }
@@ -259,12 +270,17 @@ absl::Status Importer::ReadNodes(const onnx::GraphProto& g) {
     }
     node.outputs.assign(proto.output().begin(), proto.output().end());
     while (!node.outputs.empty() && node.outputs.back().empty()) node.outputs.pop_back();
-    for (const std::string& out : node.outputs) {
-      if (!out.empty() && (graph_.tensors.count(out) || alias_.count(out))) {
+    for (size_t i = 0; i < node.outputs.size(); ++i) {
+      const std::string& out = node.outputs[i];
+      if (!out.empty() && (graph_.tensors.count(out) || alias_.count(out) ||
+                           std::find(node.outputs.begin(), node.outputs.begin() + i, out) != node.outputs.begin() + i)) {
         return Error(absl::StrCat(where, " writes tensor '", out, "' that is already defined"));
       }
     }
     if (node.outputs.empty()) continue;
+    if (node.outputs[0].empty() && (node.op == "Constant" || node.op == "Identity" || node.op == "Dropout")) {
+      return Error(where + " has no name for its first output");
+    }
     if (node.op == "Constant") {
       Tensor t;
       const std::string& out = node.outputs[0];
@@ -272,9 +288,10 @@ absl::Status Importer::ReadNodes(const onnx::GraphProto& g) {
         t = std::get<Tensor>(it->second);
       } else if (HasAttr(node, "value_float")) {
         t = MakeF32(out, {}, {AttrFloat(node, "value_float", 0)});
-      } else if (HasAttr(node, "value_floats")) {
-        const auto& v = std::get<std::vector<float>>(node.attributes.at("value_floats"));
-        t = MakeF32(out, {static_cast<int64_t>(v.size())}, v);
+      } else if (const auto* v = HasAttr(node, "value_floats")
+                                     ? std::get_if<std::vector<float>>(&node.attributes.at("value_floats"))
+                                     : nullptr) {
+        t = MakeF32(out, {static_cast<int64_t>(v->size())}, *v);
       } else if (HasAttr(node, "value_int")) {
         t = MakeI64(out, {}, {AttrInt(node, "value_int", 0)});
       } else if (HasAttr(node, "value_ints")) {
@@ -304,14 +321,23 @@ absl::Status Importer::ReadNodes(const onnx::GraphProto& g) {
     std::vector<const Tensor*> in;
     for (const std::string& name : node.inputs) in.push_back(name.empty() ? nullptr : &graph_.tensors.at(name));
     std::vector<Tensor> outs;
-    if (node.op == "Dropout") {
+    if (node.op == "Dropout" && !in.empty() && in[0] != nullptr && node.outputs.size() > 1 && node.outputs[0].empty()) {
       // Only the mask is left (its data output is an alias): a constant of trues.
       const Tensor& x = *in[0];
+      if (x.NumElements() > kMaxFoldElements) {
+        return Error(absl::StrCat(where, ": its mask over ", ShapeText(x.shape), " is read; tune folds masks of at most 2^22 elements"));
+      }
       Tensor mask{node.outputs[1], DType::kBool, x.shape, std::vector<uint8_t>(x.NumElements(), 1)};
       graph_.tensors[mask.name] = std::move(mask);
       continue;
     }
     if (absl::Status st = InferNode(node, graph_.opset, in, &outs); !st.ok()) return Error(std::string(st.message()));
+    for (size_t i = 0; i < outs.size() && i < node.outputs.size(); ++i) {
+      if (node.outputs[i].empty()) continue;
+      if (absl::Status st = CheckShape(outs[i].shape); !st.ok()) {
+        return Error(absl::StrCat(where, ": output '", node.outputs[i], "' of ", st.message()));
+      }
+    }
     bool all_constant = true;
     for (size_t i = 0; i < outs.size(); ++i) {
       if (node.outputs[i].empty()) continue;

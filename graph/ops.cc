@@ -43,12 +43,29 @@ struct Ctx {
   }
 };
 
-/// The product of the extents s[from..to) (to clamped to the rank).
+/// The product of the extents s[from..to) (to clamped to the rank), saturating at INT64_MAX
+/// (0 when an extent is not positive), so that a huge shape fails the size checks rather
+/// than wrapping.
 int64_t Product(const Shape& s, int64_t from = 0, int64_t to = -1) {
   const int64_t end = to < 0 || to > static_cast<int64_t>(s.size()) ? static_cast<int64_t>(s.size()) : to;
   int64_t n = 1;
-  for (int64_t i = from; i < end; ++i) n *= s[i];
+  for (int64_t i = std::max<int64_t>(from, 0); i < end; ++i) {
+    if (s[i] <= 0) return 0;
+    if (__builtin_mul_overflow(n, s[i], &n)) return std::numeric_limits<int64_t>::max();
+  }
   return n;
+}
+
+/// a + b, a * b saturating at the int64 range (shape arithmetic on values from a file).
+int64_t SatAdd(int64_t a, int64_t b) {
+  int64_t r;
+  if (!__builtin_add_overflow(a, b, &r)) return r;
+  return b > 0 ? std::numeric_limits<int64_t>::max() : std::numeric_limits<int64_t>::min();
+}
+int64_t SatMul(int64_t a, int64_t b) {
+  int64_t r;
+  if (!__builtin_mul_overflow(a, b, &r)) return r;
+  return (a < 0) != (b < 0) ? std::numeric_limits<int64_t>::min() : std::numeric_limits<int64_t>::max();
 }
 
 Shape Strides(const Shape& s) {
@@ -57,7 +74,12 @@ Shape Strides(const Shape& s) {
   return st;
 }
 
-bool Fits(const Shape& s) { return Product(s) <= kMaxFoldElements; }
+bool Fits(const Shape& s) {
+  for (int64_t e : s) {
+    if (e < 0) return false;
+  }
+  return Product(s) <= kMaxFoldElements;
+}
 
 /// For every element of `out_shape`, the offset of the element of `in_shape` that broadcasts
 /// to it (numpy rules, right-aligned).
@@ -141,6 +163,13 @@ absl::Status Binary(Ctx& c, BinKind kind, std::function<double(double, double)> 
     for (int64_t i = 0; i < n; ++i) r[i] = static_cast<float>(f(va[oa[i]], vb[ob[i]]));
     if (dt == DType::kFloat32) {
       o = MakeF32(o.name, s, r);
+    } else if (dt == DType::kInt64) {
+      // An int64 input with a float one: the result keeps the first input's type.
+      std::vector<int64_t> ri(n);
+      for (int64_t i = 0; i < n; ++i) {
+        ri[i] = std::isfinite(r[i]) && std::fabs(r[i]) < 9.2e18f ? static_cast<int64_t>(r[i]) : 0;
+      }
+      o = MakeI64(o.name, s, ri);
     } else {
       o.data = std::vector<uint8_t>(n);
       for (int64_t i = 0; i < n; ++i) (*o.data)[i] = r[i] != 0;
@@ -150,13 +179,23 @@ absl::Status Binary(Ctx& c, BinKind kind, std::function<double(double, double)> 
     std::vector<int64_t> r(n);
     for (int64_t i = 0; i < n; ++i) {
       if (c.node.op == "Div") {
-        if (vb[ob[i]] == 0) return absl::OkStatus();  // left to run time
+        // x / 0 and INT64_MIN / -1 are left to run time.
+        if (vb[ob[i]] == 0 || (vb[ob[i]] == -1 && va[oa[i]] == std::numeric_limits<int64_t>::min())) {
+          return absl::OkStatus();
+        }
         r[i] = va[oa[i]] / vb[ob[i]];
+      } else if (c.node.op == "Add") {
+        r[i] = SatAdd(va[oa[i]], vb[ob[i]]);
+      } else if (c.node.op == "Sub") {
+        r[i] = vb[ob[i]] == std::numeric_limits<int64_t>::min() ? SatAdd(SatAdd(va[oa[i]], std::numeric_limits<int64_t>::max()), 1)
+                                                                 : SatAdd(va[oa[i]], -vb[ob[i]]);
+      } else if (c.node.op == "Mul") {
+        r[i] = SatMul(va[oa[i]], vb[ob[i]]);
       } else {
-        r[i] = static_cast<int64_t>(f(static_cast<double>(va[oa[i]]), static_cast<double>(vb[ob[i]])));
-        if (c.node.op == "Add") r[i] = va[oa[i]] + vb[ob[i]];
-        if (c.node.op == "Sub") r[i] = va[oa[i]] - vb[ob[i]];
-        if (c.node.op == "Mul") r[i] = va[oa[i]] * vb[ob[i]];
+        // Comparisons and logic give 0/1; Pow saturates (a double past the int64 range).
+        const double v = f(static_cast<double>(va[oa[i]]), static_cast<double>(vb[ob[i]]));
+        r[i] = std::isnan(v) ? 0 : v >= 9.2e18 ? std::numeric_limits<int64_t>::max()
+                             : v <= -9.2e18 ? std::numeric_limits<int64_t>::min() : static_cast<int64_t>(v);
       }
     }
     if (dt == DType::kInt64) {
@@ -269,14 +308,22 @@ absl::Status SpatialOut(Ctx& c, const Shape& x, const Shape& kernel, bool ceil_m
   Shape pads = AttrInts(c.node, "pads", Shape(2 * sp, 0));
   std::string auto_pad = AttrString(c.node, "auto_pad", "NOTSET");
   if (strides.size() != sp || dil.size() != sp || pads.size() != 2 * sp) return c.Error("strides, dilations or pads of the wrong length");
+  for (size_t i = 0; i < 2 * sp; ++i) {
+    if (pads[i] < 0 || pads[i] > kMaxTensorElements) return c.Error("pads must be in [0, 2^40]");
+  }
   for (size_t i = 0; i < sp; ++i) {
     if (strides[i] < 1 || dil[i] < 1 || kernel[i] < 1) return c.Error("non-positive kernel, stride or dilation");
-    const int64_t in = x[2 + i], eff = (kernel[i] - 1) * dil[i] + 1;
+    if (strides[i] > kMaxTensorElements || dil[i] > kMaxTensorElements || kernel[i] > kMaxTensorElements) {
+      return c.Error("kernel, stride or dilation above 2^40");
+    }
+    // Every term is at most 2^40 (the input's extent too), so none of this overflows.
+    const int64_t in = x[2 + i], eff = SatAdd(SatMul(kernel[i] - 1, dil[i]), 1);
+    if (eff > kMaxTensorElements) return c.Error("the dilated kernel is larger than 2^40");
     int64_t o;
     if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
       o = (in + strides[i] - 1) / strides[i];
     } else if (auto_pad == "VALID") {
-      o = (in - eff) / strides[i] + 1;
+      o = in < eff ? 0 : (in - eff) / strides[i] + 1;
     } else {
       const int64_t span = in + pads[i] + pads[i + sp] - eff;
       if (span < 0) return c.Error("the kernel is larger than the padded input");
@@ -297,7 +344,7 @@ absl::Status Conv(Ctx& c) {
   }
   Shape kernel = AttrInts(c.node, "kernel_shape", Shape(w->shape.begin() + 2, w->shape.end()));
   const int64_t group = AttrInt(c.node, "group", 1);
-  if (group < 1 || x->shape[1] != w->shape[1] * group) {
+  if (group < 1 || x->shape[1] != SatMul(w->shape[1], group)) {
     return c.Error(absl::StrCat("input channels ", x->shape[1], " do not match the weight ", ShapeText(w->shape),
                                 " with group ", group));
   }
@@ -394,7 +441,7 @@ absl::Status Reshape(Ctx& c) {
     } else if (target[i] < 0) {
       return c.Error("negative extent in the shape");
     } else {
-      known *= target[i];
+      known = SatMul(known, target[i]);
     }
   }
   if (infer >= 0) {
@@ -517,7 +564,7 @@ absl::Status Concat(Ctx& c) {
     for (int64_t d = 0; d < r; ++d) {
       if (d != axis && t->shape[d] != s[d]) return c.Error("inputs differ outside the axis");
     }
-    s[axis] += t->shape[axis];
+    s[axis] = SatAdd(s[axis], t->shape[axis]);
   }
   Tensor& o = c.Out(0, c.In(0)->dtype, s);
   if (!c.AllConstant()) return absl::OkStatus();
@@ -551,7 +598,12 @@ absl::Status Split(Ctx& c) {
     const int64_t chunk = (x->shape[axis] + n - 1) / n;
     for (int64_t i = 0; i < n; ++i) split.push_back(std::min(chunk, x->shape[axis] - i * chunk));
   }
-  if (static_cast<int64_t>(split.size()) != n || std::accumulate(split.begin(), split.end(), int64_t{0}) != x->shape[axis]) {
+  int64_t total = 0;
+  for (int64_t e : split) {
+    if (e < 0) return c.Error("negative split size");
+    total = SatAdd(total, e);
+  }
+  if (static_cast<int64_t>(split.size()) != n || total != x->shape[axis]) {
     return c.Error("split sizes do not add up to the axis");
   }
   const int64_t outer = Product(x->shape, 0, axis), inner = Product(x->shape, axis + 1), size = DTypeSize(x->dtype);
@@ -608,14 +660,15 @@ absl::Status Slice(Ctx& c) {
     int64_t b = starts[i], e = ends[i];
     if (b < 0) b += dim;
     if (e < 0) e += dim;
+    // (b, e within [-1, dim] after clamping; a step of any size, INT64_MIN included.)
     if (steps[i] > 0) {
       b = std::clamp<int64_t>(b, 0, dim);
       e = std::clamp<int64_t>(e, 0, dim);
-      s[a] = e > b ? (e - b + steps[i] - 1) / steps[i] : 0;
+      s[a] = e > b ? (e - b - 1) / steps[i] + 1 : 0;
     } else {
       b = std::clamp<int64_t>(b, 0, dim - 1);
       e = std::clamp<int64_t>(e, -1, dim - 1);
-      s[a] = b > e ? (b - e - steps[i] - 1) / -steps[i] : 0;
+      s[a] = b > e ? (steps[i] == std::numeric_limits<int64_t>::min() ? 1 : (b - e - 1) / -steps[i] + 1) : 0;
     }
     begin[a] = b;
     step[a] = steps[i];
@@ -695,7 +748,10 @@ absl::Status Tile(Ctx& c) {
   if (!x || !rep || !rep->constant()) return c.Error("the repeats must be constant");
   Shape reps = ConstI64(*rep), s = x->shape;
   if (reps.size() != s.size()) return c.Error("repeats do not match the rank");
-  for (size_t i = 0; i < s.size(); ++i) s[i] *= reps[i];
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (reps[i] < 0) return c.Error("negative repeats");
+    s[i] = SatMul(s[i], reps[i]);
+  }
   c.Out(0, x->dtype, s);
   return absl::OkStatus();
 }
@@ -704,19 +760,31 @@ absl::Status Range(Ctx& c) {
   const Tensor *start = c.In(0), *limit = c.In(1), *delta = c.In(2);
   if (!start || !limit || !delta || !c.AllConstant()) return c.Error("start, limit and delta must be constant");
   if (start->dtype == DType::kFloat32) {
+    if (start->NumElements() != 1 || limit->NumElements() != 1 || delta->NumElements() != 1) {
+      return c.Error("start, limit and delta must be scalars");
+    }
     float s = ConstF32(*start)[0], l = ConstF32(*limit)[0], d = ConstF32(*delta)[0];
     if (d == 0) return c.Error("zero delta");
-    int64_t n = std::max<int64_t>(static_cast<int64_t>(std::ceil((l - s) / d)), 0);
+    const double count = std::ceil((static_cast<double>(l) - s) / d);
+    if (!(count <= static_cast<double>(kMaxFoldElements))) return c.Error("range too long");
+    int64_t n = std::max<int64_t>(static_cast<int64_t>(count), 0);
     std::vector<float> v(n);
     for (int64_t i = 0; i < n; ++i) v[i] = s + i * d;
     c.out[0] = MakeF32(c.out[0].name, {n}, v);
   } else {
+    if (start->NumElements() != 1 || limit->NumElements() != 1 || delta->NumElements() != 1) {
+      return c.Error("start, limit and delta must be scalars");
+    }
     int64_t s = ConstI64(*start)[0], l = ConstI64(*limit)[0], d = ConstI64(*delta)[0];
     if (d == 0) return c.Error("zero delta");
-    int64_t n = std::max<int64_t>((l - s + (d > 0 ? d - 1 : d + 1)) / d, 0);
+    // In 128 bits: limit - start and the rounding overflow int64 for extreme values.
+    const __int128 span = static_cast<__int128>(l) - s + (d > 0 ? d - 1 : d + 1);
+    const __int128 count = span / d;
+    if (count > kMaxFoldElements) return c.Error("range too long");
+    int64_t n = std::max<int64_t>(static_cast<int64_t>(count), 0);
     if (n > kMaxFoldElements) return c.Error("range too long");
     std::vector<int64_t> v(n);
-    for (int64_t i = 0; i < n; ++i) v[i] = s + i * d;
+    for (int64_t i = 0; i < n; ++i) v[i] = static_cast<int64_t>(static_cast<__int128>(s) + static_cast<__int128>(i) * d);
     c.out[0] = MakeI64(c.out[0].name, {n}, v);
   }
   return absl::OkStatus();
@@ -772,7 +840,7 @@ absl::Status Pad(Ctx& c) {
   if (pads.size() != 2 * r) return c.Error("pads do not match the rank");
   Shape s = x->shape;
   for (size_t i = 0; i < r; ++i) {
-    s[i] += pads[i] + pads[i + r];
+    s[i] = SatAdd(SatAdd(s[i], pads[i]), pads[i + r]);
     if (s[i] < 0) return c.Error("negative output extent");
   }
   c.Out(0, x->dtype, s);
@@ -802,10 +870,22 @@ absl::Status BroadcastShapes(const Shape& a, const Shape& b, Shape* out) {
   for (size_t i = 0; i < r; ++i) {
     const int64_t x = i < r - a.size() ? 1 : a[i - (r - a.size())];
     const int64_t y = i < r - b.size() ? 1 : b[i - (r - b.size())];
-    if (x != y && x != 1 && y != 1) {
+    if ((x != y && x != 1 && y != 1) || x < 0 || y < 0) {
       return absl::InvalidArgumentError(absl::StrCat("shapes ", ShapeText(a), " and ", ShapeText(b), " do not broadcast"));
     }
     (*out)[i] = x == 1 ? y : x;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckShape(const std::vector<int64_t>& shape) {
+  // Zero extents count as 1: strides over a zero-sized tensor multiply the other extents.
+  int64_t n = 1;
+  for (int64_t e : shape) {
+    if (e < 0) return absl::InvalidArgumentError(absl::StrCat("shape ", ShapeText(shape), " has a negative extent"));
+    if (__builtin_mul_overflow(n, std::max<int64_t>(e, 1), &n) || n > kMaxTensorElements) {
+      return absl::InvalidArgumentError(absl::StrCat("shape ", ShapeText(shape), " has more than 2^40 elements"));
+    }
   }
   return absl::OkStatus();
 }
@@ -851,7 +931,9 @@ std::vector<int64_t> ConstI64(const Tensor& t) {
       case DType::kFloat32: {
         float f;
         std::memcpy(&f, t.data->data() + i * 4, 4);
-        v[i] = static_cast<int64_t>(f);
+        // Truncated toward zero; NaN is 0 and values past the int64 range saturate.
+        v[i] = std::isnan(f) ? 0 : f >= 9.2e18f ? std::numeric_limits<int64_t>::max()
+                             : f <= -9.2e18f ? std::numeric_limits<int64_t>::min() : static_cast<int64_t>(f);
         break;
       }
     }

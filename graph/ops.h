@@ -13,6 +13,15 @@ namespace tune::graph {
 
 /// Largest constant (in elements) that folding produces; larger results stay run-time nodes.
 inline constexpr int64_t kMaxFoldElements = int64_t{1} << 22;
+/// Largest tensor (in elements) a graph may have, as the importer's initializers: 2^40. Every
+/// inferred shape is checked against it (and for negative extents) before it is used, so
+/// later element counts and byte sizes never overflow.
+inline constexpr int64_t kMaxTensorElements = int64_t{1} << 40;
+
+/// OK when every extent of `shape` is >= 0 and their product is at most kMaxTensorElements;
+/// otherwise InvalidArgument "shape AxB has a negative extent" / "shape AxB has more than
+/// 2^40 elements".
+absl::Status CheckShape(const std::vector<int64_t>& shape);
 
 /// Infers the outputs of `node` (ONNX semantics at `opset`) from its inputs `in` (nullptr for
 /// an absent optional input). On success `*out` has one tensor per node output, named after
