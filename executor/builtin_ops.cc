@@ -234,6 +234,7 @@ Broadcast MakeBroadcast(const Shape& out, const std::vector<Shape>& ins) {
 /// Calls row(out_offset, in_offsets, n, inner_strides) for each innermost row of `b`.
 template <typename F>
 void ForEachRow(const Broadcast& b, const F& row) {
+  if (b.total == 0) return;  // an empty output: no rows
   const int64_t inner = b.shape[b.rank - 1];
   const int64_t rows = b.total / inner;
   int64_t inner_strides[3] = {b.strides[0][b.rank - 1], b.strides[1][b.rank - 1], b.strides[2][b.rank - 1]};
@@ -315,10 +316,23 @@ absl::StatusOr<std::unique_ptr<OpKernel>> Binary(const Ctx& c) {
     }
   }
   if (a.dtype == DType::kInt64) {
-    if (op == "Add") return Make(BinaryFn<int64_t, int64_t>(bc, [](int64_t x, int64_t y) { return x + y; }));
-    if (op == "Sub") return Make(BinaryFn<int64_t, int64_t>(bc, [](int64_t x, int64_t y) { return x - y; }));
-    if (op == "Mul") return Make(BinaryFn<int64_t, int64_t>(bc, [](int64_t x, int64_t y) { return x * y; }));
-    if (op == "Div") return Make(BinaryFn<int64_t, int64_t>(bc, [](int64_t x, int64_t y) { return y == 0 ? 0 : x / y; }));
+    // Two's complement wrap-around (as onnxruntime's int64 arithmetic), never signed overflow;
+    // x / 0 is 0 and INT64_MIN / -1 wraps to INT64_MIN rather than trapping.
+    auto wrap = [](uint64_t v) { return static_cast<int64_t>(v); };
+    if (op == "Add") {
+      return Make(BinaryFn<int64_t, int64_t>(bc, [wrap](int64_t x, int64_t y) { return wrap(uint64_t(x) + uint64_t(y)); }));
+    }
+    if (op == "Sub") {
+      return Make(BinaryFn<int64_t, int64_t>(bc, [wrap](int64_t x, int64_t y) { return wrap(uint64_t(x) - uint64_t(y)); }));
+    }
+    if (op == "Mul") {
+      return Make(BinaryFn<int64_t, int64_t>(bc, [wrap](int64_t x, int64_t y) { return wrap(uint64_t(x) * uint64_t(y)); }));
+    }
+    if (op == "Div") {
+      return Make(BinaryFn<int64_t, int64_t>(bc, [wrap](int64_t x, int64_t y) {
+        return y == 0 ? 0 : y == -1 ? wrap(0 - uint64_t(x)) : x / y;
+      }));
+    }
   }
   return c.Bad(absl::StrCat("dtype ", graph::DTypeName(a.dtype), " is not supported"));
 }
@@ -523,8 +537,12 @@ absl::StatusOr<std::unique_ptr<OpKernel>> MatMul(const Ctx& c) {
   if (!b_vec) out.push_back(n);
   if (auto st = c.OutShapeIs(out); !st.ok()) return st;
   if (batch->size() > kMaxRank) return c.Bad("rank above 10");
-  // Matrix offsets (in matrices) of A and B per output batch index.
+  // Matrix offsets (in matrices) of A and B per output batch index: one entry per output
+  // matrix, none when the output is empty (its batch extents may still multiply to 2^40).
   const int64_t batches = Product(*batch);
+  if (m == 0 || n == 0) {
+    return Make([](const void* const*, void* const*) {});
+  }
   std::vector<int64_t> a_off(batches), b_off(batches);
   {
     Shape ab_full(batch->size() - ab.size(), 1), bb_full(batch->size() - bb.size(), 1);
@@ -1368,10 +1386,20 @@ absl::StatusOr<std::unique_ptr<OpKernel>> CreateBuiltinKernel(const graph::Node&
     return absl::UnimplementedError(absl::StrCat("node '", node.name, "' (", node.op, ") has no built-in kernel"));
   }
   Ctx ctx{node, inputs, outputs, opset};
+  bool empty = false;
   for (const Tensor* t : outputs) {
     if (t != nullptr && t->shape.size() > static_cast<size_t>(kMaxRank)) return ctx.Bad("rank above 8");
+    if (t != nullptr && t->NumElements() == 0) empty = true;
   }
-  return it->second(ctx);
+  auto kernel = it->second(ctx);
+  // A node whose outputs are all empty (an extent of 0) has nothing to write: its kernel is
+  // made for the factory's checks, then replaced, as its loops may divide by the empty extent.
+  if (kernel.ok() && empty) {
+    bool all_empty = true;
+    for (const Tensor* t : outputs) all_empty = all_empty && (t == nullptr || t->NumElements() == 0);
+    if (all_empty) return Make([](const void* const*, void* const*) {});
+  }
+  return kernel;
 }
 
 }  // namespace tune::executor

@@ -3,12 +3,15 @@
 
 #include <algorithm>
 #include <atomic>
+#include <limits>
 #include <map>
 #include <set>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "executor/builtin_ops.h"
+#include "measure/target.h"
 
 namespace tune::executor {
 
@@ -61,6 +64,30 @@ absl::StatusOr<std::unique_ptr<ExecutionPlan>> ExecutionPlan::Create(graph::Grap
     lifetimes.push_back({t.name, std::max<int64_t>(1, t.NumElements() * graph::DTypeSize(t.dtype)), first, first});
     return static_cast<int>(lifetimes.size()) - 1;
   };
+  // The arena must fit this machine, as measure::CheckBuffersFit asks of a workload's buffers:
+  // half of its memory. One tensor over that is refused before any kernel is made (kernels
+  // size their tables by their tensors), the whole arena once it is planned. Byte sizes are
+  // element counts times at most 8: a tensor must leave room for that (the importer keeps
+  // every tensor within 2^40 elements; a graph made otherwise may not).
+  const int64_t host = measure::HostMemoryBytes();
+  const int64_t allowed = host > 0 ? host / 2 : std::numeric_limits<int64_t>::max() / 4;
+  const std::string limit = host > 0 ? absl::StrCat("this machine allows ", measure::FormatBytes(allowed),
+                                                    " (half of its ", measure::FormatBytes(host), " memory)")
+                                     : "more than int64 bytes";
+  for (const auto& [name, t] : g.tensors) {
+    for (int64_t e : t.shape) {
+      if (e < 0) return absl::InvalidArgumentError(absl::StrCat("tensor '", name, "' has a negative extent"));
+    }
+    if (t.NumElements() > (int64_t{1} << 56)) {
+      return absl::InvalidArgumentError(absl::StrCat("tensor '", name, "' has more than 2^56 elements"));
+    }
+    const int64_t bytes = t.NumElements() * graph::DTypeSize(t.dtype);
+    if (!t.constant() && bytes > allowed) {
+      return absl::InvalidArgumentError(absl::StrCat("tensor '", name, "' (", graph::DTypeName(t.dtype), " ",
+                                                     absl::StrJoin(t.shape, "x"), ") needs ",
+                                                     measure::FormatBytes(bytes), "; ", limit));
+    }
+  }
   for (const auto& [name, t] : g.tensors) {
     if (t.constant()) {
       if (static_cast<int64_t>(t.data->size()) != t.NumElements() * graph::DTypeSize(t.dtype)) {
@@ -182,6 +209,21 @@ absl::StatusOr<std::unique_ptr<ExecutionPlan>> ExecutionPlan::Create(graph::Grap
   }
   for (const graph::Tensor* t : constants_read) plan->memory_.constant_bytes += static_cast<int64_t>(t->data->size());
 
+  // The whole arena, before any tuned kernel is compiled or any memory is taken.
+  MemoryPlan mp;
+  {
+    __int128 total = 0;
+    for (const BufferLifetime& b : lifetimes) total += AlignArena(b.bytes);
+    if (total > static_cast<__int128>(std::numeric_limits<int64_t>::max() / 4)) {
+      return absl::InvalidArgumentError("the model's tensors need more than 2^61 bytes; " + limit);
+    }
+    mp = PlanMemory(lifetimes);
+    if (mp.arena_bytes > allowed) {
+      return absl::InvalidArgumentError(absl::StrCat("the model's tensors need ", measure::FormatBytes(mp.arena_bytes),
+                                                     " of memory at once; ", limit));
+    }
+  }
+
   // Tuned kernels: one per distinct (workload, config), compiled on up to all cores.
   std::map<std::pair<std::string, std::string>, int> kernel_of;
   std::vector<const TaskKernelChoice*> to_load;
@@ -224,8 +266,7 @@ absl::StatusOr<std::unique_ptr<ExecutionPlan>> ExecutionPlan::Create(graph::Grap
     plan->task_kernels_.push_back(*std::move(loaded[i]));
   }
 
-  // Memory: place the buffers, allocate the arena, bind every pointer.
-  MemoryPlan mp = PlanMemory(lifetimes);
+  // Memory: allocate the arena (placed above), bind every pointer.
   plan->memory_.arena_bytes = mp.arena_bytes;
   plan->memory_.tensor_bytes = mp.total_bytes;
   auto arena = plan->backend_->Allocate(mp.arena_bytes);
