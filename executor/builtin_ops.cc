@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "executor/node_context.h"
 #include "codegen/runtime/runtime.h"
 
 namespace tune::executor {
@@ -69,44 +70,8 @@ int64_t Product(const Shape& s, int64_t begin = 0, int64_t end = kMaxRank + 2) {
 
 std::string ShapeText(const Shape& s) { return absl::StrCat("[", absl::StrJoin(s, ","), "]"); }
 
-/// The node's context for messages and attributes.
-struct Ctx {
-  const Node& node;
-  const std::vector<const Tensor*>& in;
-  const std::vector<const Tensor*>& out;
-  int64_t opset;
-
-  absl::Status Bad(const std::string& what) const {
-    return absl::InvalidArgumentError(absl::StrCat("node '", node.name, "' (", node.op, "): ", what));
-  }
-  const Tensor* Input(size_t i) const { return i < in.size() ? in[i] : nullptr; }
-  int64_t Int(const std::string& name, int64_t def) const {
-    auto it = node.attributes.find(name);
-    if (it == node.attributes.end()) return def;
-    if (auto* v = std::get_if<int64_t>(&it->second)) return *v;
-    if (auto* f = std::get_if<float>(&it->second)) return static_cast<int64_t>(*f);
-    return def;
-  }
-  float Float(const std::string& name, float def) const {
-    auto it = node.attributes.find(name);
-    if (it == node.attributes.end()) return def;
-    if (auto* v = std::get_if<float>(&it->second)) return *v;
-    if (auto* i = std::get_if<int64_t>(&it->second)) return static_cast<float>(*i);
-    return def;
-  }
-  std::optional<Shape> Ints(const std::string& name) const {
-    auto it = node.attributes.find(name);
-    if (it == node.attributes.end()) return std::nullopt;
-    if (auto* v = std::get_if<std::vector<int64_t>>(&it->second)) return *v;
-    if (auto* i = std::get_if<int64_t>(&it->second)) return Shape{*i};
-    return std::nullopt;
-  }
-  std::string String(const std::string& name, const std::string& def) const {
-    auto it = node.attributes.find(name);
-    if (it == node.attributes.end()) return def;
-    if (auto* v = std::get_if<std::string>(&it->second)) return *v;
-    return def;
-  }
+/// The node's context for messages and attributes (node_context.h), with its constant inputs.
+struct Ctx : NodeContext {
   /// A constant int64 input's values (a 1-D list); nullopt when absent; error when not constant.
   absl::StatusOr<std::optional<Shape>> ConstInts(size_t i, const std::string& what) const {
     const Tensor* t = Input(i);
@@ -1385,7 +1350,7 @@ absl::StatusOr<std::unique_ptr<OpKernel>> CreateBuiltinKernel(const graph::Node&
   if (it == Registry().end()) {
     return absl::UnimplementedError(absl::StrCat("node '", node.name, "' (", node.op, ") has no built-in kernel"));
   }
-  Ctx ctx{node, inputs, outputs, opset};
+  Ctx ctx{{node, inputs, outputs, opset}};
   bool empty = false;
   for (const Tensor* t : outputs) {
     if (t != nullptr && t->shape.size() > static_cast<size_t>(kMaxRank)) return ctx.Bad("rank above 8");

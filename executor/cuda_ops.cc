@@ -13,6 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "executor/builtin_ops.h"
+#include "executor/node_context.h"
 
 namespace tune::executor {
 namespace {
@@ -65,42 +66,9 @@ uint64_t Fnv1a(const std::string& text) {
   return h;
 }
 
-/// Attribute and constant-input readers of one node (the same defaults as the CPU kernels').
-struct NodeView {
-  const Node& node;
-  const std::vector<const Tensor*>& in;
-  const std::vector<const Tensor*>& out;
-  int64_t opset;
-
-  const Tensor* Input(size_t i) const { return i < in.size() ? in[i] : nullptr; }
-  const Tensor* Output(size_t i) const { return i < out.size() ? out[i] : nullptr; }
-  int64_t Int(const std::string& name, int64_t def) const {
-    auto it = node.attributes.find(name);
-    if (it == node.attributes.end()) return def;
-    if (auto* v = std::get_if<int64_t>(&it->second)) return *v;
-    if (auto* f = std::get_if<float>(&it->second)) return static_cast<int64_t>(*f);
-    return def;
-  }
-  float Float(const std::string& name, float def) const {
-    auto it = node.attributes.find(name);
-    if (it == node.attributes.end()) return def;
-    if (auto* v = std::get_if<float>(&it->second)) return *v;
-    if (auto* i = std::get_if<int64_t>(&it->second)) return static_cast<float>(*i);
-    return def;
-  }
-  std::optional<Shape> Ints(const std::string& name) const {
-    auto it = node.attributes.find(name);
-    if (it == node.attributes.end()) return std::nullopt;
-    if (auto* v = std::get_if<std::vector<int64_t>>(&it->second)) return *v;
-    if (auto* i = std::get_if<int64_t>(&it->second)) return Shape{*i};
-    return std::nullopt;
-  }
-  std::string String(const std::string& name, const std::string& def) const {
-    auto it = node.attributes.find(name);
-    if (it == node.attributes.end()) return def;
-    if (auto* v = std::get_if<std::string>(&it->second)) return *v;
-    return def;
-  }
+/// Attribute readers of one node (node_context.h: the same defaults as the CPU kernels') and
+/// its constant inputs.
+struct NodeView : NodeContext {
   /// A constant int64 input (the CPU factory has checked that it is one where required).
   std::optional<Shape> ConstInts(size_t i) const {
     const Tensor* t = Input(i);
@@ -115,9 +83,6 @@ struct NodeView {
     return std::nullopt;
   }
   int64_t Axis(int64_t axis, int64_t rank) const { return axis < 0 ? axis + rank : axis; }
-  absl::Status Bad(const std::string& what) const {
-    return absl::InvalidArgumentError(absl::StrCat("node '", node.name, "' (", node.op, "): ", what));
-  }
 };
 
 /// A kernel being written: its body refers to the parameters in0.., out0.. and to `IDX`, the
@@ -804,7 +769,7 @@ absl::StatusOr<CudaOpSource> MakeCudaOpSource(const graph::Node& node, const std
   if (it == Registry().end()) {
     return absl::UnimplementedError(absl::StrCat("node '", node.name, "' (", node.op, ") has no built-in kernel"));
   }
-  NodeView view{node, inputs, outputs, opset};
+  NodeView view{{node, inputs, outputs, opset}};
   auto kernel = it->second(view);
   if (!kernel.ok()) return kernel.status();
   int64_t largest = 0;
