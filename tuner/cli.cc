@@ -308,6 +308,12 @@ int RunCli(int argc, char** argv) {
   if (argc >= 2 && std::string(argv[1]) == "op") return OpCommand(argc, argv);
   if (argc >= 2 && std::string(argv[1]) == "db") return DbCommand(argc, argv);
   if (argc >= 2 && std::string(argv[1]) == "plot") return PlotCommand(argc, argv);
+  if (argc >= 2 && std::string(argv[1]) == "dataset") {
+    const std::string sub = argc >= 3 ? argv[2] : "";
+    if (sub == "collect") return DatasetCollectCommand(argc, argv);
+    if (sub == "split") return DatasetSplitCommand(argc, argv);
+    return base::Fail("tune", base::kExitUsage, "usage: tune dataset collect|split ... (see tune dataset collect --help)");
+  }
   if (argc >= 2 && std::string(argv[1]) == "replay") return ReplayCommand(argc, argv);
   return ModelCommand(argc, argv);
 }

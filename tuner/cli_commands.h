@@ -10,4 +10,13 @@ int DbCommand(int argc, char** argv);
 /// (tuner/plot_cli.cc). Returns the exit code.
 int PlotCommand(int argc, char** argv);
 
+/// `tune dataset collect ...`: measures N diverse configs of every task of a list of models
+/// into a record database, resumably (tuner/dataset_collect_cli.cc). argv[1] is "dataset",
+/// argv[2] "collect". Returns the exit code.
+int DatasetCollectCommand(int argc, char** argv);
+
+/// `tune dataset split ...`: splits a dataset's tasks by network into training and held-out
+/// sets (tuner/dataset_split_cli.cc). argv[1] is "dataset", argv[2] "split".
+int DatasetSplitCommand(int argc, char** argv);
+
 }  // namespace tune::tuner
