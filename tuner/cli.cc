@@ -255,6 +255,7 @@ int ModelCommand(int argc, char** argv) {
                "       tune op KIND --shape S [options]     (one operator)\n"
                "       tune db tasks|best|history|stats|runs|export|import|merge [options]\n"
                "       tune plot --db DB --out DIR [options]   (tuning curves, speed-up charts)\n"
+               "       tune dataset collect|split [options]   (datasets for cost models)\n"
                "       tune run MODEL.onnx --db DB --target T [options]   (the whole model with its tuned kernels)\n"
                "       tune export --db DB --model MODEL --target T --out DIR   (the kernels as a library)\n"
                "       tune replay CACHE --strategy S --budget B --runs R   (recorded Kernel Tuner space)\n",
