@@ -25,6 +25,7 @@
 #include "spdlog/spdlog.h"
 #include "tuner/cli_commands.h"
 #include "tuner/cli_format.h"
+#include "tuner/cli_support.h"
 #include "tuner/model_file.h"
 #include "tuner/parse_command_line.h"
 #include "tuner/replay.h"
@@ -38,31 +39,18 @@ namespace {
 /// The live progress display: one rewritten line on a terminal, one line per event otherwise.
 class ProgressLine {
  public:
-  ProgressLine() : tty_(isatty(STDERR_FILENO)) {}
-  ~ProgressLine() { Finish(); }
   void operator()(const ProgressEvent& e) {
     char buf[512];
     std::snprintf(buf, sizeof(buf), "[%d/%d] %-44.44s trials %3d/%-3d best %8s GFLOP/s (%s ms)  elapsed %s  ETA %s",
                   e.task_index + 1, e.task_count, e.task->workload.Label().c_str(), e.trials, e.trials_budget,
                   Gflops(e.task->workload.Flops(), e.best_s).c_str(), Ms(e.best_s).c_str(),
                   FormatSeconds(e.elapsed_s).c_str(), FormatSeconds(e.eta_s).c_str());
-    if (tty_) {
-      std::fprintf(stderr, "\r\033[K%s", buf);
-      if (e.task_done) std::fprintf(stderr, "\n");
-      open_ = !e.task_done;
-    } else {
-      std::fprintf(stderr, "%s\n", buf);
-    }
-    std::fflush(stderr);
+    line_.Show(buf, e.task_done);
   }
-  void Finish() {
-    if (open_) std::fprintf(stderr, "\n");
-    open_ = false;
-  }
+  void Finish() { line_.Finish(); }
 
  private:
-  bool tty_;
-  bool open_ = false;
+  LiveLine line_;
 };
 
 /// The flags of `tune MODEL` and `tune op`: the shared tuning flags, the local run's own
@@ -95,22 +83,6 @@ void AddTuneFlags(CLI::App& app, CommonFlags& f) {
   app.add_flag("--show-kernel", f.show_kernel, "print the best kernel of each task as pseudo-C");
 }
 
-// Set by SIGINT / SIGTERM: the tuning loop stops after the batch in flight.
-std::atomic<bool> g_stop_requested{false};
-
-extern "C" void RequestStop(int) { g_stop_requested.store(true); }
-
-// The first SIGINT or SIGTERM asks the run to stop cleanly (records so far committed, the run
-// marked interrupted, the table printed); a second one ends the process at once.
-void InstallStopHandlers() {
-  struct sigaction sa = {};
-  sa.sa_handler = RequestStop;
-  sigemptyset(&sa.sa_mask);
-  sa.sa_flags = SA_RESETHAND;
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
-}
-
 // The exit code of a run ended by the first SIGINT or SIGTERM: the shell's code for Ctrl-C.
 constexpr int kExitInterrupted = 128 + SIGINT;
 
@@ -137,7 +109,7 @@ int TuneTasks(const std::string& raw_title, const std::vector<TuneTask>& tasks, 
   // The stop handlers are installed (InstallStopHandlers): the first SIGINT or SIGTERM stops
   // whatever phase is running: making the tasks, drawing their data, the naive reference, the
   // search.
-  auto stop_requested = [] { return g_stop_requested.load(); };
+  auto stop_requested = [] { return StopRequested(); };
   auto interrupted_early = [] {
     std::fprintf(stderr, "tune: interrupted while preparing the tasks; nothing was written\n");
     return kExitInterrupted;
@@ -188,7 +160,7 @@ int TuneTasks(const std::string& raw_title, const std::vector<TuneTask>& tasks, 
   Tuner tuner(db->get(), std::move(*factory), o, [&progress](const ProgressEvent& e) { progress(e); });
   auto outcomes = tuner.Run(loop);
   progress.Finish();
-  const bool interrupted = g_stop_requested.load();
+  const bool interrupted = StopRequested();
   auto say_interrupted = [&] {
     std::fprintf(stderr, "tune: interrupted; the records measured so far are in %s (--resume continues)\n",
                  f.db_path.c_str());
@@ -243,11 +215,6 @@ int TuneTasks(const std::string& raw_title, const std::vector<TuneTask>& tasks, 
   return interrupted ? kExitInterrupted : 0;
 }
 
-std::string JoinArgs(int argc, char** argv) {
-  std::string s;
-  for (int i = 0; i < argc; ++i) s += (i ? " " : "") + std::string(argv[i]);
-  return s;
-}
 
 int ModelCommand(int argc, char** argv) {
   CLI::App app{"tune: autotune the kernels of a model.\n"

@@ -24,6 +24,7 @@
 #include "measure/task_factory.h"
 #include "tuner/cli_commands.h"
 #include "tuner/cli_format.h"
+#include "tuner/cli_support.h"
 #include "tuner/dataset_collect.h"
 #include "tuner/parse_command_line.h"
 #include "tuner/tuning_flags.h"
@@ -33,28 +34,12 @@ namespace {
 
 constexpr char kWho[] = "tune dataset collect";
 
-// Set by the first SIGINT or SIGTERM: collection stops after the batch in flight.
-std::atomic<bool> g_collect_stop{false};
-
-extern "C" void RequestCollectStop(int) { g_collect_stop.store(true); }
-
-void InstallCollectStopHandlers() {
-  struct sigaction sa = {};
-  sa.sa_handler = RequestCollectStop;
-  sigemptyset(&sa.sa_mask);
-  sa.sa_flags = SA_RESETHAND;  // a second signal ends the process at once
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
-}
-
 /// The live progress line: rewritten in place on a terminal, one line per batch otherwise.
 class CollectProgressLine {
  public:
-  CollectProgressLine() : tty_(isatty(STDERR_FILENO)) {}
-  ~CollectProgressLine() { Finish(); }
   void operator()(const CollectProgress& p) {
     // Without a terminal, one line per change of task or count (not per event of the loop).
-    if (!tty_ && p.task_index == last_task_ && p.done == last_done_) return;
+    if (!line_.tty() && p.task_index == last_task_ && p.done == last_done_) return;
     last_task_ = p.task_index;
     last_done_ = p.done;
     char buf[512];
@@ -62,31 +47,15 @@ class CollectProgressLine {
                   p.task_index + 1, p.task_count, p.task->workload.Label().c_str(), static_cast<long long>(p.done),
                   static_cast<long long>(p.total), p.rate, FormatSeconds(p.elapsed_s).c_str(),
                   p.done > 0 ? FormatSeconds(p.eta_s).c_str() : "-");
-    if (tty_) {
-      std::fprintf(stderr, "\r\033[K%s", buf);
-      open_ = true;
-    } else {
-      std::fprintf(stderr, "%s\n", buf);
-    }
-    std::fflush(stderr);
+    line_.Show(buf);
   }
-  void Finish() {
-    if (open_) std::fprintf(stderr, "\n");
-    open_ = false;
-  }
+  void Finish() { line_.Finish(); }
 
  private:
-  bool tty_;
-  bool open_ = false;
+  LiveLine line_;
   int last_task_ = -1;
   int64_t last_done_ = -1;
 };
-
-std::string JoinArgv(int argc, char** argv) {
-  std::string s;
-  for (int i = 0; i < argc; ++i) s += (i ? " " : "") + std::string(argv[i]);
-  return s;
-}
 
 }  // namespace
 
@@ -142,9 +111,9 @@ int DatasetCollectCommand(int argc, char** argv) {
   if (!checked.ok()) return base::Fail("tune", checked.status());
   c.tune = *std::move(checked);
   c.guided_strategy = c.tune.strategy;
-  c.tune.command = JoinArgv(argc, argv);
-  InstallCollectStopHandlers();
-  auto stop_requested = [] { return g_collect_stop.load(); };
+  c.tune.command = JoinArgs(argc, argv);
+  InstallStopHandlers();
+  auto stop_requested = [] { return StopRequested(); };
   c.tune.should_stop = stop_requested;
 
   // Every model loaded and every task made before anything is written.
@@ -188,7 +157,7 @@ int DatasetCollectCommand(int argc, char** argv) {
         std::fprintf(stderr, "%s\n", base::EscapeControl(line).c_str());
       });
   progress.Finish();
-  const bool interrupted = g_collect_stop.load();
+  const bool interrupted = StopRequested();
   if (!collected.ok()) {
     if (interrupted && absl::IsCancelled(collected.status())) {
       std::fprintf(stderr, "tune: interrupted; the records measured so far are in %s (a rerun continues)\n",
