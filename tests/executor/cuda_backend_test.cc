@@ -1,6 +1,7 @@
 // The CUDA backend: target parsing, refusal without a GPU, and on a GPU whole models through an
 // ExecutionPlan (tuned kernels on default schedules, built-in GPU kernels) against the CPU backend.
 #include "executor/cuda_backend.h"
+#include "tests/executor/cuda_test_helper.h"
 
 #include <gtest/gtest.h>
 
@@ -41,21 +42,6 @@ TEST(CudaBackendTest, NoDeviceIsUnavailableNotACrash) {
   EXPECT_TRUE(absl::IsUnavailable(backend.status()) || absl::IsNotFound(backend.status())) << backend.status();
 }
 
-/// The process's CUDA backend on device 0 for the model tests, or null (and why).
-std::shared_ptr<CudaBackend> CudaModelBackend(std::string* why) {
-  static std::shared_ptr<CudaBackend> backend;
-  static std::string reason;
-  static bool tried = false;
-  if (!tried) {
-    tried = true;
-    auto made = CudaBackend::Create(0);
-    if (made.ok()) backend = std::shared_ptr<CudaBackend>(*std::move(made));
-    else reason = std::string(made.status().message());
-  }
-  *why = reason;
-  return backend;
-}
-
 /// A plan of `graph` on `backend` with each tuned node's default schedule.
 std::unique_ptr<ExecutionPlan> CudaModelPlan(const graph::Graph& graph, std::shared_ptr<const Backend> backend) {
   auto choices = ChooseTaskKernels(graph, *backend, nullptr);
@@ -68,7 +54,7 @@ std::unique_ptr<ExecutionPlan> CudaModelPlan(const graph::Graph& graph, std::sha
 
 TEST(CudaBackendGpuTest, ModelsMatchTheCpuBackend) {
   std::string why;
-  std::shared_ptr<CudaBackend> gpu = CudaModelBackend(&why);
+  std::shared_ptr<CudaBackend> gpu = SharedCudaBackend(&why);
   if (gpu == nullptr) GTEST_SKIP() << "no CUDA device: " << why;
   auto cpu = CreateBackend("llvm", 2);
   ASSERT_TRUE(cpu.ok()) << cpu.status();

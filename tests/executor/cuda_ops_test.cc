@@ -16,6 +16,7 @@
 #include "codegen/cuda/nvrtc.h"
 #include "executor/builtin_ops.h"
 #include "executor/cuda_backend.h"
+#include "tests/executor/cuda_test_helper.h"
 #include "graph/onnx_import.h"
 
 namespace tune::executor {
@@ -386,21 +387,6 @@ TEST(CudaOpsTest, TestModelsBuiltinKernelsCompileForSm90) {
 
 // ---- On a GPU -------------------------------------------------------------------------------
 
-/// The process's one CUDA backend on device 0, or null (and why) without a GPU.
-std::shared_ptr<CudaBackend> CudaTestBackend(std::string* why) {
-  static std::shared_ptr<CudaBackend> backend;
-  static std::string reason;
-  static bool tried = false;
-  if (!tried) {
-    tried = true;
-    auto made = CudaBackend::Create(0);
-    if (made.ok()) backend = std::shared_ptr<CudaBackend>(*std::move(made));
-    else reason = std::string(made.status().message());
-  }
-  *why = reason;
-  return backend;
-}
-
 /// Random data for `t` as `c` draws it: floats of magnitude in [lo, hi] (never zero), ints in
 /// [int_lo, int_hi], bools either way.
 std::vector<uint8_t> CudaRandomData(const Tensor& t, const CudaOpCase& c, std::mt19937& rng) {
@@ -423,7 +409,7 @@ std::vector<uint8_t> CudaRandomData(const Tensor& t, const CudaOpCase& c, std::m
 
 TEST(CudaOpsGpuTest, EveryBuiltinKernelMatchesTheCpuKernel) {
   std::string why;
-  std::shared_ptr<CudaBackend> backend = CudaTestBackend(&why);
+  std::shared_ptr<CudaBackend> backend = SharedCudaBackend(&why);
   if (backend == nullptr) GTEST_SKIP() << "no CUDA device: " << why;
   std::mt19937 rng(20240611);
   for (const CudaOpCase& c : CudaOpCases()) {
