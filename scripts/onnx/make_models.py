@@ -63,7 +63,7 @@ class ConvBn(torch.nn.Module):
     def __init__(self):
         super().__init__()
         self.conv = torch.nn.Conv2d(3, 8, 3, padding=1)
-        self.bn = torch.nn.BatchNorm2d(8)
+        self.bn = torch.nn.BatchNorm2d(8, eps=0.1)  # an epsilon a folding must not drop
         with torch.no_grad():
             self.bn.running_mean.uniform_(-0.5, 0.5)
             self.bn.running_var.uniform_(0.5, 2.0)
