@@ -283,6 +283,8 @@ int RunCli(int argc, char** argv) {
     return base::Fail("tune", base::kExitUsage, "usage: tune dataset collect|split ... (see tune dataset collect --help)");
   }
   if (argc >= 2 && std::string(argv[1]) == "replay") return ReplayCommand(argc, argv);
+  if (argc >= 2 && std::string(argv[1]) == "train") return TrainCommand(argc, argv);
+  if (argc >= 2 && std::string(argv[1]) == "tasks") return TasksCommand(argc, argv);
   return ModelCommand(argc, argv);
 }
 

@@ -19,4 +19,13 @@ int DatasetCollectCommand(int argc, char** argv);
 /// sets (tuner/dataset_split_cli.cc). argv[1] is "dataset", argv[2] "split".
 int DatasetSplitCommand(int argc, char** argv);
 
+/// `tune train ...`: trains an offline cost model (xgb, lstm, gnn) on a dataset's records and
+/// writes a .tcm artifact; `tune train --eval MODEL.tcm ...` prints its metrics on held-out
+/// networks (tuner/train_cli.cc).
+int TrainCommand(int argc, char** argv);
+
+/// `tune tasks MODEL ...`: the tuning tasks of a model (zoo name, model file, ONNX file) as a
+/// table, or as a model file with --json (tuner/tasks_cli.cc).
+int TasksCommand(int argc, char** argv);
+
 }  // namespace tune::tuner
