@@ -1,0 +1,147 @@
+#!/usr/bin/env python3
+"""Tuning speed with and without a pretrained cost model: trials to reach 95% of a long
+reference run's best, per task and method, median over seeds.
+
+usage: pretrained_tuning.py --tune BIN --target cuda|llvm --task OP:SHAPE[:bias,relu] [--task ...]
+         --method NAME=STRATEGY[,COST_MODEL] [--method ...] [--seeds 5] [--trials 200]
+         [--reference-trials 1000] [--threads N] [--out DIR] [--taskset CORES]
+
+Every search run starts from an empty database (no transfer from other tasks' records, no
+finalists), so the only prior knowledge a method has is its cost model. A method is
+NAME=STRATEGY[,COST_MODEL], e.g. random=random, online-xgb=sa,xgb, pretrained-xgb=sa,xgb.tcm.
+The reference run is one long `sa` + online XGBoost search per task (--reference-trials); its
+best median latency is the 100% mark (a search run that finds something faster still counts
+as reaching it). Trials count measured search candidates in order (the untuned default
+schedule is not a trial). A run that never reaches 95% within --trials counts as
+--trials + 1 (">N" in the table), which makes its median a lower bound.
+Prints one Markdown table and writes results.json under --out.
+"""
+import argparse
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+
+def run_tune(args, op, shape, flags, db, trials, strategy, cost_model, seed, log):
+    cmd = [args.tune, "op", op, "--shape", shape, "--target", args.target, "--db", db,
+           "--trials", str(trials), "--strategy", strategy, "--seed", str(seed),
+           "--finalists", "0", "--no-transfer", "--batch", str(args.batch)]
+    if cost_model:
+        cmd += ["--cost-model", cost_model]
+    if args.threads:
+        cmd += ["--threads", str(args.threads)]
+    cmd += flags
+    if args.taskset:
+        cmd = ["taskset", "-c", args.taskset] + cmd
+    t0 = time.time()
+    with open(log, "a") as f:
+        f.write("$ " + " ".join(cmd) + "\n")
+        f.flush()
+        rc = subprocess.call(cmd, stdout=f, stderr=subprocess.STDOUT)
+    if rc != 0:
+        raise RuntimeError(f"tune failed ({rc}): {' '.join(cmd)}; see {log}")
+    return time.time() - t0
+
+
+def search_curve(args, db):
+    """Median latencies of the search trials in measurement order (+inf for failures)."""
+    out = subprocess.run([args.tune, "db", "export", "--db", db], check=True, capture_output=True, text=True).stdout
+    rows = []
+    for line in out.splitlines():
+        r = json.loads(line)
+        if "strategy" not in r:
+            continue
+        if r["strategy"] in ("default", "finalist"):
+            continue
+        samples = r.get("samples_s") or r.get("samples") or []
+        ok = r.get("status") == "ok" and samples
+        rows.append((r.get("id", 0), r.get("timestamp", 0),
+                     statistics.median(samples) if ok else math.inf))
+    rows.sort(key=lambda x: (x[1], x[0]))
+    return [x[2] for x in rows]
+
+
+def trials_to(curve, target_s, cap):
+    best = math.inf
+    for i, t in enumerate(curve):
+        best = min(best, t)
+        if best <= target_s:
+            return i + 1
+    return cap + 1
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--tune", default="build/bin/tune")
+    p.add_argument("--target", default="cuda")
+    p.add_argument("--task", action="append", required=True, help="OP:SHAPE[:bias,relu]")
+    p.add_argument("--method", action="append", required=True, help="NAME=STRATEGY[,COST_MODEL]")
+    p.add_argument("--seeds", type=int, default=5)
+    p.add_argument("--trials", type=int, default=200)
+    p.add_argument("--reference-trials", type=int, default=1000)
+    p.add_argument("--fraction", type=float, default=0.95)
+    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--taskset", default="")
+    p.add_argument("--out", default=os.environ.get("OUT", "/tmp/pretrained_tuning"))
+    args = p.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    log = os.path.join(args.out, "tune.log")
+    methods = []
+    for m in args.method:
+        name, _, spec = m.partition("=")
+        strategy, _, cost_model = spec.partition(",")
+        methods.append((name, strategy, cost_model))
+    results = {"target": args.target, "trials": args.trials, "fraction": args.fraction, "tasks": []}
+    for task in args.task:
+        parts = task.split(":")
+        op, shape = parts[0], parts[1]
+        flags = []
+        if len(parts) > 2 and parts[2]:
+            flags = ["--" + f for f in parts[2].split(",")]
+        label = f"{op} {shape}" + (f" ({parts[2]})" if len(parts) > 2 and parts[2] else "")
+        ref_db = os.path.join(args.out, f"ref-{op}-{shape.replace(',', 'x')}.db")
+        if os.path.exists(ref_db):
+            os.remove(ref_db)
+        secs = run_tune(args, op, shape, flags, ref_db, args.reference_trials, "sa", "xgb", 1000, log)
+        ref_curve = search_curve(args, ref_db)
+        ref_best = min(ref_curve) if ref_curve else math.inf
+        print(f"{label}: reference {len(ref_curve)} trials in {secs:.0f} s, best {ref_best * 1e6:.2f} us",
+              file=sys.stderr, flush=True)
+        entry = {"task": label, "reference_trials": len(ref_curve), "reference_best_s": ref_best, "methods": {}}
+        for name, strategy, cost_model in methods:
+            counts, bests, times = [], [], []
+            for seed in range(1, args.seeds + 1):
+                db = os.path.join(args.out, f"run-{name}-{op}-{shape.replace(',', 'x')}-{seed}.db")
+                if os.path.exists(db):
+                    os.remove(db)
+                secs = run_tune(args, op, shape, flags, db, args.trials, strategy, cost_model, seed, log)
+                curve = search_curve(args, db)
+                counts.append(trials_to(curve, ref_best / args.fraction, args.trials))
+                bests.append(ref_best / min(curve) if curve and min(curve) > 0 else 0)
+                times.append(secs)
+            entry["methods"][name] = {"trials_to_fraction": counts, "median": statistics.median(counts),
+                                      "final_fraction": bests, "seconds": times}
+            print(f"  {name}: trials to {args.fraction:.0%} {counts} (median {statistics.median(counts)}), "
+                  f"fraction at {args.trials}: {statistics.median(bests):.3f}", file=sys.stderr, flush=True)
+        results["tasks"].append(entry)
+        with open(os.path.join(args.out, "results.json"), "w") as f:
+            json.dump(results, f, indent=1)
+
+    def cell(v):
+        return f">{args.trials}" if v > args.trials else f"{v:g}"
+
+    names = [m[0] for m in methods]
+    print(f"| task | reference best (us) | " + " | ".join(f"{n}: trials to {args.fraction:.0%}" for n in names) + " |")
+    print("|---|---|" + "---|" * len(names))
+    for e in results["tasks"]:
+        print(f"| {e['task']} | {e['reference_best_s'] * 1e6:.2f} | " +
+              " | ".join(cell(e["methods"][n]["median"]) for n in names) + " |")
+
+
+if __name__ == "__main__":
+    main()
