@@ -1,3 +1,129 @@
 // PretrainedCostModel: a search::CostModel that starts from an offline-trained model and keeps learning online.
 #pragma once
-// Placeholder: being written.
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "codegen/ir/template.h"
+#include "costmodel/cost_model_adapters.h"
+#include "costmodel/offline_model.h"
+#include "search/cost_model.h"
+#include "search/space.h"
+
+namespace tune::costmodel {
+
+/// How a PretrainedCostModel blends, guards and fine-tunes.
+struct PretrainedOptions {
+  /// The negative-transfer guard looks at the pretrained model once the task has at least this
+  /// many ok measurements of distinct latencies; from then on, after every Fit.
+  int guard_min_configs = 16;
+  /// Below this pairwise accuracy (on every measured config of the task) the pretrained model
+  /// is dropped for the rest of the task: 0.5 is a model that ranks no better than chance.
+  double guard_min_accuracy = 0.5;
+  /// Until the task's own data says otherwise the pretrained model is credited with this
+  /// pairwise accuracy, worth `prior_pairs` pairs (the online model with 0.5: no weight).
+  double prior_accuracy = 0.75;
+  double prior_pairs = 8;
+  /// When the kind can (OfflineModel::FineTune), a private copy of the pretrained model is
+  /// fine-tuned on the task's measurements after every Fit, for at most this many epochs; 0 = never.
+  int fine_tune_epochs = 2;
+  uint64_t seed = 0;
+  /// The model inputs of at most this many configs are cached; the cache is emptied when full.
+  size_t max_cached_inputs = 50000;
+};
+
+/// A cost model for one task that starts from a pretrained (offline) model and hands over to
+/// an online model trained on the task's own measurements.
+///
+///  * Before Fit, Predict is the pretrained model's score (the task's configs lowered with its
+///    template and featurized as the model kind needs).
+///  * Fit trains the online model on the task's measurements and, when the kind supports it,
+///    fine-tunes a private copy of the pretrained model (the shared one is never changed).
+///  * Predict then blends both: each model's scores are standardized (mean and deviation over
+///    the measured configs, fixed between Fits, so scores of separate Predict calls compare),
+///    weighted by how much better than chance each model ranked the configs of each measured
+///    batch before it saw them (pairwise accuracy - 0.5), so the task's own data takes over as
+///    it grows and ranks well.
+///  * Negative-transfer guard: once the task has PretrainedOptions::guard_min_configs ok
+///    measurements of distinct latencies, a pretrained model whose pairwise accuracy on every
+///    measured config is below guard_min_accuracy is dropped for the rest of the task (online
+///    only from then on) and note() says why.
+/// Not thread-safe; the shared pretrained model is only read (OfflineModel::Score is const).
+class PretrainedCostModel : public search::CostModel {
+ public:
+  /// `tmpl` (not owned, outlives this) lowers the task's configs; `pretrained` is a trained
+  /// offline model, possibly shared with other tasks; `online` is the task's own model (e.g.
+  /// AstCostModel); both non-null (a null aborts).
+  PretrainedCostModel(const codegen::Template* tmpl, std::shared_ptr<const OfflineModel> pretrained,
+                      std::unique_ptr<FeatureCostModel> online, PretrainedOptions options = {});
+
+  /// True when the pretrained model is in use and trained, or the online model is trained.
+  bool trained() const override;
+  /// Trains the online model (its errors are returned; the previous fit stays in use), scores
+  /// the configs new since the last Fit with both models first (the accuracy that weighs
+  /// them), fine-tunes the private copy and runs the guard.
+  absl::Status Fit(const std::vector<search::Config>& configs, const std::vector<double>& costs) override;
+  /// Blended scores (kInvalidConfigScore for configs that do not lower); `variance` gets the
+  /// online model's variance in blended units (0 before the online model is trained).
+  std::vector<double> Predict(const std::vector<search::Config>& configs,
+                              std::vector<double>* variance = nullptr) override;
+  /// The online model's artifact (the pretrained model is the .tcm file's; its blending state
+  /// is re-learnt from the task's records).
+  absl::StatusOr<std::string> Save() const override;
+  absl::Status Load(const std::string& artifact) override;
+
+  /// Whether the pretrained model still takes part (false once the guard dropped it).
+  bool pretrained_active() const { return active_; }
+  /// Why the pretrained model was dropped, e.g. "pretrained xgb model dropped after 16 ok
+  /// results: pairwise accuracy 0.31 < 0.5 on this task (online model only)"; "" while it is in use.
+  const std::string& note() const { return note_; }
+  /// The pretrained model's pairwise accuracy on every measured config of the task (the number
+  /// the guard reads); -1 before any pair of different latencies was measured.
+  double pretrained_accuracy() const { return pretrained_accuracy_; }
+  /// The current blend weights (>= 0; both 0 before the first Fit).
+  double pretrained_weight() const { return w_pretrained_; }
+  double online_weight() const { return w_online_; }
+  /// Whether a fine-tuned copy of the pretrained model is in use.
+  bool fine_tuned() const { return tuned_ != nullptr; }
+  FeatureCostModel& online() { return *online_; }
+
+ private:
+  struct Tally {
+    double right = 0, pairs = 0;
+  };
+  const ModelInput* Input(const search::Config& config);
+  /// Scores of the pretrained model (the fine-tuned copy when there is one); NaN for configs
+  /// that do not lower.
+  std::vector<double> PretrainedScores(const std::vector<search::Config>& configs);
+  static void AddPairs(const std::vector<double>& scores, const std::vector<double>& costs, Tally* tally);
+  void UpdateWeights();
+  void FineTune(const std::vector<search::Config>& configs, const std::vector<double>& costs);
+  void Guard(const std::vector<search::Config>& configs, const std::vector<double>& costs);
+
+  const codegen::Template* tmpl_;
+  std::shared_ptr<const OfflineModel> pretrained_;
+  std::unique_ptr<OfflineModel> tuned_;  // the private fine-tuned copy; null: none
+  bool can_fine_tune_ = true;
+  std::unique_ptr<FeatureCostModel> online_;
+  PretrainedOptions options_;
+  InputNeeds needs_;
+  // Config -> its model input; null for a config that does not lower.
+  std::unordered_map<search::Config, std::unique_ptr<ModelInput>, search::ConfigHash> inputs_;
+  std::string payload_;  // the pretrained model's parameters, for fine-tuned copies ("" until needed)
+  size_t fitted_ = 0;  // configs of the last Fit: the ones after them are new
+  Tally tally_pretrained_, tally_online_;
+  double w_pretrained_ = 0, w_online_ = 0;
+  double mean_p_ = 0, sd_p_ = 1, mean_o_ = 0, sd_o_ = 1;  // standardization of each model's scores
+  bool fitted_once_ = false;
+  bool active_ = true;
+  double pretrained_accuracy_ = -1;
+  std::string note_;
+};
+
+}  // namespace tune::costmodel

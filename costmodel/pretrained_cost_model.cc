@@ -1,0 +1,250 @@
+// PretrainedCostModel: pretrained scores first, then a blend weighted by each model's accuracy on the task, and the guard.
+#include "costmodel/pretrained_cost_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "base/check.h"
+#include "costmodel/ranking_metrics.h"
+#include "spdlog/spdlog.h"
+
+namespace tune::costmodel {
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+/// Mean and standard deviation of the finite values of `v` (deviation 1 when there is no spread).
+void Standardization(const std::vector<double>& v, double* mean, double* sd) {
+  double sum = 0, sum2 = 0;
+  size_t n = 0;
+  for (double x : v) {
+    if (!std::isfinite(x)) continue;
+    sum += x;
+    ++n;
+  }
+  *mean = n ? sum / static_cast<double>(n) : 0;
+  for (double x : v) {
+    if (std::isfinite(x)) sum2 += (x - *mean) * (x - *mean);
+  }
+  const double s = n > 1 ? std::sqrt(sum2 / static_cast<double>(n)) : 0;
+  *sd = s > 1e-12 ? s : 1;
+}
+
+}  // namespace
+
+PretrainedCostModel::PretrainedCostModel(const codegen::Template* tmpl, std::shared_ptr<const OfflineModel> pretrained,
+                                         std::unique_ptr<FeatureCostModel> online, PretrainedOptions options)
+    : tmpl_(tmpl), pretrained_(std::move(pretrained)), online_(std::move(online)), options_(options) {
+  TUNE_CHECK(tmpl_ != nullptr) << "a pretrained cost model needs the task's template";
+  TUNE_CHECK(pretrained_ != nullptr) << "a pretrained cost model needs a pretrained model";
+  TUNE_CHECK(online_ != nullptr) << "a pretrained cost model needs an online model";
+  needs_ = pretrained_->needs();
+}
+
+bool PretrainedCostModel::trained() const { return (active_ && pretrained_->trained()) || online_->trained(); }
+
+const ModelInput* PretrainedCostModel::Input(const search::Config& config) {
+  auto it = inputs_.find(config);
+  if (it != inputs_.end()) return it->second.get();
+  if (inputs_.size() >= options_.max_cached_inputs) inputs_.clear();
+  std::unique_ptr<ModelInput> in;
+  if (tmpl_->space().IsValid(config)) {
+    if (auto made = MakeModelInput(*tmpl_, config, needs_); made.ok()) in = std::make_unique<ModelInput>(*std::move(made));
+  }
+  return inputs_.emplace(config, std::move(in)).first->second.get();
+}
+
+std::vector<double> PretrainedCostModel::PretrainedScores(const std::vector<search::Config>& configs) {
+  std::vector<double> out(configs.size(), kNaN);
+  std::vector<const ModelInput*> inputs;
+  std::vector<size_t> where;
+  inputs.reserve(configs.size());
+  for (size_t i = 0; i < configs.size(); ++i) {
+    if (const ModelInput* in = Input(configs[i])) {
+      inputs.push_back(in);
+      where.push_back(i);
+    }
+  }
+  if (inputs.empty()) return out;
+  const OfflineModel& model = tuned_ ? *tuned_ : *pretrained_;
+  const std::vector<double> scores = model.Score(inputs);
+  TUNE_CHECK(scores.size() == inputs.size()) << model.kind() << " gave " << scores.size() << " scores for "
+                                             << inputs.size() << " inputs";
+  for (size_t j = 0; j < where.size(); ++j) out[where[j]] = std::isfinite(scores[j]) ? scores[j] : kNaN;
+  return out;
+}
+
+void PretrainedCostModel::AddPairs(const std::vector<double>& scores, const std::vector<double>& costs, Tally* tally) {
+  for (size_t i = 0; i < costs.size(); ++i) {
+    for (size_t j = i + 1; j < costs.size(); ++j) {
+      if (costs[i] == costs[j] || std::isnan(scores[i]) || std::isnan(scores[j])) continue;
+      const size_t fast = costs[i] < costs[j] ? i : j, slow = fast == i ? j : i;
+      tally->pairs += 1;
+      if (scores[fast] > scores[slow]) tally->right += 1;
+      else if (scores[fast] == scores[slow]) tally->right += 0.5;
+    }
+  }
+}
+
+void PretrainedCostModel::UpdateWeights() {
+  const double m = options_.prior_pairs;
+  const double acc_p = (tally_pretrained_.right + options_.prior_accuracy * m) / (tally_pretrained_.pairs + m);
+  const double acc_o = (tally_online_.right + 0.5 * m) / (tally_online_.pairs + m);
+  w_pretrained_ = active_ ? std::max(0.0, acc_p - 0.5) : 0;
+  w_online_ = online_->trained() ? std::max(0.0, acc_o - 0.5) : 0;
+}
+
+absl::Status PretrainedCostModel::Fit(const std::vector<search::Config>& configs, const std::vector<double>& costs) {
+  if (configs.size() != costs.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(configs.size(), " configs but ", costs.size(), " costs"));
+  }
+  if (configs.size() < fitted_) fitted_ = 0;  // another history: everything is new
+  // The configs measured since the last Fit, scored by both models before either learns them:
+  // how well each ranks what it has not seen.
+  if (configs.size() > fitted_) {
+    const std::vector<search::Config> fresh(configs.begin() + static_cast<std::ptrdiff_t>(fitted_), configs.end());
+    const std::vector<double> fresh_costs(costs.begin() + static_cast<std::ptrdiff_t>(fitted_), costs.end());
+    if (active_) AddPairs(PretrainedScores(fresh), fresh_costs, &tally_pretrained_);
+    if (online_->trained()) {
+      std::vector<double> o = online_->Predict(fresh);
+      for (double& s : o)
+        if (s <= kInvalidConfigScore / 2) s = kNaN;
+      AddPairs(o, fresh_costs, &tally_online_);
+    }
+  }
+  fitted_ = configs.size();
+  absl::Status online_status = online_->Fit(configs, costs);
+  if (active_) Guard(configs, costs);
+  if (active_) FineTune(configs, costs);
+  // Each model's scores standardized over the measured configs, fixed until the next Fit.
+  if (active_) Standardization(PretrainedScores(configs), &mean_p_, &sd_p_);
+  if (online_->trained()) {
+    std::vector<double> o = online_->Predict(configs);
+    for (double& s : o)
+      if (s <= kInvalidConfigScore / 2) s = kNaN;
+    Standardization(o, &mean_o_, &sd_o_);
+  }
+  UpdateWeights();
+  fitted_once_ = true;
+  return online_status;
+}
+
+void PretrainedCostModel::Guard(const std::vector<search::Config>& configs, const std::vector<double>& costs) {
+  std::set<double> distinct;
+  for (double c : costs)
+    if (std::isfinite(c)) distinct.insert(c);
+  // The shared model as trained offline (never the fine-tuned copy, which has seen these).
+  std::unique_ptr<OfflineModel> keep = std::move(tuned_);
+  RankedTask task;
+  task.latencies_s = costs;
+  task.scores = PretrainedScores(configs);
+  tuned_ = std::move(keep);
+  for (double& s : task.scores)
+    if (std::isnan(s)) s = -1e30;  // a measured config that no longer lowers ranks last
+  const std::optional<double> acc = PairwiseAccuracy(task);
+  pretrained_accuracy_ = acc.value_or(-1);
+  if (static_cast<int>(distinct.size()) < options_.guard_min_configs || !acc.has_value()) return;
+  if (*acc >= options_.guard_min_accuracy) return;
+  active_ = false;
+  tuned_.reset();
+  note_ = absl::StrFormat("pretrained %s model dropped after %d ok results: pairwise accuracy %.2f < %.2f on this task "
+                          "(online model only)",
+                          pretrained_->kind(), static_cast<int>(std::count_if(costs.begin(), costs.end(),
+                                                                              [](double c) { return std::isfinite(c); })),
+                          *acc, options_.guard_min_accuracy);
+}
+
+void PretrainedCostModel::FineTune(const std::vector<search::Config>& configs, const std::vector<double>& costs) {
+  if (options_.fine_tune_epochs <= 0 || !can_fine_tune_) return;
+  TrainGroup group;
+  group.name = tmpl_->workload().Key();
+  for (size_t i = 0; i < configs.size(); ++i) {
+    if (const ModelInput* in = Input(configs[i])) {
+      group.inputs.push_back(*in);
+      group.latencies_s.push_back(costs[i]);
+    }
+  }
+  if (group.inputs.size() < 2) return;
+  // A private copy, fresh from the shared parameters each time (fine-tuned on every
+  // measurement so far, never on the same ones twice over).
+  auto copy = CreateOfflineModel(pretrained_->kind());
+  if (!copy.ok() || *copy == nullptr) {
+    can_fine_tune_ = false;
+    return;
+  }
+  if (payload_.empty()) {
+    auto payload = pretrained_->SavePayload();
+    if (!payload.ok()) {
+      can_fine_tune_ = false;
+      return;
+    }
+    payload_ = *std::move(payload);
+  }
+  if (!(*copy)->LoadPayload(payload_).ok()) {
+    can_fine_tune_ = false;
+    return;
+  }
+  TrainOptions to;
+  to.seed = options_.seed;
+  to.fine_tune_epochs = options_.fine_tune_epochs;
+  absl::Status st = (*copy)->FineTune(group, to);
+  if (absl::IsUnimplemented(st)) {
+    can_fine_tune_ = false;
+    return;
+  }
+  if (!st.ok()) {
+    spdlog::debug("{}: fine-tuning the pretrained model failed: {}", group.name, std::string(st.message()));
+    return;  // the previous copy (or the shared model) stays in use
+  }
+  tuned_ = *std::move(copy);
+}
+
+std::vector<double> PretrainedCostModel::Predict(const std::vector<search::Config>& configs,
+                                                 std::vector<double>* variance) {
+  const size_t n = configs.size();
+  if (variance != nullptr) variance->assign(n, 0.0);
+  std::vector<double> out(n, 0.0);
+  if (n == 0) return out;
+  const bool online = online_->trained();
+  double wp = active_ && pretrained_->trained() ? w_pretrained_ : 0, wo = online ? w_online_ : 0;
+  if (!fitted_once_ || wp + wo <= 0) {
+    if (online && (!active_ || fitted_once_)) wo = 1, wp = 0;
+    else if (active_ && pretrained_->trained()) wp = 1, wo = 0;
+    else return out;  // nothing trained: zeros, as the interface says
+  }
+  // Before the first Fit the pretrained scores stand alone, unscaled.
+  const bool blend = fitted_once_;
+  std::vector<double> p, o, var;
+  if (wp > 0) p = PretrainedScores(configs);
+  if (wo > 0) o = online_->Predict(configs, variance != nullptr ? &var : nullptr);
+  for (size_t i = 0; i < n; ++i) {
+    bool invalid = false;
+    double s = 0;
+    if (wp > 0) {
+      if (std::isnan(p[i])) invalid = true;
+      else s += blend ? wp * (p[i] - mean_p_) / sd_p_ : p[i];
+    }
+    if (wo > 0) {
+      if (o[i] <= kInvalidConfigScore / 2) invalid = true;
+      else s += wo * (o[i] - mean_o_) / sd_o_;
+      if (variance != nullptr && !var.empty()) (*variance)[i] = var[i] * (wo / sd_o_) * (wo / sd_o_);
+    }
+    if (invalid) {
+      out[i] = kInvalidConfigScore;
+      if (variance != nullptr) (*variance)[i] = 0;
+    } else {
+      out[i] = s;
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<std::string> PretrainedCostModel::Save() const { return online_->Save(); }
+
+absl::Status PretrainedCostModel::Load(const std::string& artifact) { return online_->Load(artifact); }
+
+}  // namespace tune::costmodel

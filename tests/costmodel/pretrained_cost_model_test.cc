@@ -1,0 +1,233 @@
+// Tests of PretrainedCostModel: pretrained ranking first, the blend, the negative-transfer guard, Save/Load.
+#include "costmodel/pretrained_cost_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <random>
+#include <set>
+#include <vector>
+
+#include "costmodel/cost_model_adapters.h"
+#include "costmodel/features.h"
+#include "costmodel/offline_model.h"
+#include "costmodel/ranking_metrics.h"
+#include "costmodel/xgb_model.h"
+#include "gtest/gtest.h"
+#include "tests/common/test_seed.h"
+#include "tests/common/toy_template.h"
+#include "tests/costmodel/analytic_gemm.h"
+
+namespace tune::costmodel {
+namespace {
+
+/// An offline model for tests: XGBoost on AST features, trained on another GEMM shape's configs
+/// with their analytic latencies; `sign` -1 inverts every score (a model that ranks backwards),
+/// `noise_only` scores by a hash of the features (a model that knows nothing).
+class PtTeacherModel : public OfflineModel {
+ public:
+  PtTeacherModel(double sign, bool noise_only) : sign_(sign), noise_only_(noise_only), xgb_(AstCostModel::Schema(), {}) {}
+  std::string kind() const override { return "test-teacher"; }
+  InputNeeds needs() const override { return {.ast = true, .graph = false}; }
+  bool trained() const override { return xgb_.trained(); }
+  absl::Status Train(const std::vector<TrainGroup>& train, const std::vector<TrainGroup>&, const TrainOptions&) override {
+    std::vector<float> rows;
+    std::vector<double> costs;
+    std::vector<int64_t> groups;
+    for (size_t g = 0; g < train.size(); ++g) {
+      for (size_t i = 0; i < train[g].inputs.size(); ++i) {
+        rows.insert(rows.end(), train[g].inputs[i].ast.begin(), train[g].inputs[i].ast.end());
+        costs.push_back(train[g].latencies_s[i]);
+        groups.push_back(static_cast<int64_t>(g));
+      }
+    }
+    return xgb_.Fit(rows, costs, groups);
+  }
+  std::vector<double> Score(const std::vector<const ModelInput*>& inputs) const override {
+    std::vector<float> rows;
+    for (const ModelInput* in : inputs) rows.insert(rows.end(), in->ast.begin(), in->ast.end());
+    std::vector<double> out(inputs.size(), 0.0);
+    if (noise_only_) {
+      for (size_t i = 0; i < inputs.size(); ++i) {
+        uint64_t h = 1469598103934665603ull;
+        for (float f : inputs[i]->ast) h = (h ^ std::hash<float>()(f)) * 1099511628211ull;
+        out[i] = static_cast<double>(h % 100003);
+      }
+      return out;
+    }
+    auto p = xgb_.Predict(rows.data(), inputs.size());
+    if (!p.ok()) return out;
+    for (size_t i = 0; i < out.size(); ++i) out[i] = sign_ * (*p)[i];
+    return out;
+  }
+  absl::StatusOr<std::string> SavePayload() const override { return xgb_.Save(); }
+  absl::Status LoadPayload(const std::string& payload) override { return xgb_.Load(payload); }
+
+ private:
+  double sign_;
+  bool noise_only_;
+  XgbModel xgb_;
+};
+
+/// `n` distinct valid configs of `t`'s space drawn with `rng`.
+std::vector<search::Config> PtDrawConfigs(const codegen::Template& t, size_t n, std::mt19937_64& rng) {
+  std::vector<search::Config> out;
+  std::set<search::Config> seen;
+  for (int tries = 0; out.size() < n && tries < 100000; ++tries) {
+    auto c = t.space().Sample(rng);
+    if (c.ok() && seen.insert(*c).second) out.push_back(*c);
+  }
+  return out;
+}
+
+/// A teacher trained on 300 configs of a 96x64x128 GEMM (another task than the ones tested).
+std::shared_ptr<const OfflineModel> PtTeacher(double sign = 1, bool noise_only = false) {
+  auto tmpl = ::tune::test::MakeTemplate(codegen::OpKind::kMatmul, "96,64,128");
+  if (tmpl == nullptr) return nullptr;
+  std::mt19937_64 rng = ::tune::test::TestRng(7);
+  TrainGroup g;
+  for (const search::Config& c : PtDrawConfigs(*tmpl, 300, rng)) {
+    auto in = MakeModelInput(*tmpl, c, {.ast = true, .graph = false});
+    if (!in.ok()) continue;
+    g.inputs.push_back(*std::move(in));
+    g.latencies_s.push_back(test::AnalyticGemmSeconds(*tmpl, c));
+  }
+  auto model = std::make_shared<PtTeacherModel>(sign, noise_only);
+  EXPECT_TRUE(model->Train({g}, {}, {}).ok());
+  return model;
+}
+
+std::unique_ptr<FeatureCostModel> PtOnline(const codegen::Template* tmpl) {
+  auto m = CreateFeatureCostModel("xgb", {tmpl, nullptr});
+  EXPECT_TRUE(m.ok()) << m.status();
+  return m.ok() ? std::move(*m) : nullptr;
+}
+
+std::vector<double> PtCosts(const codegen::Template& t, const std::vector<search::Config>& configs) {
+  std::vector<double> out;
+  for (const auto& c : configs) out.push_back(test::AnalyticGemmSeconds(t, c));
+  return out;
+}
+
+double PtAccuracy(const std::vector<double>& scores, const std::vector<double>& costs) {
+  RankedTask task;
+  task.scores = scores;
+  task.latencies_s = costs;
+  return PairwiseAccuracy(task).value_or(-1);
+}
+
+TEST(PretrainedCostModelTest, RanksByThePretrainedModelBeforeAnyMeasurement) {
+  auto tmpl = ::tune::test::MakeTemplate(codegen::OpKind::kMatmul, "64,128,64");
+  ASSERT_NE(tmpl, nullptr);
+  auto teacher = PtTeacher();
+  ASSERT_TRUE(teacher->trained());
+  PretrainedCostModel model(tmpl.get(), teacher, PtOnline(tmpl.get()));
+  EXPECT_TRUE(model.trained());
+  std::mt19937_64 rng = ::tune::test::TestRng(1);
+  const auto configs = PtDrawConfigs(*tmpl, 120, rng);
+  const std::vector<double> scores = model.Predict(configs);
+  // The pretrained model's own scores, and a ranking of this unseen shape well above chance.
+  std::vector<const ModelInput*> inputs;
+  std::vector<ModelInput> held;
+  held.reserve(configs.size());
+  for (const auto& c : configs) held.push_back(*MakeModelInput(*tmpl, c, {.ast = true, .graph = false}));
+  for (const auto& h : held) inputs.push_back(&h);
+  EXPECT_EQ(scores, teacher->Score(inputs));
+  EXPECT_GT(PtAccuracy(scores, PtCosts(*tmpl, configs)), 0.7);
+
+  // The same with no pretrained model: the untrained online model scores all zeros.
+  auto online = PtOnline(tmpl.get());
+  EXPECT_FALSE(online->trained());
+  const std::vector<double> plain = online->Predict(configs);
+  EXPECT_TRUE(std::all_of(plain.begin(), plain.end(), [](double s) { return s == 0; }));
+}
+
+TEST(PretrainedCostModelTest, GuardDropsAnInvertedModelAndSaysWhy) {
+  auto tmpl = ::tune::test::MakeTemplate(codegen::OpKind::kMatmul, "64,128,64");
+  ASSERT_NE(tmpl, nullptr);
+  PretrainedCostModel model(tmpl.get(), PtTeacher(-1), PtOnline(tmpl.get()));
+  std::mt19937_64 rng = ::tune::test::TestRng(2);
+  const auto configs = PtDrawConfigs(*tmpl, 40, rng);
+  const auto costs = PtCosts(*tmpl, configs);
+  // Fewer ok results than the guard needs: it waits.
+  std::vector<search::Config> seen(configs.begin(), configs.begin() + 8);
+  std::vector<double> seen_costs(costs.begin(), costs.begin() + 8);
+  ASSERT_TRUE(model.Fit(seen, seen_costs).ok());
+  EXPECT_TRUE(model.pretrained_active());
+  EXPECT_TRUE(model.note().empty());
+  // Enough of them, ranked backwards: dropped, with the accuracy in the note.
+  seen.assign(configs.begin(), configs.begin() + 24);
+  seen_costs.assign(costs.begin(), costs.begin() + 24);
+  ASSERT_TRUE(model.Fit(seen, seen_costs).ok());
+  EXPECT_FALSE(model.pretrained_active());
+  EXPECT_LT(model.pretrained_accuracy(), 0.5);
+  EXPECT_NE(model.note().find("dropped after 24 ok results: pairwise accuracy 0."), std::string::npos) << model.note();
+  EXPECT_EQ(model.pretrained_weight(), 0);
+  // From then on Predict is the online model's ranking alone.
+  const auto rest = std::vector<search::Config>(configs.begin() + 24, configs.end());
+  const auto blended = model.Predict(rest);
+  const auto online = model.online().Predict(rest);
+  std::vector<double> a = blended, b = online;
+  EXPECT_NEAR(PtAccuracy(a, std::vector<double>(costs.begin() + 24, costs.end())),
+              PtAccuracy(b, std::vector<double>(costs.begin() + 24, costs.end())), 1e-12);
+  // It stays dropped.
+  ASSERT_TRUE(model.Fit(configs, costs).ok());
+  EXPECT_FALSE(model.pretrained_active());
+}
+
+TEST(PretrainedCostModelTest, GuardKeepsAGoodModel) {
+  auto tmpl = ::tune::test::MakeTemplate(codegen::OpKind::kMatmul, "64,128,64");
+  ASSERT_NE(tmpl, nullptr);
+  PretrainedCostModel model(tmpl.get(), PtTeacher(1), PtOnline(tmpl.get()));
+  std::mt19937_64 rng = ::tune::test::TestRng(3);
+  const auto configs = PtDrawConfigs(*tmpl, 48, rng);
+  const auto costs = PtCosts(*tmpl, configs);
+  for (size_t n = 8; n <= configs.size(); n += 8) {
+    ASSERT_TRUE(model.Fit(std::vector<search::Config>(configs.begin(), configs.begin() + n),
+                          std::vector<double>(costs.begin(), costs.begin() + n)).ok());
+  }
+  EXPECT_TRUE(model.pretrained_active());
+  EXPECT_TRUE(model.note().empty());
+  EXPECT_GT(model.pretrained_accuracy(), 0.6);
+  EXPECT_GT(model.pretrained_weight(), 0);
+}
+
+TEST(PretrainedCostModelTest, TheTasksOwnDataTakesOverFromAModelThatKnowsNothing) {
+  auto tmpl = ::tune::test::MakeTemplate(codegen::OpKind::kMatmul, "64,128,64");
+  ASSERT_NE(tmpl, nullptr);
+  PretrainedOptions po;
+  po.guard_min_configs = 1000000;  // the blend alone, no guard
+  PretrainedCostModel model(tmpl.get(), PtTeacher(1, /*noise_only=*/true), PtOnline(tmpl.get()), po);
+  std::mt19937_64 rng = ::tune::test::TestRng(4);
+  const auto configs = PtDrawConfigs(*tmpl, 200, rng);
+  const auto costs = PtCosts(*tmpl, configs);
+  for (size_t n = 16; n <= 96; n += 16) {
+    ASSERT_TRUE(model.Fit(std::vector<search::Config>(configs.begin(), configs.begin() + n),
+                          std::vector<double>(costs.begin(), costs.begin() + n)).ok());
+  }
+  EXPECT_TRUE(model.pretrained_active());
+  EXPECT_GT(model.online_weight(), model.pretrained_weight());
+  // The blend ranks unseen configs about as the online model does, far better than the noise.
+  const std::vector<search::Config> rest(configs.begin() + 96, configs.end());
+  const std::vector<double> rest_costs(costs.begin() + 96, costs.end());
+  EXPECT_GT(PtAccuracy(model.Predict(rest), rest_costs), 0.7);
+}
+
+TEST(PretrainedCostModelTest, SaveAndLoadRestoreTheOnlineModel) {
+  auto tmpl = ::tune::test::MakeTemplate(codegen::OpKind::kMatmul, "64,128,64");
+  ASSERT_NE(tmpl, nullptr);
+  auto teacher = PtTeacher();
+  PretrainedCostModel model(tmpl.get(), teacher, PtOnline(tmpl.get()));
+  std::mt19937_64 rng = ::tune::test::TestRng(5);
+  const auto configs = PtDrawConfigs(*tmpl, 40, rng);
+  ASSERT_TRUE(model.Fit(configs, PtCosts(*tmpl, configs)).ok());
+  auto saved = model.Save();
+  ASSERT_TRUE(saved.ok()) << saved.status();
+  PretrainedCostModel restored(tmpl.get(), teacher, PtOnline(tmpl.get()));
+  ASSERT_TRUE(restored.Load(*saved).ok());
+  EXPECT_EQ(restored.online().Predict(configs), model.online().Predict(configs));
+  EXPECT_FALSE(restored.Load("not a model").ok());
+}
+
+}  // namespace
+}  // namespace tune::costmodel
