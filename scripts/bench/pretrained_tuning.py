@@ -4,7 +4,7 @@ reference run's best, per task and method, median over seeds.
 
 usage: pretrained_tuning.py --tune BIN --target cuda|llvm --task OP:SHAPE[:bias,relu] [--task ...]
          --method NAME=STRATEGY[,COST_MODEL] [--method ...] [--seeds 5] [--trials 200]
-         [--reference-trials 1000] [--threads N] [--out DIR] [--taskset CORES]
+         [--reference-trials 1000] [--threads N] [--out DIR] [--taskset CORES | --cores 4,5,6,..]
 
 Every search run starts from an empty database (no transfer from other tasks' records, no
 finalists), so the only prior knowledge a method has is its cost model. A method is
@@ -15,6 +15,10 @@ as reaching it). Trials count measured search candidates in order (the untuned d
 schedule is not a trial). A run that never reaches 95% within --trials counts as
 --trials + 1 (">N" in the table), which makes its median a lower bound.
 Prints one Markdown table and writes results.json under --out.
+
+--cores (CPU targets): runs go in parallel, each pinned to one core of the list with
+--threads 1 (first the reference runs of every task, then every method x seed run); a GPU
+target runs one search at a time (--taskset pins them all to a set of host cores).
 """
 import argparse
 import json
@@ -23,10 +27,29 @@ import os
 import statistics
 import subprocess
 import sys
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
+
+
+_free_cores = []
+_cores_lock = threading.Lock()
 
 
 def run_tune(args, op, shape, flags, db, trials, strategy, cost_model, seed, log):
+    core = None
+    if args.cores:
+        with _cores_lock:
+            core = _free_cores.pop()
+    try:
+        return _run_tune(args, op, shape, flags, db, trials, strategy, cost_model, seed, log, core)
+    finally:
+        if core is not None:
+            with _cores_lock:
+                _free_cores.append(core)
+
+
+def _run_tune(args, op, shape, flags, db, trials, strategy, cost_model, seed, log, core):
     cmd = [args.tune, "op", op, "--shape", shape, "--target", args.target, "--db", db,
            "--trials", str(trials), "--strategy", strategy, "--seed", str(seed),
            "--finalists", "0", "--no-transfer", "--batch", str(args.batch)]
@@ -35,13 +58,18 @@ def run_tune(args, op, shape, flags, db, trials, strategy, cost_model, seed, log
     if args.threads:
         cmd += ["--threads", str(args.threads)]
     cmd += flags
-    if args.taskset:
+    if core is not None:
+        cmd = ["taskset", "-c", str(core)] + cmd
+    elif args.taskset:
         cmd = ["taskset", "-c", args.taskset] + cmd
     t0 = time.time()
-    with open(log, "a") as f:
+    run_log = db + ".log"
+    with open(run_log, "w") as f:
         f.write("$ " + " ".join(cmd) + "\n")
         f.flush()
         rc = subprocess.call(cmd, stdout=f, stderr=subprocess.STDOUT)
+    with _cores_lock, open(log, "a") as f, open(run_log) as g:
+        f.write(g.read())
     if rc != 0:
         raise RuntimeError(f"tune failed ({rc}): {' '.join(cmd)}; see {log}")
     return time.time() - t0
@@ -87,6 +115,7 @@ def main():
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--taskset", default="")
+    p.add_argument("--cores", default="", help="comma-separated cores: parallel runs, one per core")
     p.add_argument("--out", default=os.environ.get("OUT", "/tmp/pretrained_tuning"))
     args = p.parse_args()
     os.makedirs(args.out, exist_ok=True)
@@ -96,19 +125,37 @@ def main():
         name, _, spec = m.partition("=")
         strategy, _, cost_model = spec.partition(",")
         methods.append((name, strategy, cost_model))
+    if args.cores:
+        _free_cores.extend(int(c) for c in args.cores.split(",") if c)
+        args.threads = 1
+    pool = ThreadPoolExecutor(max_workers=len(_free_cores) if args.cores else 1)
     results = {"target": args.target, "trials": args.trials, "fraction": args.fraction, "tasks": []}
+    specs = []
     for task in args.task:
         parts = task.split(":")
         op, shape = parts[0], parts[1]
-        flags = []
-        if len(parts) > 2 and parts[2]:
-            flags = ["--" + f for f in parts[2].split(",")]
+        flags = ["--" + f for f in parts[2].split(",")] if len(parts) > 2 and parts[2] else []
         label = f"{op} {shape}" + (f" ({parts[2]})" if len(parts) > 2 and parts[2] else "")
-        ref_db = os.path.join(args.out, f"ref-{op}-{shape.replace(',', 'x')}.db")
-        if os.path.exists(ref_db):
-            os.remove(ref_db)
-        secs = run_tune(args, op, shape, flags, ref_db, args.reference_trials, "sa", "xgb", 1000, log)
-        ref_curve = search_curve(args, ref_db)
+        specs.append((label, op, shape, flags, shape.replace(",", "x")))
+
+    def fresh(db):
+        if os.path.exists(db):
+            os.remove(db)
+        return db
+
+    refs = [pool.submit(lambda sp: run_tune(args, sp[1], sp[2], sp[3], fresh(os.path.join(args.out, f"ref-{sp[1]}-{sp[4]}.db")),
+                                            args.reference_trials, "sa", "xgb", 1000, log), sp) for sp in specs]
+    runs = {}
+    for sp in specs:
+        for name, strategy, cost_model in methods:
+            for seed in range(1, args.seeds + 1):
+                db = fresh(os.path.join(args.out, f"run-{name}-{sp[1]}-{sp[4]}-{seed}.db"))
+                runs[(sp[0], name, seed)] = (db, pool.submit(run_tune, args, sp[1], sp[2], sp[3], db, args.trials,
+                                                              strategy, cost_model, seed, log))
+    for sp, ref in zip(specs, refs):
+        label, op = sp[0], sp[1]
+        secs = ref.result()
+        ref_curve = search_curve(args, os.path.join(args.out, f"ref-{op}-{sp[4]}.db"))
         ref_best = min(ref_curve) if ref_curve else math.inf
         print(f"{label}: reference {len(ref_curve)} trials in {secs:.0f} s, best {ref_best * 1e6:.2f} us",
               file=sys.stderr, flush=True)
@@ -116,14 +163,11 @@ def main():
         for name, strategy, cost_model in methods:
             counts, bests, times = [], [], []
             for seed in range(1, args.seeds + 1):
-                db = os.path.join(args.out, f"run-{name}-{op}-{shape.replace(',', 'x')}-{seed}.db")
-                if os.path.exists(db):
-                    os.remove(db)
-                secs = run_tune(args, op, shape, flags, db, args.trials, strategy, cost_model, seed, log)
+                db, fut = runs[(label, name, seed)]
+                times.append(fut.result())
                 curve = search_curve(args, db)
                 counts.append(trials_to(curve, ref_best / args.fraction, args.trials))
                 bests.append(ref_best / min(curve) if curve and min(curve) > 0 else 0)
-                times.append(secs)
             entry["methods"][name] = {"trials_to_fraction": counts, "median": statistics.median(counts),
                                       "final_fraction": bests, "seconds": times}
             print(f"  {name}: trials to {args.fraction:.0%} {counts} (median {statistics.median(counts)}), "
