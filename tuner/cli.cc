@@ -117,7 +117,9 @@ int TuneTasks(const std::string& raw_title, const std::vector<TuneTask>& tasks, 
   if (stop_requested()) return interrupted_early();
   auto target = measure::Target::Parse(f.target, f.tuning.options.threads);
   if (!target.ok()) return base::Fail("tune", target.status());
-  absl::StatusOr<TuneOptions> options = ToTuneOptions(f.tuning);
+  TuningFlags tuning = f.tuning;
+  tuning.target_family = target->kind;  // a --cost-model FILE.tcm must be of the target's family
+  absl::StatusOr<TuneOptions> options = ToTuneOptions(tuning);
   if (!options.ok()) return base::Fail("tune", options.status());
   TuneOptions o = *std::move(options);
   o.command = command;
@@ -202,6 +204,12 @@ int TuneTasks(const std::string& raw_title, const std::vector<TuneTask>& tasks, 
   std::printf("\nestimated %s latency (sum of best x count): %s ms%s; untuned default: %s ms\n", title.c_str(),
               all_best ? Ms(total_best).c_str() : "-", all_best ? "" : skipped ? " (some tasks were skipped: tuned by another run)" : " (some tasks have no valid kernel)",
               all_default ? Ms(total_default).c_str() : "-");
+  if (o.pretrained != nullptr) std::printf("%s\n", base::EscapeControl(o.pretrained_note).c_str());
+  for (const auto& out : *outcomes) {
+    if (!out.model_note.empty()) {
+      std::printf("%s: %s\n", base::EscapeControl(out.task.name).c_str(), base::EscapeControl(out.model_note).c_str());
+    }
+  }
   if (f.show_kernel) {
     auto factory = measure::TaskFactory::Create(*target);
     for (const auto& o : *outcomes) {

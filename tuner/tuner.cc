@@ -12,6 +12,7 @@
 #include "base/table.h"
 #include "codegen/ir/workload.h"
 #include "costmodel/cost_model_adapters.h"
+#include "costmodel/pretrained_cost_model.h"
 #include "search/strategy.h"
 #include "spdlog/spdlog.h"
 #include "search/task_scheduler.h"
@@ -90,6 +91,8 @@ struct Tuner::TaskRun {
   std::unique_ptr<search::SearchStrategy> owned_strategy;
   search::CostModel* model = nullptr;          // owned_model, or the caller's; null: none
   std::unique_ptr<costmodel::FeatureCostModel> owned_model;
+  // With TuneOptions::pretrained: the blend that owns owned_model's model, and what it says.
+  std::unique_ptr<costmodel::PretrainedCostModel> owned_pretrained;
   std::vector<search::Config> history;  // every measured config of this task (for Fit)
   std::vector<double> history_costs;
   std::unordered_set<search::Config, search::ConfigHash> seen;  // history, as a set
@@ -208,8 +211,17 @@ absl::StatusOr<std::vector<TaskOutcome>> Tuner::RunStarted(std::vector<TaskRun>&
     Report(t, true);
     out.push_back(t.outcome);
   }
-  if (auto st = db_->FinishRun(run_id, interrupted ? "interrupted" : "finished"); !st.ok()) return st;
+  if (auto st = db_->FinishRun(run_id, interrupted ? "interrupted" : "finished", RunNote(out)); !st.ok()) return st;
   return out;
+}
+
+std::string Tuner::RunNote(const std::vector<TaskOutcome>& outcomes) const {
+  std::string note = options_.pretrained ? options_.pretrained_note : "";
+  for (const TaskOutcome& o : outcomes) {
+    if (o.model_note.empty()) continue;
+    absl::StrAppend(&note, note.empty() ? "" : "; ", o.task.name, ": ", o.model_note);
+  }
+  return note;
 }
 
 void Tuner::Report(const TaskRun& t, bool done) {
@@ -424,15 +436,27 @@ absl::Status Tuner::CreateModel(TaskRun& t, int64_t target_id) {
   if (!model.ok()) return model.status();
   t.owned_model = std::move(*model);
   t.model = t.owned_model.get();
-  return options_.transfer ? WarmStart(t, target_id) : absl::OkStatus();
+  if (options_.transfer) {
+    if (auto st = WarmStart(t, target_id); !st.ok()) return st;
+  }
+  // A pretrained model ranks first; the online model (warm-started as above) takes over as
+  // the task's own measurements rank better. Spaces without a template have nothing it reads.
+  if (options_.pretrained != nullptr && t.task->tmpl() != nullptr) {
+    costmodel::PretrainedOptions po;
+    po.seed = options_.seed + static_cast<uint64_t>(t.index);
+    t.owned_pretrained = std::make_unique<costmodel::PretrainedCostModel>(t.task->tmpl(), options_.pretrained,
+                                                                          std::move(t.owned_model), po);
+    t.model = t.owned_pretrained.get();
+  }
+  return absl::OkStatus();
 }
 
 absl::Status Tuner::WarmStart(TaskRun& t, int64_t target_id) {
   // Other tasks' records on this target, featurized through their own templates: rows
   // transfer where the feature schemas agree (loop-AST features do across shapes and
   // operators; knob features of recorded spaces do not).
-  costmodel::FeatureCostModel& model = *t.owned_model;
   if (t.task->tmpl() == nullptr) return absl::OkStatus();
+  costmodel::FeatureCostModel& model = *t.owned_model;
   auto tasks = db_->Tasks();
   if (!tasks.ok()) return tasks.status();
   size_t others = 0;
@@ -477,6 +501,11 @@ void Tuner::FitModel(TaskRun& t) {
     if (t.outcome.model_errors++ == 0) {
       spdlog::warn("{}: cost model fit after {} results failed: {}", base::EscapeControl(t.info.name), t.history.size(), std::string(st.message()));
     }
+  }
+  // The negative-transfer guard dropped the pretrained model: said once, and in the run record.
+  if (t.owned_pretrained != nullptr && t.outcome.model_note.empty() && !t.owned_pretrained->note().empty()) {
+    t.outcome.model_note = t.owned_pretrained->note();
+    spdlog::warn("{}: {}", base::EscapeControl(t.info.name), t.outcome.model_note);
   }
 }
 

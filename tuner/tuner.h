@@ -21,6 +21,10 @@
 #include "search/strategy.h"
 #include "search/task_scheduler.h"
 
+namespace tune::costmodel {
+class OfflineModel;
+}  // namespace tune::costmodel
+
 namespace tune::tuner {
 
 /// One workload to tune and how many times the model runs it (a layer of a model).
@@ -46,6 +50,14 @@ struct TuneOptions {
   /// ..., see costmodel::CreateCostModel), "none", or "auto": "xgb" for the strategies that
   /// use one (sa, evolutionary, bandit), none otherwise.
   std::string cost_model = "auto";
+  /// An offline-trained model (`--cost-model FILE.tcm`, or a daemon's model of the target):
+  /// when set, every task whose strategy ranks with a cost model (the resolved `cost_model` is
+  /// not "none") gets a costmodel::PretrainedCostModel over it, with the `cost_model` model
+  /// ("auto": xgb) as its online part. Shared by the tasks, only read; null: none.
+  std::shared_ptr<const costmodel::OfflineModel> pretrained;
+  /// What the run record says of `pretrained` (e.g. "cost model m.tcm: xgb, created
+  /// 2026-11-27T03:00:00Z"): written, with the tasks' model notes, as the run's message.
+  std::string pretrained_note;
   /// Warm-start each task's cost model with records of other tasks on the same target.
   bool transfer = true;
   int max_prior_rows = 512;  // rows of other tasks used for warm-starting, at most
@@ -84,6 +96,10 @@ struct TaskOutcome {
   double flops = 0;
   bool exhausted = false;    // the strategy proposed nothing more before the budget was spent
   int model_errors = 0;      // cost-model fits that failed (the search went on with the last model)
+  /// What happened to the task's pretrained model, when something did: e.g. "pretrained xgb
+  /// model dropped after 16 ok results: pairwise accuracy 0.31 < 0.50 on this task (online
+  /// model only)" (the negative-transfer guard); "" otherwise.
+  std::string model_note;
   /// Another live run holds the task's lease on this target (it tunes the task now), so this
   /// run measured nothing of it, or stopped once that run took the lease over; `skipped`
   /// says which run, e.g. "being tuned by run 12 (pid 4242 on host h)".
@@ -165,6 +181,8 @@ class Tuner {
                       const std::vector<measure::MeasureResult>& results, const std::string& strategy,
                       const measure::MeasureProtocol& protocol);
   void Report(const TaskRun& t, bool done);
+  /// The run's message: the pretrained model's note and the tasks' model notes ("" when none).
+  std::string RunNote(const std::vector<TaskOutcome>& outcomes) const;
 
   dataset::RecordDatabase* db_;
   absl::StatusOr<std::unique_ptr<measure::TaskFactory>> factory_;

@@ -3,10 +3,13 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <fstream>
 #include <limits>
+#include <sstream>
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
+#include "costmodel/artifact.h"
 #include "costmodel/cost_model_adapters.h"
 #include "search/strategy.h"
 #include "search/task_scheduler.h"
@@ -29,7 +32,9 @@ void AddTuningFlags(CLI::App& app, TuningFlags& f, const std::string& timeout_fl
   app.add_option("--input", f.inputs,
                  "NAME=1x3x224x224: the shape of an ONNX model's input (fixes symbolic dimensions), repeatable");
   app.add_option("--task-scheduler", o.task_scheduler, "which task gets the next batch: round-robin, gradient, ucb");
-  app.add_option("--cost-model", o.cost_model, "cost model for model-guided strategies: auto, none, xgb, xgb-reg");
+  app.add_option("--cost-model", o.cost_model,
+                 "cost model for model-guided strategies: auto, none, xgb, xgb-reg, or a trained model FILE.tcm "
+                 "(`tune train`) to start from");
   app.add_option(timeout_flag, o.protocol.timeout_s, "seconds one candidate's measurement may take")
       ->check(CLI::Range(1, 100000000));
   app.add_option("--repeats", o.protocol.repeats, "timed samples per candidate")->check(CLI::Range(1, 1000));
@@ -73,7 +78,16 @@ absl::StatusOr<TuneOptions> ToTuneOptions(const TuningFlags& f) {
     probe.AddChoice("x", {0, 1});
     if (auto s = search::SearchStrategy::Create(o.strategy, &probe, o.strategy_options); !s.ok()) return s.status();
   }
-  if (o.cost_model != "auto" && o.cost_model != "none") {
+  if (costmodel::LooksLikeArtifactPath(o.cost_model)) {
+    std::ifstream in(o.cost_model, std::ios::binary);
+    if (!in) return absl::NotFoundError("--cost-model " + o.cost_model + ": cannot read the file");
+    std::ostringstream bytes;
+    bytes << in.rdbuf();
+    if (!in.good() && !in.eof()) return absl::NotFoundError("--cost-model " + o.cost_model + ": cannot read the file");
+    const std::string path = o.cost_model;
+    o.cost_model = "auto";
+    if (absl::Status st = UsePretrained(bytes.str(), path, f.target_family, &o); !st.ok()) return st;
+  } else if (o.cost_model != "auto" && o.cost_model != "none") {
     std::vector<std::string> names = costmodel::CostModelNames();
     if (std::find(names.begin(), names.end(), o.cost_model) == names.end()) {
       std::string list;
@@ -83,6 +97,25 @@ absl::StatusOr<TuneOptions> ToTuneOptions(const TuningFlags& f) {
   }
   if (auto sched = search::TaskScheduler::Create(o.task_scheduler, 0); !sched.ok()) return sched.status();
   return o;
+}
+
+absl::Status UsePretrained(const std::string& artifact, const std::string& source, const std::string& target_family,
+                           TuneOptions* options) {
+  absl::StatusOr<costmodel::Artifact> a = costmodel::ParseArtifact(artifact);
+  if (!a.ok()) return absl::InvalidArgumentError("--cost-model " + source + ": " + std::string(a.status().message()));
+  if (a->model == nullptr || !a->model->trained()) {
+    return absl::InvalidArgumentError("--cost-model " + source + ": the " + a->info.kind + " model in it is not trained");
+  }
+  if (!target_family.empty() && a->info.target_family != target_family) {
+    return absl::InvalidArgumentError("--cost-model " + source + " was trained on " +
+                                      (a->info.target_family.empty() ? std::string("an unknown") : a->info.target_family) +
+                                      " records; it does not apply to a " + target_family + " target");
+  }
+  options->pretrained_note = absl::StrCat("cost model ", source, ": ", a->info.kind, ", created ",
+                                          a->info.created.empty() ? "?" : a->info.created, ", trained on ",
+                                          a->info.target_key.empty() ? a->info.target_family : a->info.target_key);
+  options->pretrained = std::shared_ptr<const costmodel::OfflineModel>(std::move(a->model));
+  return absl::OkStatus();
 }
 
 }  // namespace tune::tuner

@@ -31,6 +31,9 @@ struct TuningFlags {
   /// symbolic dimensions (graph::ParseInputShape reads them; LoadModel refuses them for other
   /// models).
   std::vector<std::string> inputs;
+  /// The family of the command's --target ("llvm", "cuda"), set by the command before
+  /// ToTuneOptions: a --cost-model artifact of another family is refused. "" = not checked.
+  std::string target_family;
 };
 
 /// Adds --trials, --total-trials, --batch, --seed, --strategy, --strategy-option,
@@ -48,7 +51,17 @@ absl::Status CheckTrialBudget(const TuneOptions& options, size_t tasks);
 
 /// `flags.options` with the strategy options parsed, once every name is checked:
 /// InvalidArgument (or NotFound) naming a bad strategy option, strategy, task scheduler or
-/// cost model.
+/// cost model. A --cost-model that names a .tcm file (costmodel::LooksLikeArtifactPath) is
+/// read and checked here (UsePretrained), before anything is written: the result has it as
+/// `pretrained` and cost_model "auto" (the strategy's default online model).
 absl::StatusOr<TuneOptions> ToTuneOptions(const TuningFlags& flags);
+
+/// Parses `artifact` (the bytes of a .tcm file, from `source`: its path, for messages) into
+/// `options->pretrained` and `options->pretrained_note` ("cost model SOURCE: KIND, created
+/// TIME, trained on TARGET"). InvalidArgument with one line for bytes that are not an artifact
+/// this build reads (corrupt, truncated, another version, an unknown kind) or, when
+/// `target_family` is not "", an artifact of another target family.
+absl::Status UsePretrained(const std::string& artifact, const std::string& source, const std::string& target_family,
+                           TuneOptions* options);
 
 }  // namespace tune::tuner
