@@ -30,7 +30,7 @@ enum class EdgeKind : int8_t {
 inline constexpr int kNumEdgeKinds = 4;
 
 /// Floats per node (see program_graph.cc for the fields and their units).
-inline constexpr int kNodeFeatures = 40;
+inline constexpr int kNodeFeatures = 64;
 
 /// A lowered program as nodes with fixed-length feature rows, an order for sequence models
 /// and typed edges for graph models. Nodes are numbered in program order (pre-order of the
