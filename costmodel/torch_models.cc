@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <numeric>
@@ -28,6 +29,7 @@
 #include <sstream>
 
 #include "costmodel/offline_model.h"
+#include "spdlog/spdlog.h"
 
 namespace tune::costmodel {
 namespace {
@@ -38,9 +40,10 @@ constexpr int kGnnRounds = 3;
 constexpr int kChunk = 64;           // configs of one group per loss chunk
 constexpr int kBatchConfigs = 256;   // configs per minibatch (whole chunks)
 constexpr int kScoreBatch = 1024;    // configs per forward pass when scoring
-constexpr int kDefaultHidden = 64;
-constexpr int kDefaultEpochs = 30;
-constexpr int kDefaultPatience = 6;
+constexpr int kDefaultLstmHidden = 64;
+constexpr int kDefaultGnnHidden = 32;  // its cost grows with hidden^2 per node and round (4x the LSTM's per row)
+constexpr int kDefaultEpochs = 15;     // 100k records: about 40 s an epoch (lstm), 50 s (gnn) on one busy core
+constexpr int kDefaultPatience = 4;
 constexpr double kDefaultLr = 2e-3;
 constexpr int kDefaultFineTuneEpochs = 8;
 constexpr double kDefaultFineTuneLr = 1e-3;
@@ -56,12 +59,25 @@ struct Normalizer {
   }
 };
 
-/// LibTorch's intra-op threads for its own kernels. The BLAS library under LibTorch (OpenBLAS
-/// here) keeps one thread: these models' matrix products are a few MFLOP each, and its
-/// worker threads busy-wait (sched_yield) between calls, which on a shared 2-core machine cost
-/// several times more than they gain (a 10x slower epoch was measured).
+/// LibTorch's intra-op threads (at::set_num_threads) for training: `threads`, except that more
+/// than one needs OMP_WAIT_POLICY=PASSIVE in the environment (read when the process starts).
+/// Without it the OpenMP workers spin between the many small operations of these models, and
+/// on a machine whose cores are shared that made an epoch 3-6x slower than on one thread
+/// (measured with 2 threads on a busy 2-core machine; with PASSIVE, 2 threads ran as fast as
+/// one): training then runs on one thread and says so once. The BLAS library under LibTorch
+/// (OpenBLAS here) always keeps one thread: these matrix products are a few MFLOP each and its
+/// workers busy-wait (sched_yield) the same way.
 void SetThreads(int threads) {
-  at::set_num_threads(std::max(1, threads));
+  int n = std::max(1, threads);
+  if (n > 1 && std::getenv("OMP_WAIT_POLICY") == nullptr) {
+    static bool said = false;
+    if (!said) {
+      spdlog::info("lstm/gnn training on 1 thread instead of {}: set OMP_WAIT_POLICY=PASSIVE to use more", n);
+      said = true;
+    }
+    n = 1;
+  }
+  at::set_num_threads(n);
   using SetBlasThreads = void (*)(int);
   if (auto* set_blas = reinterpret_cast<SetBlasThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) set_blas(1);
 }
@@ -296,7 +312,7 @@ class TorchModel : public OfflineModel {
       valid_groups = train_groups;
     }
 
-    const int hidden = options.hidden > 0 ? options.hidden : kDefaultHidden;
+    const int hidden = options.hidden > 0 ? options.hidden : (kind_ == "lstm" ? kDefaultLstmHidden : kDefaultGnnHidden);
     auto net = MakeNet(hidden);
     Normalizer norm = FitNormalizer(train_groups, net->SequenceOnly());
     // Scores come from `net_`/`norm_` (EvaluateGroups calls Score): install them now.

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <limits>
 #include <memory>
 #include <random>
@@ -140,7 +141,11 @@ TEST_P(TorchModelTest, RanksHeldOutGemmShapesBetterThanChance) {
 
 TEST_P(TorchModelTest, SameSeedSameScoresWithOneAndTwoThreads) {
   const TorchData& data = TorchGemmData();
-  std::vector<TrainGroup> train(data.train.begin(), data.train.begin() + 3);
+  std::vector<TrainGroup> train(data.train.begin(), data.train.begin() + 2);
+  // More than one intra-op thread is used only with OMP_WAIT_POLICY set (see SetThreads in
+  // torch_models.cc): set it so the two-thread runs really run on two threads.
+  const bool had_policy = std::getenv("OMP_WAIT_POLICY") != nullptr;
+  if (!had_policy) setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
   for (int threads : {1, 2}) {
     SCOPED_TRACE(threads);
     TrainOptions o = FastOptions(7, threads);
@@ -153,6 +158,7 @@ TEST_P(TorchModelTest, SameSeedSameScoresWithOneAndTwoThreads) {
     ASSERT_TRUE(c->Train(train, {}, o).ok());
     EXPECT_NE(ScoreAll(*a, data.held_out), ScoreAll(*c, data.held_out)) << "another seed, another model";
   }
+  if (!had_policy) unsetenv("OMP_WAIT_POLICY");
 }
 
 TEST_P(TorchModelTest, PayloadRoundTripsAndRefusesOtherKinds) {
@@ -226,14 +232,26 @@ TEST_P(TorchModelTest, RefusesTrainingWithoutAnOrder) {
 INSTANTIATE_TEST_SUITE_P(Kinds, TorchModelTest, ::testing::Values("lstm", "gnn"),
                          [](const ::testing::TestParamInfo<std::string>& p) { return p.param; });
 
-// Training throughput on a large synthetic set (not run by default; prints a table):
+// Training throughput on a large synthetic set (not run by default; prints a table). Records,
+// threads and epochs: TUNE_TORCH_BENCH_RECORDS (20000), TUNE_TORCH_BENCH_THREADS (2),
+// TUNE_TORCH_BENCH_EPOCHS (3), TUNE_TORCH_BENCH_KINDS ("lstm,gnn").
 //   costmodel_test --gtest_also_run_disabled_tests --gtest_filter='*TorchTrainingSpeed*'
+int TorchBenchEnv(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr && std::atoi(v) > 0 ? std::atoi(v) : fallback;
+}
+
 TEST(TorchTrainingSpeed, DISABLED_TwentyThousandRecords) {
   if (CreateOfflineModel("lstm").status().code() == absl::StatusCode::kUnimplemented) GTEST_SKIP();
+  const int records_wanted = TorchBenchEnv("TUNE_TORCH_BENCH_RECORDS", 20000);
+  const int threads = TorchBenchEnv("TUNE_TORCH_BENCH_THREADS", 2);
+  const int epochs = TorchBenchEnv("TUNE_TORCH_BENCH_EPOCHS", 3);
+  const char* kinds_env = std::getenv("TUNE_TORCH_BENCH_KINDS");
+  const std::string kinds = kinds_env != nullptr ? kinds_env : "lstm,gnn";
   std::vector<std::string> shapes;
   const int dims[] = {32, 64, 96, 128, 192, 256, 384, 512};
   std::mt19937_64 rng(std::random_device{}());
-  while (shapes.size() < 100) {
+  while (static_cast<int>(shapes.size()) * 200 < records_wanted) {
     shapes.push_back(std::to_string(dims[rng() % 8]) + "," + std::to_string(dims[rng() % 8]) + "," +
                      std::to_string(dims[rng() % 8]));
   }
@@ -241,19 +259,29 @@ TEST(TorchTrainingSpeed, DISABLED_TwentyThousandRecords) {
   std::vector<TrainGroup> train = MakeTorchGemmGroups(shapes, 200, rng());
   std::vector<TrainGroup> held = MakeTorchGemmGroups({"128,64,192", "256,128,64", "96,96,128", "64,128,512"}, 100, 1);
   size_t records = 0;
-  for (auto& g : train) records += g.inputs.size();
-  std::printf("%zu records in %zu groups, inputs built in %.1f s\n", records, train.size(),
+  double seq = 0, nodes = 0, edges = 0;
+  for (auto& g : train) {
+    records += g.inputs.size();
+    for (auto& in : g.inputs) {
+      seq += static_cast<double>(in.graph.sequence.size());
+      nodes += in.graph.num_nodes;
+      edges += static_cast<double>(in.graph.edge_kinds.size());
+    }
+  }
+  std::printf("%zu records in %zu groups (mean sequence %.1f, nodes %.1f, edges %.1f), inputs built in %.1f s\n",
+              records, train.size(), seq / records, nodes / records, edges / records,
               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   for (const char* kind : {"lstm", "gnn"}) {
+    if (kinds.find(kind) == std::string::npos) continue;
     auto model = NewTorchModel(kind);
     TrainOptions o;
     o.seed = 1;
-    o.threads = 2;
-    o.max_epochs = 5;
-    o.patience = 5;
+    o.threads = threads;
+    o.max_epochs = epochs;
+    o.patience = epochs;
     o.progress = [&](const TrainProgress& p) {
-      std::printf("%-5s epoch %d/%d loss %.4f valid %.4f best %.4f (epoch %d) %.1f s\n", kind, p.epoch, p.max_epochs,
-                  p.train_loss, p.valid_score, p.best_valid_score, p.best_epoch, p.elapsed_s);
+      std::printf("%-5s threads %d epoch %d/%d loss %.4f valid %.4f best %.4f (epoch %d) %.1f s\n", kind, threads,
+                  p.epoch, p.max_epochs, p.train_loss, p.valid_score, p.best_valid_score, p.best_epoch, p.elapsed_s);
       std::fflush(stdout);
     };
     ASSERT_TRUE(model->Train(train, {}, o).ok());
