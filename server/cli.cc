@@ -79,6 +79,10 @@ int ServeCommand(int argc, char** argv) {
   app.add_option("--max-batch-losses", o.max_batch_losses,
                  "times a batch's worker may die (or its lease run out) before its configs are recorded as failed")
       ->check(CLI::Range(1, 100))->capture_default_str();
+  app.add_option("--retrain-every", o.retrain_every,
+                 "keep an xgb cost model per target, retrained in the background after every N new records; "
+                 "jobs without their own --cost-model start from it (0 = off)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40))->capture_default_str();
   if (auto rc = tuner::ParseCommandLine(app, argc - 1, argv + 1)) return *rc;
   o.max_message_bytes = max_message_mb << 20;
   o.heartbeat_interval_s = o.expire_after_s / 5;
@@ -102,8 +106,11 @@ int ServeCommand(int argc, char** argv) {
   auto port = daemon.Start();
   if (!port.ok()) return base::Fail("tune", port.status());
   std::string host = o.listen.substr(0, o.listen.rfind(':'));
-  std::printf("tune serve: listening on %s:%d, db %s, %s%s\n", host.c_str(), *port, o.db_path.c_str(),
-              o.token.empty() ? "no token" : "token required", o.tls_cert_path.empty() ? "" : ", TLS");
+  std::printf("tune serve: listening on %s:%d, db %s, %s%s%s\n", host.c_str(), *port, o.db_path.c_str(),
+              o.token.empty() ? "no token" : "token required", o.tls_cert_path.empty() ? "" : ", TLS",
+              o.retrain_every > 0 ? absl::StrCat(", retraining each target's cost model every ", o.retrain_every,
+                                                 " records").c_str()
+                                  : "");
   std::fflush(stdout);
   int sig = 0;
   sigwait(&stop_signals, &sig);
@@ -277,6 +284,7 @@ int SubmitCommand(int argc, char** argv) {
       ->check(CLI::Range(0.0, 86400.0))->capture_default_str();
   if (auto rc = tuner::ParseCommandLine(app, argc - 1, argv + 1)) return *rc;
   v1::SubmitJobRequest req;
+  tuning.target_family = target.substr(0, target.find(':'));  // a --cost-model FILE.tcm must be of this family
   if (absl::Status st = SetTuningFlags(tuning, &req); !st.ok()) return base::Fail("tune", st);
   auto stub_or = flags.TuneStub();
   if (!stub_or.ok()) return base::Fail("tune", stub_or.status());

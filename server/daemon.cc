@@ -25,6 +25,8 @@
 #include "server/tune_service.h"
 #include "server/worker_registry.h"
 #include "server/worker_service.h"
+#include "spdlog/spdlog.h"
+#include "tuner/retrainer.h"
 
 namespace tune::server {
 namespace {
@@ -89,6 +91,7 @@ struct Daemon::Impl {
   LatencyHistogram dispatch;  // Ready (or the batch queued, if later) -> Batch written
   std::unique_ptr<dataset::RecordDatabase> db;
   std::unique_ptr<JobStore> job_store;
+  std::unique_ptr<tuner::Retrainer> retrainer;  // null without --retrain-every; outlives `jobs`
   std::unique_ptr<JobManager> jobs;
   std::unique_ptr<TuneService> tune_service;
   std::unique_ptr<WorkerService> worker_service;
@@ -138,7 +141,26 @@ absl::StatusOr<int> Daemon::Start() {
   d.job_store = std::move(*job_store);
 
   auto stopping = [&d] { return d.Stopping(); };
-  d.jobs = std::make_unique<JobManager>(d.options.db_path, d.job_store.get(), &d.registry, &d.queue, stopping);
+  if (d.options.retrain_every > 0) {
+    tuner::RetrainerOptions ro;
+    ro.db_path = d.options.db_path;
+    ro.every = d.options.retrain_every;
+    ro.kind = d.options.retrain_kind;
+    ro.on_retrain = [](const tuner::RetrainEvent& e) {
+      if (e.error.empty()) {
+        spdlog::info("retrained the {} cost model of {}: {} records, {} tasks, {} configs, {:.1f} s", "offline",
+                     e.target_key, e.records, e.groups, e.configs, e.seconds);
+      } else {
+        spdlog::warn("retraining the cost model of {} on {} records failed after {:.1f} s: {}", e.target_key,
+                     e.records, e.seconds, e.error);
+      }
+    };
+    auto retrainer = tuner::Retrainer::Start(std::move(ro));
+    if (!retrainer.ok()) return retrainer.status();
+    d.retrainer = std::move(*retrainer);
+  }
+  d.jobs = std::make_unique<JobManager>(d.options.db_path, d.job_store.get(), &d.registry, &d.queue, stopping,
+                                        d.retrainer.get());
   d.tune_service = std::make_unique<TuneService>(d.options.token, d.options.db_path, d.db.get(), d.jobs.get(),
                                                  &d.registry, &d.queue, &d.dispatch);
   d.worker_service = std::make_unique<WorkerService>(
@@ -192,6 +214,7 @@ void Daemon::Shutdown(double grace_s) {
                        std::chrono::milliseconds(static_cast<int64_t>(grace_s * 1000)));
   if (d.janitor.joinable()) d.janitor.join();
   if (d.jobs) d.jobs->JoinAll();
+  d.retrainer.reset();  // stops its thread (after a training in progress)
 }
 
 }  // namespace tune::server

@@ -24,6 +24,10 @@ struct DaemonOptions {
   double lease_s = 600;                   // a leased batch not returned by then is requeued
   uint32_t max_batch_losses = 3;          // leases of one batch lost (worker died, overdue) before
                                           // its configs are recorded as failed instead
+  /// > 0: keep an offline cost model per target (tuner::Retrainer), retrained in the background
+  /// after this many new records of the target; jobs without their own artifact start from it.
+  int64_t retrain_every = 0;
+  std::string retrain_kind = "xgb";       // costmodel::CreateOfflineModel's name
 };
 
 /// Owns the gRPC server, the worker registry and the record database. Start once, then Wait

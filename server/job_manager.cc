@@ -20,6 +20,7 @@
 #include "server/wire_names.h"
 #include "spdlog/spdlog.h"
 #include "tuner/model_file.h"
+#include "tuner/retrainer.h"
 #include "tuner/tuning_flags.h"
 
 namespace tune::server {
@@ -96,8 +97,13 @@ struct JobManager::Job {
 };
 
 JobManager::JobManager(std::string db_path, JobStore* store, WorkerRegistry* registry, LeaseQueue* queue,
-                       std::function<bool()> stopping)
-    : db_path_(std::move(db_path)), store_(store), registry_(registry), queue_(queue), stopping_(std::move(stopping)) {}
+                       std::function<bool()> stopping, const tuner::Retrainer* retrainer)
+    : db_path_(std::move(db_path)),
+      store_(store),
+      registry_(registry),
+      queue_(queue),
+      stopping_(std::move(stopping)),
+      retrainer_(retrainer) {}
 
 JobManager::~JobManager() { JoinAll(); }
 
@@ -334,6 +340,9 @@ void JobManager::Run(Job* job) {
   o.command = absl::StrCat("submit ", job->model_name, " --target ", job->request.target(), " (job ", job->id, ")");
   o.should_stop = [job, this] { return job->cancel.load() || stopping_(); };
   o.resume = job->resumed;
+  // A job without its own artifact starts from the daemon's latest model of its target (a copy
+  // of its own, taken now: a retraining meanwhile does not change it).
+  tuner::UseLatestModel(retrainer_, target->Key(), &o);
   if (!SetState(job, v1::JOB_RUNNING)) return;  // cancelled meanwhile
   {
     std::lock_guard<std::mutex> lock(job->mu);

@@ -15,6 +15,10 @@
 #include "server/worker_registry.h"
 #include "tune/v1/tune.pb.h"
 
+namespace tune::tuner {
+class Retrainer;
+}  // namespace tune::tuner
+
 namespace tune::server {
 
 /// Runs each job's tuner::Tuner on its own thread once a worker of its target kind is live,
@@ -25,9 +29,10 @@ class JobManager {
  public:
   /// `store`, `registry` and `queue` outlive the manager. `stopping` turns true once the
   /// daemon shuts down: jobs then stop after their batch in flight and keep their stored
-  /// state, so that a restarted daemon resumes them.
+  /// state, so that a restarted daemon resumes them. `retrainer`, when not null (outlives the
+  /// manager), gives each job without its own cost-model artifact the latest model of its target.
   JobManager(std::string db_path, JobStore* store, WorkerRegistry* registry, LeaseQueue* queue,
-             std::function<bool()> stopping);
+             std::function<bool()> stopping, const tuner::Retrainer* retrainer = nullptr);
   /// Joins every job's thread (see JoinAll).
   ~JobManager();
   JobManager(const JobManager&) = delete;
@@ -83,6 +88,7 @@ class JobManager {
   WorkerRegistry* registry_;
   LeaseQueue* queue_;
   std::function<bool()> stopping_;
+  const tuner::Retrainer* retrainer_;
   mutable std::mutex mu_;
   std::list<std::unique_ptr<Job>> jobs_;  // guarded by mu_
 };

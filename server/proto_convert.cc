@@ -2,7 +2,10 @@
 #include "server/proto_convert.h"
 
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <limits>
+#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "measure/measure_result.h"
@@ -148,19 +151,36 @@ absl::StatusOr<tuner::TuneOptions> TuneOptionsOf(const v1::SubmitJobRequest& r) 
     if (!protocol.ok()) return absl::InvalidArgumentError(protocol.status().message());
     o.protocol = *protocol;
   }
-  return tuner::ToTuneOptions(f);
+  absl::StatusOr<tuner::TuneOptions> checked = tuner::ToTuneOptions(f);
+  if (!checked.ok() || r.cost_model_artifact().empty()) return checked;
+  const std::string family = r.target().substr(0, r.target().find(':'));
+  const std::string source = r.cost_model_source().empty() ? "(sent with the job)" : r.cost_model_source();
+  if (absl::Status st = tuner::UsePretrained(r.cost_model_artifact(), source, family, &*checked); !st.ok()) return st;
+  return checked;
 }
 
 absl::Status SetTuningFlags(const tuner::TuningFlags& f, v1::SubmitJobRequest* r) {
-  if (absl::StatusOr<tuner::TuneOptions> checked = tuner::ToTuneOptions(f); !checked.ok()) return checked.status();
+  absl::StatusOr<tuner::TuneOptions> checked = tuner::ToTuneOptions(f);
+  if (!checked.ok()) return checked.status();
   const tuner::TuneOptions& o = f.options;
+  // A .tcm artifact (read and checked by ToTuneOptions) travels with the job as bytes.
+  r->clear_cost_model_artifact();
+  r->clear_cost_model_source();
+  if (checked->pretrained != nullptr) {
+    std::ifstream in(o.cost_model, std::ios::binary);
+    std::ostringstream bytes;
+    bytes << in.rdbuf();
+    if (!in) return absl::NotFoundError("--cost-model " + o.cost_model + ": cannot read the file");
+    r->set_cost_model_artifact(bytes.str());
+    r->set_cost_model_source(std::filesystem::path(o.cost_model).filename().string());
+  }
   r->set_trials(o.trials_per_task);
   r->set_total_trials(o.total_trials);
   r->set_batch(o.batch);
   r->set_seed(o.seed);
   r->set_strategy(o.strategy);
   r->set_task_scheduler(o.task_scheduler);
-  r->set_cost_model(o.cost_model);
+  r->set_cost_model(checked->cost_model);
   for (const std::string& kv : f.strategy_options) r->add_strategy_options(kv);
   r->set_protocol_json(o.protocol.ToJson());
   return absl::OkStatus();

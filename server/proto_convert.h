@@ -48,9 +48,11 @@ absl::Status CheckJobRanges(const v1::SubmitJobRequest& request);
 absl::Status CheckProtocolRanges(const measure::MeasureProtocol& protocol);
 /// The tuner options a job request asks for (unset fields keep the defaults), checked by
 /// CheckJobRanges and as tuner::ToTuneOptions checks them; InvalidArgument for an
-/// unreadable protocol.
+/// unreadable protocol, or a cost_model_artifact that is not a .tcm this build reads or is of
+/// another target family than the request's target (tuner::UsePretrained).
 absl::StatusOr<tuner::TuneOptions> TuneOptionsOf(const v1::SubmitJobRequest& request);
-/// Writes `flags` into a job request (the protocol as MeasureProtocol JSON); the errors are
+/// Writes `flags` into a job request (the protocol as MeasureProtocol JSON; a --cost-model
+/// FILE.tcm as the file's bytes in cost_model_artifact, cost_model "auto"); the errors are
 /// tuner::ToTuneOptions's.
 absl::Status SetTuningFlags(const tuner::TuningFlags& flags, v1::SubmitJobRequest* request);
 
