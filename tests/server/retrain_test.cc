@@ -17,6 +17,8 @@
 #include "gtest/gtest.h"
 #include "tests/common/temp_dir.h"
 #include "tests/common/test_seed.h"
+#include "tests/server/serve_helper.h"
+#include "tuner/training_data.h"
 #include "tuner/tuner.h"
 
 namespace tune::server {
@@ -233,6 +235,65 @@ TEST_F(RetrainTest, TheBackgroundThreadRetrainsAndALaterJobStartsFromTheModel) {
   EXPECT_FALSE(tuner::UseLatestModel(r->get(), "llvm/cpu-b", &elsewhere));
   EXPECT_FALSE(tuner::UseLatestModel(nullptr, "llvm/cpu-a", &elsewhere));
   r->reset();  // stops the thread
+}
+
+// --- a real daemon -----------------------------------------------------------------------------
+
+/// `pattern` in either of `a`'s or `b`'s contents within `limit_s` (a safety limit).
+bool RtWaitForEither(const std::string& a, const std::string& b, const std::string& pattern, double limit_s) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(static_cast<int64_t>(limit_s));
+  while (std::chrono::steady_clock::now() < end) {
+    if (!test::WaitForMatch(a, pattern, 0.2).empty() || !test::WaitForMatch(b, pattern, 0.2).empty()) return true;
+  }
+  return false;
+}
+
+TEST(RetrainProcessTest, ServeRetrainsAndTheNextJobStartsFromItsModel) {
+  {
+    auto xgb = costmodel::CreateOfflineModel("xgb");
+    auto probe = dataset::RecordDatabase::Open(":memory:");
+    ASSERT_TRUE(probe.ok());
+    if (!xgb.ok() || *xgb == nullptr || absl::IsUnimplemented(tuner::LoadGroups(**probe, 1, {.ast = true}).status())) {
+      GTEST_SKIP() << "this build has no offline xgb model or no LoadGroups";
+    }
+  }
+  test::TempDir dir;
+  test::WriteFileBytes(dir.Join("token"), "retrain-test-token\n");
+  test::WriteFileBytes(dir.Join("one.json"),
+                       R"({"name": "one", "layers": [{"name": "mm", "op": "matmul", "shape": "16,16,16"}]})");
+  const std::string address = "127.0.0.1:" + std::to_string(test::FreePort());
+  test::Subprocess serve, worker;
+  ASSERT_FALSE(test::StartServe(serve, dir, "serve", address,
+                                {"--db", dir.Join("r.db"), "--token-file", dir.Join("token"), "--retrain-every", "8"})
+                   .empty());
+  ASSERT_TRUE(worker.Start({test::TuneBinary(), "worker", "--server", address, "--target", "llvm", "--threads", "1",
+                            "--token-file", dir.Join("token")},
+                           dir.path(), dir.Join("w.out"), dir.Join("w.err")));
+  auto submit = [&](const std::vector<std::string>& extra) {
+    std::vector<std::string> argv = {test::TuneBinary(), "submit", dir.Join("one.json"), "--server", address,
+                                     "--token-file", dir.Join("token"), "--trials", "8", "--batch", "4",
+                                     "--strategy", "sa", "--repeats", "1", "--min-repeat-ms", "1"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    return test::RunProcess(argv, dir.path(), 300);
+  };
+  test::ProcessResult first = submit({});
+  ASSERT_EQ(first.exit_code, 0) << first;
+  ASSERT_TRUE(RtWaitForEither(dir.Join("serve.out"), dir.Join("serve.err"), "retrained the .* cost model of .*records", 60))
+      << test::ReadFileBytes(dir.Join("serve.out")) << test::ReadFileBytes(dir.Join("serve.err"));
+  test::ProcessResult second = submit({});
+  ASSERT_EQ(second.exit_code, 0) << second;
+  // A corrupt artifact is refused by `tune submit` itself, before the daemon sees the job.
+  test::WriteFileBytes(dir.Join("bad.tcm"), "TUNETCM and then nothing a cost model would hold");
+  test::ProcessResult bad = submit({"--cost-model", dir.Join("bad.tcm")});
+  EXPECT_EQ(bad.exit_code, 2) << bad;
+
+  auto db = dataset::RecordDatabase::Open(dir.Join("r.db"), /*create=*/false);
+  ASSERT_TRUE(db.ok()) << db.status();
+  auto runs = (*db)->Runs();
+  ASSERT_TRUE(runs.ok());
+  ASSERT_EQ(runs->size(), 2u);
+  EXPECT_EQ((*runs)[0].message.find("the daemon's"), std::string::npos) << (*runs)[0].message;
+  EXPECT_NE((*runs)[1].message.find("the daemon's xgb model of"), std::string::npos) << (*runs)[1].message;
 }
 
 }  // namespace
