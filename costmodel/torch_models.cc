@@ -8,7 +8,8 @@
 //    the typed edges in both directions (a linear map per edge kind and direction, mean over
 //    the incoming messages of a kind, residual ReLU update), mean and max pooling over the
 //    nodes, an MLP -> score. A minibatch is one big graph: nodes concatenated, edges offset.
-// Training: RankNet's pairwise logistic loss over the pairs of configs of one task (a chunk
+// Training: RankNet's pairwise logistic loss (TrainProgress::train_loss: its mean over the
+// pairs of a chunk, chunks weighted equally, averaged over the epoch's minibatches [nats]) over the pairs of configs of one task (a chunk
 // of at most kChunk configs of one group) whose latencies differ, failed configs (+inf)
 // ranked below every ok one; Adam on minibatches of chunks, validation after every epoch
 // (ValidationObjective), early stopping keeping the best parameters. Deterministic for a seed
@@ -341,6 +342,7 @@ class TorchModel : public OfflineModel {
     std::vector<torch::Tensor> best_params = Snapshot();
     for (int epoch = 1; epoch <= max_epochs; ++epoch) {
       const double loss = RunEpoch(train_groups, &adam, rng);
+      if (!std::isfinite(loss)) break;  // diverged: keep the best epoch so far
       const double score = ValidationObjective(EvaluateGroups(*this, *valid_ref));
       if (score > best) {
         best = score;
@@ -358,10 +360,9 @@ class TorchModel : public OfflineModel {
         p.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         options.progress(p);
       }
-      if (!std::isfinite(loss)) break;
       if (epoch - best_epoch >= patience) break;
     }
-    if (best < 0) {  // no finite epoch at all
+    if (best_epoch == 0) {  // not one finite epoch
       net_ = old_net;
       norm_ = old_norm;
       hidden_ = old_hidden;

@@ -139,6 +139,27 @@ TEST_P(TorchModelTest, RanksHeldOutGemmShapesBetterThanChance) {
   EXPECT_GT(m.kendall, 0.2);
 }
 
+TEST_P(TorchModelTest, EarlyStoppingKeepsTheBestEpochOnTheGivenValidation) {
+  const TorchData& data = TorchGemmData();
+  std::vector<TrainGroup> train(data.train.begin(), data.train.begin() + 5);
+  std::vector<TrainGroup> valid(data.held_out.begin(), data.held_out.begin() + 2);
+  TrainOptions o = FastOptions(11, 1);
+  o.max_epochs = 10;
+  o.patience = 2;
+  o.learning_rate = 2e-2;  // large steps: the validation score moves up and down
+  std::vector<TrainProgress> progress;
+  o.progress = [&](const TrainProgress& p) { progress.push_back(p); };
+  auto model = NewTorchModel(GetParam());
+  ASSERT_TRUE(model->Train(train, valid, o).ok());
+  ASSERT_FALSE(progress.empty());
+  const TrainProgress& last = progress.back();
+  EXPECT_LE(last.epoch, last.best_epoch + o.patience);
+  double best = -1;
+  for (const TrainProgress& p : progress) best = std::max(best, p.valid_score);
+  EXPECT_EQ(last.best_valid_score, best);
+  EXPECT_NEAR(ValidationObjective(EvaluateGroups(*model, valid)), best, 1e-9) << "the best epoch's parameters are kept";
+}
+
 TEST_P(TorchModelTest, SameSeedSameScoresWithOneAndTwoThreads) {
   const TorchData& data = TorchGemmData();
   std::vector<TrainGroup> train(data.train.begin(), data.train.begin() + 2);
