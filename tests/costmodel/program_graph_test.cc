@@ -230,6 +230,34 @@ TEST(ProgramGraphTest, ConvHasPaddingStageAndSequentialStages) {
   EXPECT_NEAR(max_execs, std::log2(1.0 + 32.0 * 14 * 14 * 16 * 9), 1e-3);
 }
 
+TEST(ProgramGraphTest, LargeProgramsKeepTheFirstNodesInProgramOrder) {
+  using namespace codegen;  // NOLINT: AST constructors
+  std::mt19937_64 rng(std::random_device{}());
+  const int stores = kMaxGraphNodes + 20 + static_cast<int>(rng() % 50);
+  Buffer a = MakeBuffer("a", {64}, BufferScope::kArg, 0);
+  Buffer out = MakeBuffer("out", {64}, BufferScope::kArg, 1);
+  Expr i = MakeVar("i");
+  std::vector<Stmt> body;
+  for (int s = 0; s < stores; ++s) body.push_back(Store(out, {i}, Load(a, {i}) * FloatImm(1.0 + s)));
+  LoweredFunc func{"many", {a, out}, For(i, 64, ForKind::kSerial, Seq(body))};
+  ProgramGraph g = ExtractProgramGraph(func);
+  ASSERT_EQ(static_cast<int>(g.sequence.size()), kMaxGraphNodes);
+  EXPECT_EQ(g.num_nodes, kMaxGraphNodes + 2) << "the kept nodes and the two buffers";
+  EXPECT_EQ(g.kinds[0], NodeKind::kLoop);
+  auto counts = EdgeCounts(g);
+  EXPECT_EQ(counts[EdgeKind::kNests], kMaxGraphNodes - 1);
+  EXPECT_EQ(counts[EdgeKind::kNext], kMaxGraphNodes - 2);
+  EXPECT_EQ(counts[EdgeKind::kWrites], kMaxGraphNodes - 1);
+  EXPECT_EQ(counts[EdgeKind::kReads], kMaxGraphNodes - 1);
+  for (size_t e = 0; e < g.edge_src.size(); ++e) {
+    ASSERT_LT(g.edge_src[e], g.num_nodes);
+    ASSERT_LT(g.edge_dst[e], g.num_nodes);
+  }
+  for (float v : g.features) ASSERT_TRUE(std::isfinite(v));
+  // The loop's work counts every statement, kept or not: stores per iteration = all of them.
+  EXPECT_NEAR(NodeFeature(g, 0, "loop.log_stores_per_iter"), std::log2(1.0 + stores), 1e-4);
+}
+
 TEST(ProgramGraphTest, EmptyKernelGivesOneZeroStatement) {
   codegen::LoweredFunc func;
   func.name = "empty";
