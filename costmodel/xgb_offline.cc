@@ -34,6 +34,10 @@ constexpr int kDefaultPatience = 10;   // blocks without improvement before stop
 constexpr double kDefaultEta = 0.2;
 constexpr int kMaxDepth = 10;
 constexpr double kInternalValidShare = 0.1;  // of the training groups, when no validation set is given
+// Fine-tuning on one task's records: a few shallow trees at a lower learning rate.
+constexpr int kFineTuneRounds = 10;
+constexpr int kFineTuneDepth = 6;
+constexpr double kFineTuneEta = 0.1;
 
 absl::Status XgbError(int rc, const char* what) {
   if (rc == 0) return absl::OkStatus();
@@ -285,6 +289,49 @@ class XgbOfflineModel final : public OfflineModel {
     rounds_ = best_rounds;
     valid_score_ = best_score;
     threads_ = std::max(options.threads, 1);
+    return absl::OkStatus();
+  }
+
+  /// Continues boosting on the task's own records: options.fine_tune_epochs more rounds
+  /// (default kFineTuneRounds) of shallower trees at a lower learning rate, fitted to the
+  /// pairwise gradients left by the current model. The model is unchanged on failure.
+  absl::Status FineTune(const TrainGroup& group, const TrainOptions& options) override {
+    if (booster_ == nullptr) return absl::FailedPreconditionError("the xgb model is not trained");
+    bool learnable = false;
+    for (size_t i = 1; i < group.latencies_s.size() && !learnable; ++i)
+      learnable = group.latencies_s[i] != group.latencies_s[0];
+    if (!learnable) return absl::InvalidArgumentError("no two configs of different latency to fine-tune on");
+    auto m = Flatten({&group});
+    if (!m.ok()) return m.status();
+    auto dtrain = MakeMatrix(*m, true);
+    if (!dtrain.ok()) return dtrain.status();
+    // A copy through the payload, so that a failure half-way leaves this model as it was.
+    auto payload = SavePayload();
+    if (!payload.ok()) return payload.status();
+    XgbOfflineModel copy;
+    copy.threads_ = std::max(options.threads, 1);
+    if (auto st = copy.LoadPayload(*payload); !st.ok()) return st;
+    BoosterHandle raw = copy.booster_.get();
+    const double eta = options.learning_rate > 0 ? options.learning_rate : kFineTuneEta;
+    const std::pair<const char*, std::string> params[] = {
+        {"eta", absl::StrCat(eta)},
+        {"max_depth", absl::StrCat(kFineTuneDepth)},
+        {"min_child_weight", "0"},
+        {"gamma", "0.001"},
+        {"tree_method", "hist"},
+        {"seed", absl::StrCat(options.seed & 0x7fffffff)},
+    };
+    for (const auto& [key, value] : params) {
+      TUNE_XGBO_RETURN_IF_ERROR(XGBoosterSetParam(raw, key, value.c_str()), absl::StrCat("setting ", key).c_str());
+    }
+    int boosted = 0;
+    TUNE_XGBO_RETURN_IF_ERROR(XGBoosterBoostedRounds(raw, &boosted), "counting rounds");
+    const int rounds = options.fine_tune_epochs > 0 ? options.fine_tune_epochs : kFineTuneRounds;
+    for (int i = 0; i < rounds; ++i) {
+      TUNE_XGBO_RETURN_IF_ERROR(XGBoosterUpdateOneIter(raw, boosted + i, dtrain->get()), "fine-tuning");
+    }
+    booster_ = std::move(copy.booster_);
+    rounds_ = boosted + rounds;
     return absl::OkStatus();
   }
 

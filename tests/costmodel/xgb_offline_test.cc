@@ -176,6 +176,45 @@ TEST(XgbOfflineTest, ForeignPayloadRefusedAndModelUnchanged) {
   EXPECT_EQ(XgbOfflineScores(*model, d.test[0]), before);
 }
 
+TEST(XgbOfflineTest, FineTuneLearnsTheTaskAndFailsCleanly) {
+  const XgbOfflineSets& d = XgbOfflineData();
+  auto untrained = MakeXgbOfflineModel();
+  EXPECT_EQ(untrained->FineTune(d.test[0], XgbOfflineOptions(1)).code(), absl::StatusCode::kFailedPrecondition);
+
+  auto model = MakeXgbOfflineModel();
+  ASSERT_TRUE(model->Train(d.train, d.valid, XgbOfflineOptions(8)).ok());
+  // Half of a held-out task's records to fine-tune on, the other half to judge.
+  const TrainGroup& task = d.test[1];
+  TrainGroup seen, unseen;
+  for (size_t i = 0; i < task.inputs.size(); ++i) {
+    TrainGroup& to = i % 2 == 0 ? seen : unseen;
+    to.inputs.push_back(task.inputs[i]);
+    to.latencies_s.push_back(task.latencies_s[i]);
+  }
+  const EvalMetrics before_seen = EvaluateGroups(*model, {seen});
+  const EvalMetrics before_unseen = EvaluateGroups(*model, {unseen});
+  const auto before_scores = XgbOfflineScores(*model, task);
+  TrainGroup flat = seen;
+  for (double& l : flat.latencies_s) l = 2e-4;
+  EXPECT_EQ(model->FineTune(flat, XgbOfflineOptions(1)).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(XgbOfflineScores(*model, task), before_scores);
+
+  TrainOptions o = XgbOfflineOptions(1);
+  o.fine_tune_epochs = 20;
+  ASSERT_TRUE(model->FineTune(seen, o).ok());
+  const EvalMetrics after_seen = EvaluateGroups(*model, {seen});
+  const EvalMetrics after_unseen = EvaluateGroups(*model, {unseen});
+  EXPECT_GT(after_seen.pairwise, before_seen.pairwise + 0.03);
+  EXPECT_GT(after_unseen.pairwise, before_unseen.pairwise - 0.05);  // no collapse on the task's other configs
+  EXPECT_NE(XgbOfflineScores(*model, task), before_scores);
+  // The fine-tuned parameters survive the payload.
+  auto payload = model->SavePayload();
+  ASSERT_TRUE(payload.ok());
+  auto loaded = MakeXgbOfflineModel();
+  ASSERT_TRUE(loaded->LoadPayload(*payload).ok());
+  EXPECT_EQ(XgbOfflineScores(*loaded, task), XgbOfflineScores(*model, task));
+}
+
 TEST(XgbOfflineTest, NothingToLearnIsInvalidArgument) {
   TrainGroup g = XgbOfflineData().train[0];
   for (double& l : g.latencies_s) l = 1e-3;
