@@ -4,12 +4,12 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/check.h"
-#include "costmodel/ranking_metrics.h"
 #include "spdlog/spdlog.h"
 
 namespace tune::costmodel {
@@ -139,13 +139,23 @@ void PretrainedCostModel::Guard(const std::vector<search::Config>& configs, cons
     if (std::isfinite(c)) distinct.insert(c);
   // The shared model as trained offline (never the fine-tuned copy, which has seen these).
   std::unique_ptr<OfflineModel> keep = std::move(tuned_);
-  RankedTask task;
-  task.latencies_s = costs;
-  task.scores = PretrainedScores(configs);
+  std::vector<double> scores = PretrainedScores(configs);
   tuned_ = std::move(keep);
-  for (double& s : task.scores)
+  for (double& s : scores)
     if (std::isnan(s)) s = -1e30;  // a measured config that no longer lowers ranks last
-  const std::optional<double> acc = PairwiseAccuracy(task);
+  Tally tally;
+  for (size_t i = 0; i < costs.size(); ++i) {
+    for (size_t j = i + 1; j < costs.size(); ++j) {
+      const size_t fast = costs[i] < costs[j] ? i : j, slow = fast == i ? j : i;
+      if (!std::isfinite(costs[fast])) continue;  // two failures
+      if (std::isfinite(costs[slow]) && costs[slow] < options_.guard_min_ratio * costs[fast]) continue;
+      tally.pairs += 1;
+      if (scores[fast] > scores[slow]) tally.right += 1;
+      else if (scores[fast] == scores[slow]) tally.right += 0.5;
+    }
+  }
+  const std::optional<double> acc =
+      tally.pairs > 0 ? std::optional<double>(tally.right / tally.pairs) : std::nullopt;
   pretrained_accuracy_ = acc.value_or(-1);
   if (static_cast<int>(distinct.size()) < options_.guard_min_configs || !acc.has_value()) return;
   if (*acc >= options_.guard_min_accuracy) return;

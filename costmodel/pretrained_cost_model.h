@@ -26,6 +26,10 @@ struct PretrainedOptions {
   /// Below this pairwise accuracy (on every measured config of the task) the pretrained model
   /// is dropped for the rest of the task: 0.5 is a model that ranks no better than chance.
   double guard_min_accuracy = 0.5;
+  /// The guard counts only pairs whose slower latency is at least this many times the faster
+  /// one (a failure is slower than any ok result): closer pairs are mostly measurement noise,
+  /// and among the configs a model picked (all predicted fast) they are most pairs.
+  double guard_min_ratio = 1.1;
   /// Until the task's own data says otherwise the pretrained model is credited with this
   /// pairwise accuracy, worth `prior_pairs` pairs (the online model with 0.5: no weight).
   double prior_accuracy = 0.75;
@@ -83,8 +87,9 @@ class PretrainedCostModel : public search::CostModel {
   /// Why the pretrained model was dropped, e.g. "pretrained xgb model dropped after 16 ok
   /// results: pairwise accuracy 0.31 < 0.5 on this task (online model only)"; "" while it is in use.
   const std::string& note() const { return note_; }
-  /// The pretrained model's pairwise accuracy on every measured config of the task (the number
-  /// the guard reads); -1 before any pair of different latencies was measured.
+  /// The pretrained model's pairwise accuracy on every measured config of the task, over the
+  /// pairs whose latencies differ by PretrainedOptions::guard_min_ratio (the number the guard
+  /// reads); -1 before any such pair was measured.
   double pretrained_accuracy() const { return pretrained_accuracy_; }
   /// The current blend weights (>= 0; both 0 before the first Fit).
   double pretrained_weight() const { return w_pretrained_; }
