@@ -221,6 +221,9 @@ class XgbOfflineModel final : public OfflineModel {
       if (!d.ok()) return d.status();
       dvalid = *std::move(d);
     }
+    // XGBoost holds its own copies now.
+    *fit_m = GroupMatrix();
+    check_m->rows = std::vector<float>();
 
     BoosterHandle raw = nullptr;
     DMatrixHandle cache[] = {dtrain->get()};

@@ -342,7 +342,8 @@ int TrainCommand(int argc, char** argv) {
   auto data = LoadTrainingData(d, LoadProgress(&line, start));
   line.Finish();
   if (!data.ok()) return base::Fail("tune", data.status());
-  std::fprintf(stderr, "tune: %s\n", DataLine(*data).c_str());
+  std::fprintf(stderr, "tune: %s; loaded in %s\n", DataLine(*data).c_str(),
+               FormatSeconds(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()).c_str());
 
   const auto train_start = std::chrono::steady_clock::now();
   t.progress = [&line](const costmodel::TrainProgress& p) {
