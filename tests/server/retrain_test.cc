@@ -12,6 +12,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "costmodel/artifact.h"
 #include "costmodel/offline_model.h"
 #include "dataset/record_database.h"
 #include "gtest/gtest.h"
@@ -289,11 +290,38 @@ TEST(RetrainProcessTest, ServeRetrainsAndTheNextJobStartsFromItsModel) {
 
   auto db = dataset::RecordDatabase::Open(dir.Join("r.db"), /*create=*/false);
   ASSERT_TRUE(db.ok()) << db.status();
+  // A job with an artifact of its own (trained here on the daemon's records) uses that one:
+  // its bytes travel with the job.
+  {
+    auto targets = (*db)->Targets();
+    ASSERT_TRUE(targets.ok() && targets->size() == 1u);
+    auto model = costmodel::CreateOfflineModel("xgb");
+    ASSERT_TRUE(model.ok());
+    auto groups = tuner::LoadGroups(**db, (*targets)[0].id, (*model)->needs());
+    ASSERT_TRUE(groups.ok()) << groups.status();
+    ASSERT_TRUE((*model)->Train(*groups, {}, {}).ok());
+    costmodel::ArtifactInfo info;
+    info.kind = "xgb";
+    info.target_family = "llvm";
+    info.target_key = (*targets)[0].key;
+    info.created = "2026-01-02T03:04:05Z";
+    ASSERT_TRUE(costmodel::WriteArtifactFile(dir.Join("own.tcm"), info, **model).ok());
+    // Of another family it is refused before it is sent.
+    info.target_family = "cuda";
+    ASSERT_TRUE(costmodel::WriteArtifactFile(dir.Join("gpu.tcm"), info, **model).ok());
+  }
+  test::ProcessResult wrong_family = submit({"--cost-model", dir.Join("gpu.tcm")});
+  EXPECT_EQ(wrong_family.exit_code, 2) << wrong_family;
+  test::ProcessResult own = submit({"--cost-model", dir.Join("own.tcm")});
+  ASSERT_EQ(own.exit_code, 0) << own;
+
   auto runs = (*db)->Runs();
   ASSERT_TRUE(runs.ok());
-  ASSERT_EQ(runs->size(), 2u);
+  ASSERT_EQ(runs->size(), 3u);
   EXPECT_EQ((*runs)[0].message.find("the daemon's"), std::string::npos) << (*runs)[0].message;
   EXPECT_NE((*runs)[1].message.find("the daemon's xgb model of"), std::string::npos) << (*runs)[1].message;
+  EXPECT_NE((*runs)[2].message.find("cost model own.tcm: xgb, created 2026-01-02T03:04:05Z"), std::string::npos)
+      << (*runs)[2].message;
 }
 
 }  // namespace
