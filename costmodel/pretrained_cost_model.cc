@@ -169,18 +169,19 @@ void PretrainedCostModel::Guard(const std::vector<search::Config>& configs, cons
 }
 
 void PretrainedCostModel::FineTune(const std::vector<search::Config>& configs, const std::vector<double>& costs) {
-  if (options_.fine_tune_epochs <= 0 || !can_fine_tune_) return;
+  if (!options_.fine_tune || !can_fine_tune_) return;
   TrainGroup group;
   group.name = tmpl_->workload().Key();
-  for (size_t i = 0; i < configs.size(); ++i) {
+  const size_t first = configs.size() > options_.fine_tune_max_configs ? configs.size() - options_.fine_tune_max_configs : 0;
+  for (size_t i = first; i < configs.size(); ++i) {
     if (const ModelInput* in = Input(configs[i])) {
       group.inputs.push_back(*in);
       group.latencies_s.push_back(costs[i]);
     }
   }
   if (group.inputs.size() < 2) return;
-  // A private copy, fresh from the shared parameters each time (fine-tuned on every
-  // measurement so far, never on the same ones twice over).
+  // A private copy, fresh from the shared parameters each time (fine-tuned on the latest
+  // measurements, never on the same ones twice over).
   auto copy = CreateOfflineModel(pretrained_->kind());
   if (!copy.ok() || *copy == nullptr) {
     can_fine_tune_ = false;

@@ -35,8 +35,11 @@ struct PretrainedOptions {
   double prior_accuracy = 0.75;
   double prior_pairs = 8;
   /// When the kind can (OfflineModel::FineTune), a private copy of the pretrained model is
-  /// fine-tuned on the task's measurements after every Fit, for at most this many epochs; 0 = never.
-  int fine_tune_epochs = 2;
+  /// fine-tuned on the task's latest `fine_tune_max_configs` measurements after every Fit, for
+  /// `fine_tune_epochs` epochs (xgb: boosting rounds; 0: the kind's default).
+  bool fine_tune = true;
+  int fine_tune_epochs = 0;
+  size_t fine_tune_max_configs = 256;
   uint64_t seed = 0;
   /// The model inputs of at most this many configs are cached; the cache is emptied when full.
   size_t max_cached_inputs = 50000;

@@ -213,6 +213,34 @@ TEST(PretrainedCostModelTest, TheTasksOwnDataTakesOverFromAModelThatKnowsNothing
   EXPECT_GT(PtAccuracy(model.Predict(rest), rest_costs), 0.7);
 }
 
+TEST(PretrainedCostModelTest, AKindThatFineTunesDoesSoOnAPrivateCopy) {
+  auto xgb = CreateOfflineModel("xgb");
+  if (!xgb.ok() || *xgb == nullptr) GTEST_SKIP() << "this build has no offline xgb model";
+  auto other = ::tune::test::MakeTemplate(codegen::OpKind::kMatmul, "96,64,128");
+  auto tmpl = ::tune::test::MakeTemplate(codegen::OpKind::kMatmul, "64,128,64");
+  ASSERT_NE(other, nullptr);
+  ASSERT_NE(tmpl, nullptr);
+  std::mt19937_64 rng = ::tune::test::TestRng(9);
+  TrainGroup g;
+  for (const search::Config& c : PtDrawConfigs(*other, 200, rng)) {
+    auto in = MakeModelInput(*other, c, (*xgb)->needs());
+    if (!in.ok()) continue;
+    g.inputs.push_back(*std::move(in));
+    g.latencies_s.push_back(test::AnalyticGemmSeconds(*other, c));
+  }
+  ASSERT_TRUE((*xgb)->Train({g}, {}, {}).ok());
+  std::shared_ptr<const OfflineModel> shared(std::move(*xgb));
+  const auto payload = shared->SavePayload();
+  ASSERT_TRUE(payload.ok());
+  PretrainedOptions po;
+  po.guard_min_configs = 1000000;
+  PretrainedCostModel model(tmpl.get(), shared, PtOnline(tmpl.get()), po);
+  const auto configs = PtDrawConfigs(*tmpl, 32, rng);
+  ASSERT_TRUE(model.Fit(configs, PtCosts(*tmpl, configs)).ok());
+  EXPECT_TRUE(model.fine_tuned());
+  EXPECT_EQ(*shared->SavePayload(), *payload) << "the shared model was changed";
+}
+
 TEST(PretrainedCostModelTest, SaveAndLoadRestoreTheOnlineModel) {
   auto tmpl = ::tune::test::MakeTemplate(codegen::OpKind::kMatmul, "64,128,64");
   ASSERT_NE(tmpl, nullptr);
