@@ -11,6 +11,7 @@
 #include "nlohmann/json.hpp"
 #include "tests/common/subprocess.h"
 #include "tests/common/temp_dir.h"
+#include "tuner/training_data.h"
 
 namespace tune::tuner {
 namespace {
@@ -106,9 +107,23 @@ TEST(TrainCliTest, BadInputExitsTwoWithOneLineAndWritesNothing) {
   EXPECT_EQ(dir.List(), std::vector<std::string>{"bad.jsonl"});
 
   // A model, then a corrupt copy, a truncated copy and a file that is no model at all.
-  auto ok = TcRun(dir, {"--model", "xgb", "--data", kTcData, "--networks", kTcNetworks, "--holdout", "tiny-mlp",
-                        "--out", out, "--epochs", "10"});
-  ASSERT_EQ(ok.exit_code, 0) << ok;
+  {
+    TrainingDataOptions o;
+    o.data_path = kTcData;
+    o.max_per_task = 10;
+    o.needs = {.ast = true};
+    auto data = LoadTrainingData(o);
+    ASSERT_TRUE(data.ok()) << data.status();
+    auto model = costmodel::CreateOfflineModel("xgb");
+    ASSERT_TRUE(model.ok());
+    costmodel::TrainOptions t;
+    t.max_epochs = 5;
+    ASSERT_TRUE((*model)->Train(data->train, data->valid, t).ok());
+    costmodel::ArtifactInfo info;
+    info.kind = "xgb";
+    info.target_family = "llvm";
+    ASSERT_TRUE(costmodel::WriteArtifactFile(out, info, **model).ok());
+  }
   std::ifstream in(out, std::ios::binary);
   std::stringstream ss;
   ss << in.rdbuf();

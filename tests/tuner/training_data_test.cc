@@ -277,7 +277,8 @@ TEST(TrainingDataTest, XgbTrainedOnSmallDatasetRanksHeldOutTasks) {
   costmodel::TrainOptions o;
   o.seed = 9;
   o.threads = 2;
-  o.max_epochs = 100;
+  o.max_epochs = 40;
+  o.patience = 4;
   ASSERT_TRUE((*model)->Train(data->train, data->valid, o).ok());
   const costmodel::EvalMetrics test = costmodel::EvaluateGroups(**model, data->test);
   EXPECT_EQ(test.groups, static_cast<int>(data->test.size()));
