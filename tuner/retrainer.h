@@ -106,8 +106,9 @@ class Retrainer {
 };
 
 /// What a daemon's job starts from: when `options` has no pretrained model of its own (no
-/// artifact came with the job) and `retrainer` (may be null) has a model of `target_key`, a copy
-/// of it, with its note for the run record. True when one was given.
+/// artifact came with the job), its strategy ranks with a cost model, and `retrainer` (may be
+/// null) has a model of `target_key`, a copy of it, with its note for the run record. True
+/// when one was given.
 bool UseLatestModel(const Retrainer* retrainer, const std::string& target_key, TuneOptions* options);
 
 }  // namespace tune::tuner

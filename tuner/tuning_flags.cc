@@ -114,6 +114,9 @@ absl::Status UsePretrained(const std::string& artifact, const std::string& sourc
   options->pretrained_note = absl::StrCat("cost model ", source, ": ", a->info.kind, ", created ",
                                           a->info.created.empty() ? "?" : a->info.created, ", trained on ",
                                           a->info.target_key.empty() ? a->info.target_family : a->info.target_key);
+  if (ResolveCostModel(options->cost_model, options->strategy) == "none") {
+    absl::StrAppend(&options->pretrained_note, " (not used: strategy ", options->strategy, " ranks no candidates with a model)");
+  }
   options->pretrained = std::shared_ptr<const costmodel::OfflineModel>(std::move(a->model));
   return absl::OkStatus();
 }

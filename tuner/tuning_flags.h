@@ -58,7 +58,8 @@ absl::StatusOr<TuneOptions> ToTuneOptions(const TuningFlags& flags);
 
 /// Parses `artifact` (the bytes of a .tcm file, from `source`: its path, for messages) into
 /// `options->pretrained` and `options->pretrained_note` ("cost model SOURCE: KIND, created
-/// TIME, trained on TARGET"). InvalidArgument with one line for bytes that are not an artifact
+/// TIME, trained on TARGET", and "(not used: ...)" when `options->strategy` and cost_model use
+/// no model). InvalidArgument with one line for bytes that are not an artifact
 /// this build reads (corrupt, truncated, another version, an unknown kind) or, when
 /// `target_family` is not "", an artifact of another target family.
 absl::Status UsePretrained(const std::string& artifact, const std::string& source, const std::string& target_family,

@@ -210,6 +210,7 @@ TEST_F(RetrainTest, TheBackgroundThreadRetrainsAndALaterJobStartsFromTheModel) {
   ASSERT_TRUE(r.ok()) << r.status();
   // A job submitted before any training starts from nothing.
   tuner::TuneOptions early;
+  early.strategy = "sa";
   EXPECT_FALSE(tuner::UseLatestModel(r->get(), "llvm/cpu-a", &early));
   EXPECT_EQ(early.pretrained, nullptr);
   AddRecords(0, 30);
@@ -217,6 +218,7 @@ TEST_F(RetrainTest, TheBackgroundThreadRetrainsAndALaterJobStartsFromTheModel) {
   ASSERT_EQ((*r)->retrains(), 1);
   // A later job starts from a copy of the latest model, and its run record will say which.
   tuner::TuneOptions later;
+  later.strategy = "sa";
   ASSERT_TRUE(tuner::UseLatestModel(r->get(), "llvm/cpu-a", &later));
   ASSERT_NE(later.pretrained, nullptr);
   EXPECT_EQ(dynamic_cast<const RtCountingModel&>(*later.pretrained).configs(), 30);
@@ -225,14 +227,20 @@ TEST_F(RetrainTest, TheBackgroundThreadRetrainsAndALaterJobStartsFromTheModel) {
       << later.pretrained_note;
   // Each job has its own copy.
   tuner::TuneOptions other;
+  other.strategy = "evolutionary";
   ASSERT_TRUE(tuner::UseLatestModel(r->get(), "llvm/cpu-a", &other));
   EXPECT_NE(other.pretrained.get(), later.pretrained.get());
   // A job that brought its own artifact keeps it; a target without a model gives none.
   tuner::TuneOptions own;
+  own.strategy = "sa";
   own.pretrained = std::make_shared<RtCountingModel>();
   EXPECT_FALSE(tuner::UseLatestModel(r->get(), "llvm/cpu-a", &own));
   EXPECT_EQ(dynamic_cast<const RtCountingModel&>(*own.pretrained).configs(), 0);
+  tuner::TuneOptions random;  // ranks nothing: no model for it
+  EXPECT_FALSE(tuner::UseLatestModel(r->get(), "llvm/cpu-a", &random));
+  EXPECT_EQ(random.pretrained, nullptr);
   tuner::TuneOptions elsewhere;
+  elsewhere.strategy = "sa";
   EXPECT_FALSE(tuner::UseLatestModel(r->get(), "llvm/cpu-b", &elsewhere));
   EXPECT_FALSE(tuner::UseLatestModel(nullptr, "llvm/cpu-a", &elsewhere));
   r->reset();  // stops the thread

@@ -285,6 +285,13 @@ TEST(PretrainedTuningCliTest, ArtifactOfAnotherTargetFamilyExitsTwo) {
   EXPECT_NE(o->pretrained, nullptr);
   EXPECT_EQ(o->cost_model, "auto");
   EXPECT_NE(o->pretrained_note.find("cpu.tcm: xgb"), std::string::npos) << o->pretrained_note;
+  EXPECT_EQ(o->pretrained_note.find("not used"), std::string::npos) << o->pretrained_note;
+  // With a strategy that ranks nothing, the note says it is not used.
+  flags.options.strategy = "random";
+  auto unused = ToTuneOptions(flags);
+  ASSERT_TRUE(unused.ok()) << unused.status();
+  EXPECT_NE(unused->pretrained_note.find("(not used: strategy random ranks no candidates"), std::string::npos)
+      << unused->pretrained_note;
 }
 
 }  // namespace
