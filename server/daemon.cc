@@ -146,9 +146,9 @@ absl::StatusOr<int> Daemon::Start() {
     ro.db_path = d.options.db_path;
     ro.every = d.options.retrain_every;
     ro.kind = d.options.retrain_kind;
-    ro.on_retrain = [](const tuner::RetrainEvent& e) {
+    ro.on_retrain = [kind = d.options.retrain_kind](const tuner::RetrainEvent& e) {
       if (e.error.empty()) {
-        spdlog::info("retrained the {} cost model of {}: {} records, {} tasks, {} configs, {:.1f} s", "offline",
+        spdlog::info("retrained the {} cost model of {}: {} records, {} tasks, {} configs, {:.1f} s", kind,
                      e.target_key, e.records, e.groups, e.configs, e.seconds);
       } else {
         spdlog::warn("retraining the cost model of {} on {} records failed after {:.1f} s: {}", e.target_key,
