@@ -100,11 +100,13 @@ std::vector<std::string> OfflineModelKinds();
 /// A fresh, untrained model of `kind`; InvalidArgument naming the kinds otherwise.
 absl::StatusOr<std::unique_ptr<OfflineModel>> CreateOfflineModel(const std::string& kind);
 
-/// The factories behind CreateOfflineModel (costmodel/xgb_offline.cc, costmodel/torch_models.cc;
-/// the latter two exist only in builds with TUNE_WITH_TORCH).
+/// The factory of the "xgb" kind (costmodel/xgb_offline.cc). The "lstm" and "gnn" kinds live in
+/// a module loaded on first use (libtune_torch.so, costmodel/torch_models.cc, built when
+/// TUNE_WITH_TORCH), so that processes that never train or apply them do not pay LibTorch's
+/// start-up (about a second): CreateOfflineModel looks for it in $TUNE_TORCH_MODULE, beside
+/// the executable, in ../lib from it, then in the build tree; Unimplemented with one line
+/// when it is not there.
 std::unique_ptr<OfflineModel> MakeXgbOfflineModel();
-std::unique_ptr<OfflineModel> MakeLstmModel();
-std::unique_ptr<OfflineModel> MakeGnnModel();
 
 /// The ranking metrics of item "splits and metrics" over groups: TenSet's top-k scores
 /// treating every group as one network task of its weight (`networks` empty), or per network.

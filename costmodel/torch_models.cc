@@ -588,8 +588,14 @@ class TorchModel : public OfflineModel {
 
 }  // namespace
 
-std::unique_ptr<OfflineModel> MakeLstmModel() { return std::make_unique<TorchModel>("lstm"); }
-std::unique_ptr<OfflineModel> MakeGnnModel() { return std::make_unique<TorchModel>("gnn"); }
-
 }  // namespace tune::costmodel
+
+/// The module's one entry point (dlsym'ed by CreateOfflineModel, costmodel/offline_model.cc):
+/// a new model of `kind` ("lstm" or "gnn") owned by the caller, or null for another kind.
+extern "C" __attribute__((visibility("default"))) tune::costmodel::OfflineModel* tune_torch_make_model(
+    const char* kind) {
+  const std::string k = kind ? kind : "";
+  if (k != "lstm" && k != "gnn") return nullptr;
+  return new tune::costmodel::TorchModel(k);
+}
 #endif
