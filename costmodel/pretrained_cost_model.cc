@@ -50,7 +50,6 @@ bool PretrainedCostModel::trained() const { return (active_ && pretrained_->trai
 const ModelInput* PretrainedCostModel::Input(const search::Config& config) {
   auto it = inputs_.find(config);
   if (it != inputs_.end()) return it->second.get();
-  if (inputs_.size() >= options_.max_cached_inputs) inputs_.clear();
   std::unique_ptr<ModelInput> in;
   if (tmpl_->space().IsValid(config)) {
     if (auto made = MakeModelInput(*tmpl_, config, needs_); made.ok()) in = std::make_unique<ModelInput>(*std::move(made));
@@ -60,6 +59,8 @@ const ModelInput* PretrainedCostModel::Input(const search::Config& config) {
 
 std::vector<double> PretrainedCostModel::PretrainedScores(const std::vector<search::Config>& configs) {
   std::vector<double> out(configs.size(), kNaN);
+  // Emptied before, never during, a call: the pointers gathered below must stay valid.
+  if (inputs_.size() + configs.size() > options_.max_cached_inputs) inputs_.clear();
   std::vector<const ModelInput*> inputs;
   std::vector<size_t> where;
   inputs.reserve(configs.size());
@@ -159,17 +160,22 @@ void PretrainedCostModel::Guard(const std::vector<search::Config>& configs, cons
   pretrained_accuracy_ = acc.value_or(-1);
   if (static_cast<int>(distinct.size()) < options_.guard_min_configs || !acc.has_value()) return;
   if (*acc >= options_.guard_min_accuracy) return;
+  // Configs that took part in a counted pair.
+  const double n = static_cast<double>(std::count_if(costs.begin(), costs.end(), [](double c) { return std::isfinite(c); }));
+  const double sd = n > 1 ? std::sqrt(2 * (2 * n + 5) / (9 * n * (n - 1))) / 2 : 1;
+  if (*acc > options_.guard_min_accuracy - options_.guard_z * sd) return;
   active_ = false;
   tuned_.reset();
-  note_ = absl::StrFormat("pretrained %s model dropped after %d ok results: pairwise accuracy %.2f < %.2f on this task "
-                          "(online model only)",
+  note_ = absl::StrFormat("pretrained %s model dropped after %d ok results: pairwise accuracy %.2f, below %.2f by "
+                          "more than %.2f standard deviations of a random ranking, on this task (online model only)",
                           pretrained_->kind(), static_cast<int>(std::count_if(costs.begin(), costs.end(),
                                                                               [](double c) { return std::isfinite(c); })),
-                          *acc, options_.guard_min_accuracy);
+                          *acc, options_.guard_min_accuracy, options_.guard_z);
 }
 
 void PretrainedCostModel::FineTune(const std::vector<search::Config>& configs, const std::vector<double>& costs) {
   if (!options_.fine_tune || !can_fine_tune_) return;
+  if (inputs_.size() + options_.fine_tune_max_configs > options_.max_cached_inputs) inputs_.clear();
   TrainGroup group;
   group.name = tmpl_->workload().Key();
   const size_t first = configs.size() > options_.fine_tune_max_configs ? configs.size() - options_.fine_tune_max_configs : 0;

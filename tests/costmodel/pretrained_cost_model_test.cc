@@ -259,3 +259,27 @@ TEST(PretrainedCostModelTest, SaveAndLoadRestoreTheOnlineModel) {
 
 }  // namespace
 }  // namespace tune::costmodel
+
+namespace tune::costmodel {
+namespace {
+
+// The input cache is emptied when full, but never in the middle of scoring one batch: the
+// scores of a batch larger than the cache are those of an unbounded cache (they were read
+// through freed inputs before).
+TEST(PretrainedCostModelTest, ScoresOfABatchLargerThanTheInputCacheAreExact) {
+  auto tmpl = ::tune::test::MakeTemplate(codegen::OpKind::kMatmul, "64,128,64");
+  ASSERT_NE(tmpl, nullptr);
+  auto teacher = PtTeacher();
+  std::mt19937_64 rng = ::tune::test::TestRng(3);
+  const auto configs = PtDrawConfigs(*tmpl, 60, rng);
+  PretrainedOptions small;
+  small.max_cached_inputs = 7;
+  PretrainedCostModel bounded(tmpl.get(), teacher, PtOnline(tmpl.get()), small);
+  PretrainedCostModel unbounded(tmpl.get(), teacher, PtOnline(tmpl.get()));
+  const std::vector<double> expected = unbounded.Predict(configs);
+  EXPECT_EQ(bounded.Predict(configs), expected);
+  EXPECT_EQ(bounded.Predict(configs), expected);  // again, from a cache emptied on entry
+}
+
+}  // namespace
+}  // namespace tune::costmodel
