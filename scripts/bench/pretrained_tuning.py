@@ -27,11 +27,13 @@ import os
 import statistics
 import subprocess
 import sys
+import signal
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 
+_deadline = 0.0
 _free_cores = []
 _cores_lock = threading.Lock()
 
@@ -57,7 +59,7 @@ def _run_tune(args, op, shape, flags, db, trials, strategy, cost_model, seed, lo
         cmd += ["--cost-model", cost_model]
     if args.threads:
         cmd += ["--threads", str(args.threads)]
-    cmd += flags
+    cmd += flags + args.extra.split()
     if core is not None:
         cmd = ["taskset", "-c", str(core)] + cmd
     elif args.taskset:
@@ -67,11 +69,22 @@ def _run_tune(args, op, shape, flags, db, trials, strategy, cost_model, seed, lo
     with open(run_log, "w") as f:
         f.write("$ " + " ".join(cmd) + "\n")
         f.flush()
-        rc = subprocess.call(cmd, stdout=f, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT)
+        try:
+            rc = proc.wait(timeout=max(1.0, _deadline - time.time()) if _deadline else None)
+        except subprocess.TimeoutExpired:
+            # Past --deadline-s: stop after the batch in flight (its records stay committed);
+            # the run counts with what it measured.
+            proc.send_signal(signal.SIGINT)
+            proc.wait()
+            rc = 0
     with _cores_lock, open(log, "a") as f, open(run_log) as g:
         f.write(g.read())
-    if rc != 0:
-        raise RuntimeError(f"tune failed ({rc}): {' '.join(cmd)}; see {log}")
+    if rc not in (0, 130):
+        with open(run_log) as g:
+            tail = g.read().splitlines()[-5:]
+        print(f"tune failed ({rc}): {' '.join(cmd)}\n  " + "\n  ".join(tail), file=sys.stderr, flush=True)
+        return None
     return time.time() - t0
 
 
@@ -116,6 +129,11 @@ def main():
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--taskset", default="")
     p.add_argument("--cores", default="", help="comma-separated cores: parallel runs, one per core")
+    p.add_argument("--reference-dir", default="",
+                   help="reuse reference databases found here (ref-OP-SHAPE.db) instead of measuring them again")
+    p.add_argument("--extra", default="", help="more tune flags for every run, e.g. '--repeats 3 --min-repeat-ms 10'")
+    p.add_argument("--deadline-s", type=float, default=0,
+                   help="stop every run still going this many seconds after the start (SIGINT: it keeps its records)")
     p.add_argument("--out", default=os.environ.get("OUT", "/tmp/pretrained_tuning"))
     args = p.parse_args()
     os.makedirs(args.out, exist_ok=True)
@@ -125,6 +143,9 @@ def main():
         name, _, spec = m.partition("=")
         strategy, _, cost_model = spec.partition(",")
         methods.append((name, strategy, cost_model))
+    global _deadline
+    if args.deadline_s:
+        _deadline = time.time() + args.deadline_s
     if args.cores:
         _free_cores.extend(int(c) for c in args.cores.split(",") if c)
         args.threads = 1
@@ -143,8 +164,13 @@ def main():
             os.remove(db)
         return db
 
-    refs = [pool.submit(lambda sp: run_tune(args, sp[1], sp[2], sp[3], fresh(os.path.join(args.out, f"ref-{sp[1]}-{sp[4]}.db")),
-                                            args.reference_trials, "sa", "xgb", 1000, log), sp) for sp in specs]
+    def reference(sp):
+        db = os.path.join(args.reference_dir or args.out, f"ref-{sp[1]}-{sp[4]}.db")
+        if args.reference_dir and os.path.exists(db):
+            return 0.0  # measured by an earlier invocation
+        return run_tune(args, sp[1], sp[2], sp[3], fresh(db), args.reference_trials, "sa", "xgb", 1000, log)
+
+    refs = [pool.submit(reference, sp) for sp in specs]
     runs = {}
     for sp in specs:
         for name, strategy, cost_model in methods:
@@ -155,7 +181,7 @@ def main():
     for sp, ref in zip(specs, refs):
         label, op = sp[0], sp[1]
         secs = ref.result()
-        ref_curve = search_curve(args, os.path.join(args.out, f"ref-{op}-{sp[4]}.db"))
+        ref_curve = search_curve(args, os.path.join(args.reference_dir or args.out, f"ref-{op}-{sp[4]}.db"))
         ref_best = min(ref_curve) if ref_curve else math.inf
         print(f"{label}: reference {len(ref_curve)} trials in {secs:.0f} s, best {ref_best * 1e6:.2f} us",
               file=sys.stderr, flush=True)
@@ -164,10 +190,15 @@ def main():
             counts, bests, times = [], [], []
             for seed in range(1, args.seeds + 1):
                 db, fut = runs[(label, name, seed)]
-                times.append(fut.result())
+                secs = fut.result()
+                if secs is None:
+                    continue  # the run failed (its log tail was printed)
+                times.append(secs)
                 curve = search_curve(args, db)
                 counts.append(trials_to(curve, ref_best / args.fraction, args.trials))
                 bests.append(ref_best / min(curve) if curve and min(curve) > 0 else 0)
+            if not counts:
+                continue
             entry["methods"][name] = {"trials_to_fraction": counts, "median": statistics.median(counts),
                                       "final_fraction": bests, "seconds": times}
             print(f"  {name}: trials to {args.fraction:.0%} {counts} (median {statistics.median(counts)}), "
@@ -184,7 +215,7 @@ def main():
     print("|---|---|" + "---|" * len(names))
     for e in results["tasks"]:
         print(f"| {e['task']} | {e['reference_best_s'] * 1e6:.2f} | " +
-              " | ".join(cell(e["methods"][n]["median"]) for n in names) + " |")
+              " | ".join(cell(e["methods"][n]["median"]) if n in e["methods"] else "failed" for n in names) + " |")
 
 
 if __name__ == "__main__":
