@@ -64,7 +64,7 @@ struct RunInfo {
   std::string host;          // the owner process: host name and pid ("" and 0: unknown)
   int64_t pid = 0;
   double heartbeat = 0;      // when the owner last said it was alive (seconds since the epoch)
-  std::string message;       // why a failed run failed
+  std::string message;       // why a failed run failed; notes of a finished one (the pretrained cost model used, tasks where its guard fired)
 };
 
 /// The run that holds the lease of a task on a target.
