@@ -132,16 +132,27 @@ int DatasetCollectCommand(int argc, char** argv) {
   if (!factory.ok()) return base::Fail("tune", factory.status());
   std::vector<std::unique_ptr<measure::Task>> made;
   std::vector<measure::Task*> tasks;
+  std::vector<TuneTask> kept;  // the tasks of `infos` that the target can run, in order
   for (const TuneTask& t : *infos) {
     if (stop_requested()) {
       std::fprintf(stderr, "tune: interrupted while preparing the tasks; nothing was written\n");
       return 128 + SIGINT;
     }
     auto task = (*factory)->Make({t.workload, TaskDataSeed(c.tune.seed)});
-    if (!task.ok()) return base::Fail("tune", task.status());
+    if (!task.ok()) {
+      if (absl::IsCancelled(task.status())) return base::Fail("tune", task.status());
+      // A layer the target cannot run (no valid config of its template) is skipped with one
+      // line: the other tasks' records are still worth collecting.
+      std::fprintf(stderr, "tune: skipped %s (%s): %s\n", base::EscapeControl(t.name).c_str(),
+                   t.workload.Label().c_str(), base::EscapeControl(std::string(task.status().message())).c_str());
+      continue;
+    }
     made.push_back(*std::move(task));
     tasks.push_back(made.back().get());
+    kept.push_back(t);
   }
+  if (kept.empty()) return base::Fail("tune", base::kExitUsage, "no task of the models can run on " + target->Key());
+  *infos = std::move(kept);
   auto db = dataset::RecordDatabase::Open(db_path, /*create=*/true);
   if (!db.ok()) return base::Fail("tune", db.status());
 
