@@ -26,6 +26,7 @@
 #include "tests/common/test_seed.h"
 #include "tests/common/toy_template.h"
 #include "tests/costmodel/analytic_gemm.h"
+#include "tests/costmodel/teacher_model.h"
 #include "tuner/tuner.h"
 #include "tuner/tuning_flags.h"
 
@@ -65,45 +66,6 @@ class PtgAnalyticTask : public measure::Task {
   measure::TaskKeys keys_;
 };
 
-/// An offline model for tests: XGBoost on AST features of another GEMM shape's configs and
-/// their analytic latencies; `sign` -1 inverts its scores (a model that ranks backwards).
-class PtgTeacherModel : public costmodel::OfflineModel {
- public:
-  explicit PtgTeacherModel(double sign) : sign_(sign), xgb_(costmodel::AstCostModel::Schema(), {}) {}
-  std::string kind() const override { return "test-teacher"; }
-  costmodel::InputNeeds needs() const override { return {.ast = true, .graph = false}; }
-  bool trained() const override { return xgb_.trained(); }
-  absl::Status Train(const std::vector<costmodel::TrainGroup>& train, const std::vector<costmodel::TrainGroup>&,
-                     const costmodel::TrainOptions&) override {
-    std::vector<float> rows;
-    std::vector<double> costs;
-    std::vector<int64_t> groups;
-    for (size_t g = 0; g < train.size(); ++g) {
-      for (size_t i = 0; i < train[g].inputs.size(); ++i) {
-        rows.insert(rows.end(), train[g].inputs[i].ast.begin(), train[g].inputs[i].ast.end());
-        costs.push_back(train[g].latencies_s[i]);
-        groups.push_back(static_cast<int64_t>(g));
-      }
-    }
-    return xgb_.Fit(rows, costs, groups);
-  }
-  std::vector<double> Score(const std::vector<const costmodel::ModelInput*>& inputs) const override {
-    std::vector<float> rows;
-    for (const auto* in : inputs) rows.insert(rows.end(), in->ast.begin(), in->ast.end());
-    std::vector<double> out(inputs.size(), 0.0);
-    auto p = xgb_.Predict(rows.data(), inputs.size());
-    if (!p.ok()) return out;
-    for (size_t i = 0; i < out.size(); ++i) out[i] = sign_ * (*p)[i];
-    return out;
-  }
-  absl::StatusOr<std::string> SavePayload() const override { return xgb_.Save(); }
-  absl::Status LoadPayload(const std::string& payload) override { return xgb_.Load(payload); }
-
- private:
-  double sign_;
-  costmodel::XgbModel xgb_;
-};
-
 /// 300 configs of a 96x64x128 GEMM with their analytic latencies, as one training group.
 costmodel::TrainGroup PtgTrainingGroup(costmodel::InputNeeds needs) {
   auto tmpl = ::tune::test::MakeTemplate(codegen::OpKind::kMatmul, "96,64,128");
@@ -123,7 +85,7 @@ costmodel::TrainGroup PtgTrainingGroup(costmodel::InputNeeds needs) {
 }
 
 std::shared_ptr<const costmodel::OfflineModel> PtgTeacher(double sign) {
-  auto model = std::make_shared<PtgTeacherModel>(sign);
+  auto model = std::make_shared<costmodel::test::TeacherModel>(sign);
   EXPECT_TRUE(model->Train({PtgTrainingGroup(model->needs())}, {}, {}).ok());
   return model;
 }
