@@ -126,7 +126,7 @@ TEST(ArtifactTest, EveryCorruptByteIsRefused) {
     std::string bad = *bytes;
     const size_t at = 8 + rng() % (bad.size() - 8);
     bad[at] = static_cast<char>(bad[at] ^ (1 + rng() % 255));
-    ExpectOneLineRefusal(ParseArtifact(bad), "not a usable tune cost model");
+    ExpectOneLineRefusal(ParseArtifact(bad), "checksum mismatch");
   }
   std::string bad_magic = *bytes;
   bad_magic[1] = 'X';
