@@ -252,6 +252,13 @@ absl::StatusOr<KernelTunerCache> FromJson(const std::string& path, const json& d
       if (!std::isfinite(e.time_ms) || e.time_ms <= 0) {
         return Invalid(path, absl::StrCat(where, " has time ", e.time_ms, " ms, expected a positive number"));
       }
+      if (e.time_ms >= KernelTunerCache::kFailureMarkerMs) {
+        // Kernel Tuner's older caches (and tools that imitate them) mark a failed
+        // configuration with a huge time such as 1e20 instead of a failure string.
+        e.ok = false;
+        e.failure = absl::StrCat("FailureMarkerTime(", e.time_ms, " ms)");
+        e.time_ms = 0;
+      }
     } else {
       return Invalid(path, absl::StrCat(where, ": 'time' is ", TypeName(*time),
                                         ", expected milliseconds or a failure string"));

@@ -15,9 +15,15 @@ namespace tune::measure {
 /// cache maps the configurations that satisfy the space's constraints to a time (ms) or a
 /// failure. Configurations absent from the cache are infeasible, not unmeasured.
 struct KernelTunerCache {
+  /// Times at or above this (ms; 1e15 ms is 31,700 years) are failure markers, not
+  /// measurements: older Kernel Tuner caches record a failed configuration as time 1e20 (or
+  /// the largest double) instead of a failure string. Such an entry is loaded as failed with
+  /// failure "FailureMarkerTime(<time> ms)".
+  static constexpr double kFailureMarkerMs = 1e15;
+
   struct Entry {
     std::vector<int> value_index;  // per parameter, index into param_values[p]
-    bool ok = false;               // false: "RuntimeFailedConfig" / "CompilationFailedConfig"
+    bool ok = false;               // false: a failure string, or a time >= kFailureMarkerMs
     double time_ms = 0;            // mean kernel time when ok
     std::vector<double> times_ms;  // the individual runs when recorded
     std::string failure;           // the failure string when not ok

@@ -121,6 +121,27 @@ TEST_F(KernelTunerCacheTest, FailedConfigIsAnyStringTime) {
   EXPECT_DOUBLE_EQ(c->BestTimeMs(), 2.5);
 }
 
+// Caches that mark failures with a huge time (1e20, the largest double) load them as failures,
+// so a replay never takes them for measurements; a slow but real time stays a measurement.
+TEST_F(KernelTunerCacheTest, HugeTimeIsAFailureMarker) {
+  for (double marker : {1e20, 1.7976931348623157e308, KernelTunerCache::kFailureMarkerMs}) {
+    json doc = SmallCache();
+    doc["cache"]["2,1"]["time"] = marker;   // was the fastest config (1.25 ms)
+    doc["cache"]["1,1"]["time"] = 8.64e7;   // a day: slow, but a measurement
+    auto c = KernelTunerCache::Load(Write("marker.json", doc.dump()));
+    ASSERT_TRUE(c.ok()) << c.status();
+    const auto* e = c->Find({1, 0});
+    ASSERT_NE(e, nullptr);
+    EXPECT_FALSE(e->ok) << marker;
+    EXPECT_THAT(e->failure, HasSubstr("FailureMarkerTime"));
+    EXPECT_TRUE(c->Find({0, 0})->ok);
+    EXPECT_DOUBLE_EQ(c->BestTimeMs(), 2.5) << "the marker must not become the optimum";
+    int failed = 0;
+    for (const auto& entry : c->entries) failed += entry.ok ? 0 : 1;
+    EXPECT_EQ(failed, 3);  // the two failure strings and the marker
+  }
+}
+
 TEST_F(KernelTunerCacheTest, NoSuccessfulEntryHasInfiniteBest) {
   json doc = SmallCache();
   doc["cache"] = json::object();

@@ -389,6 +389,21 @@ TEST_F(ReplayCliTest, PrintsCheckpointTable) {
   EXPECT_THAT(Lines(g.out).back(), HasSubstr("1.000"));
 }
 
+// A cache that marks its failures with time 1e20 (older Kernel Tuner caches) is replayed with
+// those configs as failures: counted as failed, never the optimum.
+TEST_F(ReplayCliTest, HugeTimesAreCountedAsFailures) {
+  json doc = ToyCacheJson();
+  for (auto& [key, rec] : doc["cache"].items()) {
+    if (rec["time"].is_string()) rec["time"] = 1e20;
+  }
+  doc["cache"]["3,32,0"]["time"] = 1e20;  // the fastest config (2.0 ms) marked failed too
+  std::string path = dir_.Join("marked.json.gz");
+  test::WriteFileBytes(path, Gzip(doc.dump()));
+  auto r = Tune({path, "--strategy", "grid", "--budget", "14", "--runs", "1"});
+  ASSERT_TRUE(r.exited && r.exit_code == 0) << r;
+  EXPECT_THAT(r.out, HasSubstr("24 points, 14 recorded (4 failed), optimum 2.5000 ms"));
+}
+
 TEST_F(ReplayCliTest, StrategyOptionsApplyAndBadOnesFailWithOneLine) {
   std::string path = dir_.Join("toy.json.gz");
   test::WriteFileBytes(path, Gzip(ToyCacheJson().dump()));
