@@ -29,7 +29,7 @@ class SearchStrategy {
   virtual ~SearchStrategy() = default;
 
   /// Creates the strategy registered as `name` (StrategyRegistry::Global: "random", "grid",
-  /// "sa", "evolutionary", "bo", "bo_ei", "bo_pi", "bo_ucb", "bo_multi", "bandit") from its
+  /// "sa", "evolutionary", "bo", "bo_ei", "bo_pi", "bo_ucb", "bo_multi", "bandit", "auto") from its
   /// groups of `options`. `space` must not be null; it is not owned and must outlive the
   /// result. InvalidArgument for an unknown name (the message lists the registered names) or
   /// options that make no strategy (a bandit's arms).

@@ -6,6 +6,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "search/auto_strategy.h"
 #include "search/bandit_strategy.h"
 #include "search/bayes_opt_strategy.h"
 #include "base/check.h"
@@ -42,6 +43,7 @@ const StrategyRegistry& StrategyRegistry::Global() {
     EvolutionaryStrategy::Register(*r);
     BayesOptStrategy::Register(*r);
     BanditStrategy::Register(*r);
+    AutoStrategy::Register(*r);
     return r;
   }();
   return *registry;

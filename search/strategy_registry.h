@@ -44,7 +44,7 @@ struct StrategyEntry {
 class StrategyRegistry {
  public:
   /// The built-in strategies, registered on first use in this order: random, grid, sa,
-  /// evolutionary, bo, bo_ei, bo_pi, bo_ucb, bo_multi, bandit. Never changes afterwards, so
+  /// evolutionary, bo, bo_ei, bo_pi, bo_ucb, bo_multi, bandit, auto (search/auto_strategy.h). Never changes afterwards, so
   /// any thread may read it.
   static const StrategyRegistry& Global();
 

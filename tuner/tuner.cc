@@ -13,6 +13,7 @@
 #include "codegen/ir/workload.h"
 #include "costmodel/cost_model_adapters.h"
 #include "costmodel/pretrained_cost_model.h"
+#include "search/auto_strategy.h"
 #include "search/strategy.h"
 #include "spdlog/spdlog.h"
 #include "search/task_scheduler.h"
@@ -47,7 +48,8 @@ double Now() {
 
 std::string ResolveCostModel(const std::string& name, const std::string& strategy) {
   if (name != "auto") return name;
-  return (strategy == "sa" || strategy == "evolutionary" || strategy == "bandit") ? "xgb" : "none";
+  const std::string s = strategy == "auto" ? search::AutoStrategy::Choice() : strategy;
+  return (s == "sa" || s == "evolutionary" || s == "bandit") ? "xgb" : "none";
 }
 
 measure::MeasureProtocol DefaultScheduleProtocol(const measure::MeasureProtocol& p) {

@@ -42,7 +42,9 @@ struct TuneOptions {
   int total_trials = 0;      // cap over all tasks; 0 = trials_per_task * tasks
   int batch = 8;             // candidates built and measured per round
   uint64_t seed = 0;
-  std::string strategy = "random";
+  /// A registered search strategy (SearchStrategy::Create); "auto" is the default choice
+  /// (search/auto_strategy.h).
+  std::string strategy = "auto";
   /// Strategy settings (`--strategy-option`); each task's seed replaces theirs.
   search::StrategyOptions strategy_options;
   std::string task_scheduler = "round-robin";  // see TaskScheduler::Create
@@ -193,7 +195,8 @@ class Tuner {
 };
 
 /// Resolves a cost model name: "auto" becomes "xgb" for the strategies that rank candidates
-/// with a model (sa, evolutionary, bandit) and "none" for the others; other names pass.
+/// with a model (sa, evolutionary, bandit, and "auto" when its choice is one of them) and "none"
+/// for the others; other names pass.
 std::string ResolveCostModel(const std::string& name, const std::string& strategy);
 
 /// The protocol for the untuned default schedule: no warm-up, few repeats, a long timeout

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "costmodel/artifact.h"
 #include "costmodel/cost_model_adapters.h"
+#include "search/auto_strategy.h"
 #include "search/strategy.h"
 #include "search/task_scheduler.h"
 
@@ -26,7 +27,8 @@ void AddTuningFlags(CLI::App& app, TuningFlags& f, const std::string& timeout_fl
       ->check(CLI::Range(1, TuningFlags::kMaxBatch))->capture_default_str();
   app.add_option("--seed", o.seed, "random seed");
   app.add_option("--strategy", o.strategy,
-                 "search strategy: random, grid, sa, evolutionary, bo, bo_ei, bo_pi, bo_ucb, bo_multi, bandit");
+                 absl::StrCat("search strategy: auto (the default: ", search::AutoStrategy::Choice(),
+                              "), random, grid, sa, evolutionary, bo, bo_ei, bo_pi, bo_ucb, bo_multi, bandit"));
   app.add_option("--strategy-option", f.strategy_options,
                  "KEY=VALUE strategy setting, repeatable (e.g. eps_greedy=0.1, sa_chains=64)");
   app.add_option("--input", f.inputs,

@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "search/auto_strategy.h"
 #include "search/grid_strategy.h"
 #include "search/random_strategy.h"
 #include "search/space.h"
@@ -46,12 +47,13 @@ TEST(FactoryTest, CreatesByNameAndRejectsUnknown) {
 TEST(StrategyRegistryTest, RegistersTheBuiltInStrategiesInOrder) {
   const StrategyRegistry& registry = StrategyRegistry::Global();
   EXPECT_EQ(registry.Names(), (std::vector<std::string>{"random", "grid", "sa", "evolutionary", "bo", "bo_ei",
-                                                        "bo_pi", "bo_ucb", "bo_multi", "bandit"}));
+                                                        "bo_pi", "bo_ucb", "bo_multi", "bandit", "auto"}));
   ConfigSpace space = ConstrainedSpace();
   for (const std::string& name : registry.Names()) {
     auto s = SearchStrategy::Create(name, &space, StrategyOptions{3});
     ASSERT_TRUE(s.ok()) << name << ": " << s.status();
-    EXPECT_EQ((*s)->name(), name == "bo" ? "bo_multi" : name);
+    const std::string expected = name == "bo" ? "bo_multi" : name == "auto" ? AutoStrategy::Choice() : name;
+    EXPECT_EQ((*s)->name(), expected);
   }
   EXPECT_EQ(registry.Find("no-such-strategy"), nullptr);
 }
@@ -124,6 +126,27 @@ TEST(StrategyRegistryTest, RegistersAFactoryAndItsKeys) {
   EXPECT_EQ(o.sa.chains, 3);
   EXPECT_EQ(registry.FindOption("sa_chains"), nullptr) << "not registered here";
   EXPECT_NE(registry.FindOption("seed"), nullptr);
+}
+
+// "auto" is another registered strategy: it makes its choice, which proposes exactly what that
+// strategy proposes for the same seed and options, and it is the tuner's default.
+TEST(AutoStrategyTest, IsItsChoiceForTheSameSeed) {
+  ConfigSpace space = ConstrainedSpace();
+  const std::string choice = AutoStrategy::Choice();
+  EXPECT_NE(choice, "auto");
+  ASSERT_NE(StrategyRegistry::Global().Find(choice), nullptr) << choice << " is not registered";
+  auto a = SearchStrategy::Create("auto", &space, StrategyOptions{test::kTestSeed});
+  auto b = SearchStrategy::Create(choice, &space, StrategyOptions{test::kTestSeed});
+  ASSERT_TRUE(a.ok() && b.ok());
+  for (int round = 0; round < 3; ++round) {
+    const std::vector<Config> pa = (*a)->Propose(4), pb = (*b)->Propose(4);
+    EXPECT_EQ(pa, pb) << "round " << round;
+    ASSERT_FALSE(pa.empty());
+    std::vector<MeasuredConfig> results;
+    for (size_t i = 0; i < pa.size(); ++i) results.push_back({pa[i], 1.0 + 0.25 * static_cast<double>(i), true});
+    (*a)->Update(results);
+    (*b)->Update(results);
+  }
 }
 
 class EveryStrategyTest : public ::testing::TestWithParam<std::string> {};

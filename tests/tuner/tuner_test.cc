@@ -22,6 +22,7 @@
 #include "gtest/gtest.h"
 #include "measure/builder.h"
 #include "measure/local_runner.h"
+#include "search/auto_strategy.h"
 #include "tests/common/temp_dir.h"
 #include "tests/common/test_db.h"
 #include "tests/common/test_seed.h"
@@ -41,6 +42,7 @@ TuneTask SmallTask(const std::string& shape = "16,32,24") {
 // A quick measurement protocol: candidates are tiny and timings are not under test.
 TuneOptions FastOptions(int trials, int batch, uint64_t seed = test::kTestSeed) {
   TuneOptions o;
+  o.strategy = "random";  // the tests count records by the strategy that proposed them
   o.trials_per_task = trials;
   o.batch = batch;
   o.seed = seed;
@@ -558,6 +560,21 @@ TEST(TunerTest, InvalidGivenConfigWritesNothing) {
     ASSERT_TRUE(tasks.ok());
     EXPECT_TRUE(tasks->empty()) << text;
   }
+}
+
+}  // namespace
+}  // namespace tune::tuner
+
+namespace tune::tuner {
+namespace {
+
+// Without --strategy a run uses "auto", and "auto" gets the online cost model its choice needs.
+TEST(TunerDefaultsTest, DefaultStrategyIsAutoWithItsChoicesCostModel) {
+  EXPECT_EQ(TuneOptions{}.strategy, "auto");
+  EXPECT_EQ(ResolveCostModel("auto", "auto"), ResolveCostModel("auto", search::AutoStrategy::Choice()));
+  EXPECT_EQ(ResolveCostModel("auto", "random"), "none");
+  EXPECT_EQ(ResolveCostModel("auto", "sa"), "xgb");
+  EXPECT_EQ(ResolveCostModel("xgb-reg", "auto"), "xgb-reg");
 }
 
 }  // namespace
