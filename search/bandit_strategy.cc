@@ -1,4 +1,4 @@
-// BanditStrategy implementation: arm creation, per-slot AUC/UCB choice, dedupe and credit.
+// BanditStrategy implementation: arm creation, per-slot floor/AUC/UCB choice, dedupe and credit.
 #include "search/bandit_strategy.h"
 
 #include <cmath>
@@ -7,6 +7,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "base/check.h"
 #include "search/strategy_registry.h"
@@ -37,19 +38,39 @@ void BanditStrategy::Register(StrategyRegistry& registry) {
         o.bandit.arms = std::move(names);
         return absl::OkStatus();
       }};
+  constexpr auto kGroup = &StrategyOptions::bandit;
   registry.Register({"bandit",
                      [](const ConfigSpace* space, const StrategyOptions& options)
                          -> absl::StatusOr<std::unique_ptr<SearchStrategy>> {
                        return Create(space, options);
                      },
-                     {std::move(arms)}});
+                     {std::move(arms),
+                      RealOptionKey("bandit_floor", kGroup, &BanditOptions::floor, 0, 1),
+                      RealOptionKey("bandit_failure_penalty", kGroup,
+                                    &BanditOptions::failure_penalty, 0, kMaxRealOption),
+                      RealOptionKey("bandit_exploration", kGroup, &BanditOptions::exploration, 0,
+                                    kMaxRealOption),
+                      IntOptionKey("bandit_window", kGroup, &BanditOptions::window, 1,
+                                   kMaxCountOption)}});
 }
 
 absl::StatusOr<std::unique_ptr<BanditStrategy>> BanditStrategy::Create(
     const ConfigSpace* space, const StrategyOptions& options) {
+  return Create(space, options, StrategyRegistry::Global());
+}
+
+absl::StatusOr<std::unique_ptr<BanditStrategy>> BanditStrategy::Create(
+    const ConfigSpace* space, const StrategyOptions& options, const StrategyRegistry& registry) {
   TUNE_CHECK(space != nullptr) << "BanditStrategy needs a space";
-  if (options.bandit.arms.empty()) {
+  const BanditOptions& bandit = options.bandit;
+  if (bandit.arms.empty()) {
     return absl::InvalidArgumentError("bandit strategy needs at least one arm");
+  }
+  if (!(bandit.floor >= 0 && bandit.floor <= 1) || !(bandit.failure_penalty >= 0) ||
+      !(bandit.exploration >= 0) || bandit.window < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "bandit options out of range: floor ", bandit.floor, ", failure_penalty ",
+        bandit.failure_penalty, ", exploration ", bandit.exploration, ", window ", bandit.window));
   }
   std::vector<Arm> arms;
   for (size_t i = 0; i < options.bandit.arms.size(); ++i) {
@@ -59,8 +80,13 @@ absl::StatusOr<std::unique_ptr<BanditStrategy>> BanditStrategy::Create(
     }
     StrategyOptions arm_options = options;
     arm_options.seed = Mix(options.seed ^ Mix(i + 1));
-    absl::StatusOr<std::unique_ptr<SearchStrategy>> strategy =
-        SearchStrategy::Create(name, space, arm_options);
+    const StrategyEntry* entry = registry.Find(name);
+    if (entry == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("bandit arm ", i, ": unknown search strategy '",
+                                                     name, "' (known: ",
+                                                     absl::StrJoin(registry.Names(), ", "), ")"));
+    }
+    absl::StatusOr<std::unique_ptr<SearchStrategy>> strategy = entry->create(space, arm_options);
     if (!strategy.ok()) {
       return absl::InvalidArgumentError(
           absl::StrCat("bandit arm ", i, ": ", strategy.status().message()));
@@ -70,11 +96,15 @@ absl::StatusOr<std::unique_ptr<BanditStrategy>> BanditStrategy::Create(
     arm.stats.name = name;
     arms.push_back(std::move(arm));
   }
-  return std::unique_ptr<BanditStrategy>(new BanditStrategy(space, std::move(arms)));
+  return std::unique_ptr<BanditStrategy>(new BanditStrategy(space, bandit, std::move(arms)));
 }
 
-BanditStrategy::BanditStrategy(const ConfigSpace* space, std::vector<Arm> arms)
-    : space_(space), arms_(std::move(arms)), best_cost_(std::numeric_limits<double>::infinity()) {}
+BanditStrategy::BanditStrategy(const ConfigSpace* space, const BanditOptions& options,
+                               std::vector<Arm> arms)
+    : space_(space),
+      options_(options),
+      arms_(std::move(arms)),
+      best_cost_(std::numeric_limits<double>::infinity()) {}
 
 void BanditStrategy::SetCostModel(CostModel* model) {
   SearchStrategy::SetCostModel(model);
@@ -88,6 +118,27 @@ std::vector<BanditStrategy::ArmStats> BanditStrategy::arm_stats() const {
 }
 
 int BanditStrategy::PickArm(const std::vector<int>& extra) const {
+  // The exploration floor: the active arm furthest below its share of all slots so far.
+  int active = 0;
+  double slots = 1.0;  // all slots so far, this one included
+  for (size_t a = 0; a < arms_.size(); ++a) {
+    slots += arms_[a].stats.proposed + extra[a];
+    if (!arms_[a].stats.exhausted) ++active;
+  }
+  if (active == 0) return -1;
+  const double floor = options_.floor / active * slots;
+  int starved = -1;
+  double starved_gap = 0.0;
+  for (size_t a = 0; a < arms_.size(); ++a) {
+    if (arms_[a].stats.exhausted) continue;
+    const double gap = floor - (arms_[a].stats.proposed + extra[a]);
+    if (gap > 0 && (starved < 0 || gap > starved_gap)) {
+      starved = static_cast<int>(a);
+      starved_gap = gap;
+    }
+  }
+  if (starved >= 0) return starved;
+
   double total = 0.0;
   for (size_t a = 0; a < arms_.size(); ++a) {
     if (!arms_[a].stats.exhausted) total += arms_[a].stats.measured + arms_[a].pending + extra[a];
@@ -104,9 +155,9 @@ int BanditStrategy::PickArm(const std::vector<int>& extra) const {
     } else {
       double auc = 0.0;
       const double h = static_cast<double>(arm.rewards.size());
-      for (size_t i = 0; i < arm.rewards.size(); ++i) auc += arm.rewards[i] ? (i + 1.0) : 0.0;
+      for (size_t i = 0; i < arm.rewards.size(); ++i) auc += (i + 1.0) * arm.rewards[i];
       if (h > 0) auc /= h * (h + 1.0) / 2.0;
-      score = auc + kExploration * std::sqrt(2.0 * std::log(total) / n);
+      score = auc + options_.exploration * std::sqrt(2.0 * std::log(total) / n);
     }
     if (pick < 0 || score > pick_score) {
       pick = static_cast<int>(a);
@@ -153,7 +204,20 @@ void BanditStrategy::Update(const std::vector<MeasuredConfig>& results) {
   for (const MeasuredConfig& r : results) {
     seen_.insert(r.config);
     const bool ok = r.ok && std::isfinite(r.cost);
-    const bool improved = ok && std::isfinite(best_cost_) && r.cost < best_cost_;
+    double reward = 0.0;
+    bool improved = false;
+    if (!ok) {
+      reward = -options_.failure_penalty;
+    } else if (std::isfinite(best_cost_) && r.cost < best_cost_) {
+      improved = true;
+      const double gain = std::log(best_cost_ / r.cost);
+      if (r.cost > 0 && std::isfinite(gain)) {
+        gain_scale_ = gain_scale_ > 0 ? (1 - kScaleWeight) * gain_scale_ + kScaleWeight * gain : gain;
+        reward = gain / (gain + gain_scale_);
+      } else {
+        reward = 1.0;  // costs that are not positive times: no ratio, full credit
+      }
+    }
     if (ok && r.cost < best_cost_) best_cost_ = r.cost;
     auto owner = proposer_.find(r.config);
     if (owner == proposer_.end()) continue;
@@ -161,8 +225,10 @@ void BanditStrategy::Update(const std::vector<MeasuredConfig>& results) {
     arm.pending -= 1;
     arm.stats.measured += 1;
     arm.stats.improvements += improved ? 1 : 0;
-    arm.rewards.push_back(improved);
-    if (static_cast<int>(arm.rewards.size()) > kWindow) arm.rewards.pop_front();
+    arm.stats.failures += ok ? 0 : 1;
+    arm.stats.reward_sum += reward;
+    arm.rewards.push_back(reward);
+    if (static_cast<int>(arm.rewards.size()) > options_.window) arm.rewards.pop_front();
     proposer_.erase(owner);
   }
   for (Arm& arm : arms_) arm.strategy->Update(results);

@@ -62,7 +62,7 @@ bool EvolutionaryStrategy::Mutate(Config& config) {
     Config mutated = config;
     mutated[k] = value;
     mutated = space_->Canonical(std::move(mutated));  // a variant's knobs reset when it is left
-    if (mutated != config && space_->IsValid(mutated)) {
+    if (mutated != config && space_->IsValid(mutated) && !KnownFailure(mutated)) {
       config = std::move(mutated);
       return true;
     }
@@ -79,7 +79,7 @@ bool EvolutionaryStrategy::Crossover(const Config& a, const Config& b, Config& c
       if ((bits >> (k % 64)) & 1) child[k] = b[k];
     }
     child = space_->Canonical(std::move(child));
-    if (child != a && child != b && space_->IsValid(child)) return true;
+    if (child != a && child != b && space_->IsValid(child) && !KnownFailure(child)) return true;
   }
   return false;
 }
@@ -92,6 +92,7 @@ std::vector<Config> EvolutionaryStrategy::Candidates(size_t capacity) {
   for (size_t tries = 0; population.size() < size && tries < kChildTriesPerMember * size; ++tries) {
     absl::StatusOr<Config> sample = space_->Sample(rng_, kSampleTries);
     if (!sample.ok()) break;  // nearly all-invalid space: evolve what we have
+    if (KnownFailure(*sample)) continue;  // never breed from a failed config
     if (members.insert(*sample).second) population.push_back(*std::move(sample));
   }
   if (population.empty()) return {};

@@ -40,7 +40,9 @@ struct EvolutionaryOptions {
 /// ModelGuidedStrategy for the random share; settings: EvolutionaryOptions and
 /// ModelGuidedOptions):
 ///   1. builds a population of `population` distinct valid configs: the best measured
-///      ones (at most round(population * measured_share)), then random valid samples;
+///      ones (at most round(population * measured_share)), then random valid samples that
+///      were not reported as failed (no generation breeds from, or makes, a known failure:
+///      mutations and crossovers producing one are retried like invalid ones);
 ///   2. runs `generations` generations. Fitness is the model's predicted score. The
 ///      best 1/16 of a generation (at least one) pass on unchanged; every other child gets
 ///      a parent by rank selection (the i-th best of N is drawn with weight N - i). With
@@ -68,10 +70,11 @@ class EvolutionaryStrategy : public ModelGuidedStrategy {
  private:
   // Runs the generations; returns the best unseen configs met, best first.
   std::vector<Config> Candidates(size_t capacity) override;
-  // Sets one random knob of `config` to another option so it stays valid; false (and
-  // `config` unchanged) when a few tries found no valid change.
+  // Sets one random knob of `config` to another option so it stays valid and not a known
+  // failure; false (and `config` unchanged) when a few tries found no such change.
   bool Mutate(Config& config);
-  // A valid knob-wise mix of `a` and `b` that differs from both; false when none was found.
+  // A valid knob-wise mix of `a` and `b`, not a known failure, that differs from both; false
+  // when none was found.
   bool Crossover(const Config& a, const Config& b, Config& child);
 
   EvolutionaryOptions evo_;

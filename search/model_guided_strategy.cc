@@ -6,6 +6,7 @@
 #include <limits>
 #include <numeric>
 
+#include "absl/status/statusor.h"
 #include "base/check.h"
 #include "search/diversity.h"
 #include "search/strategy_registry.h"
@@ -18,6 +19,10 @@ constexpr size_t kMinCandidates = 64;
 /// A result improves on the best (ending a stall) only by more than this share: smaller
 /// gains are measurement noise on a plateau.
 constexpr double kMinGain = 0.01;
+/// Random draws per model slot when screening random configs for likely failures.
+constexpr size_t kScreenDrawsPerSlot = 64;
+/// Rejection draws per random valid config.
+constexpr int kSampleTries = 100;
 
 }  // namespace
 
@@ -30,6 +35,7 @@ std::vector<StrategyOptionKey> ModelGuidedStrategy::OptionKeys() {
       IntOptionKey("explore_after", kGroup, &O::explore_after, 1, kMaxCountOption),
       RealOptionKey("measured_share", kGroup, &O::measured_share, 0, 1),
       IntOptionKey("diversity_min_distance", kGroup, &O::diversity_min_distance, 1, kMaxCountOption),
+      RealOptionKey("failure_threshold", kGroup, &O::failure_threshold, 0, 1),
   };
 }
 
@@ -48,8 +54,12 @@ ModelGuidedStrategy::ModelGuidedStrategy(const ConfigSpace* space, uint64_t seed
   TUNE_CHECK(options.explore_after >= 1) << "explore_after " << options.explore_after;
   TUNE_CHECK(options.measured_share >= 0 && options.measured_share <= 1)
       << "measured_share " << options.measured_share;
+  TUNE_CHECK(options.failure_threshold >= 0 && options.failure_threshold <= 1)
+      << "failure_threshold " << options.failure_threshold;
   for (size_t k = 0; k < space_->knobs().size(); ++k) {
     if (space_->knobs()[k].options.size() > 1) mutable_knobs_.push_back(k);
+    knob_failed_.emplace_back(space_->knobs()[k].options.size(), 0);
+    knob_ok_.emplace_back(space_->knobs()[k].options.size(), 0);
   }
 }
 
@@ -86,6 +96,19 @@ std::vector<Config> ModelGuidedStrategy::MeasuredStarts(size_t count) const {
       std::min<size_t>(count, static_cast<size_t>(std::lround(options_.measured_share * count))));
 }
 
+double ModelGuidedStrategy::FailureChance(const Config& config) const {
+  if (failed_count_ < 2 || ok_count_ < 1) return 0.0;
+  const double f = failed_count_;
+  const double o = ok_count_;
+  double log_odds = std::log(f / o);
+  for (size_t k : mutable_knobs_) {
+    const double v = static_cast<double>(knob_ok_[k].size());
+    log_odds += std::log((knob_failed_[k][config[k]] + 1.0) / (f + v)) -
+                std::log((knob_ok_[k][config[k]] + 1.0) / (o + v));
+  }
+  return 1.0 / (1.0 + std::exp(-log_odds));
+}
+
 std::vector<Config> ModelGuidedStrategy::Propose(int batch) {
   std::vector<Config> out;
   if (batch <= 0) return out;
@@ -99,7 +122,30 @@ std::vector<Config> ModelGuidedStrategy::Propose(int batch) {
   if (model_slots > 0) {
     const size_t capacity =
         std::max(kMinCandidates, kCandidatesPerSlot * static_cast<size_t>(model_slots));
-    out = SelectDiverse(Candidates(capacity), model_slots, options_.diversity_min_distance);
+    std::vector<Config> candidates = Candidates(capacity);
+    const bool judge = options_.failure_threshold < 1 && failed_count_ >= 2 && ok_count_ >= 1;
+    auto likely_fails = [&](const Config& c) {
+      return FailureChance(c) > options_.failure_threshold;
+    };
+    if (judge) {
+      candidates.erase(std::remove_if(candidates.begin(), candidates.end(), likely_fails),
+                       candidates.end());
+    }
+    out = SelectDiverse(candidates, model_slots, options_.diversity_min_distance);
+    if (judge) {
+      // Slots the model's judged candidates leave: random valid unseen configs outside
+      // mostly failing neighbourhoods, as far as a bounded number of draws finds them.
+      std::unordered_set<Config, ConfigHash> picked(out.begin(), out.end());
+      for (size_t tries = 0; static_cast<int>(out.size()) < model_slots &&
+                             tries < kScreenDrawsPerSlot * static_cast<size_t>(model_slots);
+           ++tries) {
+        absl::StatusOr<Config> sample = space_->Sample(rng_, kSampleTries);
+        if (!sample.ok()) break;
+        if (Seen(*sample) || picked.count(*sample) != 0 || likely_fails(*sample)) continue;
+        picked.insert(*sample);
+        out.push_back(*std::move(sample));
+      }
+    }
     std::vector<MeasuredConfig> taken;
     for (const Config& c : out) {
       visited_.insert(c);
@@ -127,6 +173,12 @@ void ModelGuidedStrategy::Update(const std::vector<MeasuredConfig>& results) {
     // Only valid configs can start a chain or join a population (a record database may
     // hold stale ones).
     if (ok && space_->IsValid(r.config)) measured_.emplace_back(r.cost, r.config);
+    if (space_->IsValid(r.config)) {
+      std::vector<std::vector<int>>& counts = ok ? knob_ok_ : knob_failed_;
+      for (size_t k = 0; k < r.config.size() && k < counts.size(); ++k) counts[k][r.config[k]] += 1;
+      (ok ? ok_count_ : failed_count_) += 1;
+    }
+    if (!ok) failed_set_.insert(r.config);
   }
   random_.Update(results);
 }

@@ -40,6 +40,10 @@ struct ModelGuidedOptions {
   /// least this many knobs while candidates allow (search/diversity.h: SelectDiverse); a knob
   /// count >= 1, where 1 turns the rule off.
   int diversity_min_distance = 2;
+  /// [failure_threshold] A config the model picks whose estimated chance of failing (see
+  /// ModelGuidedStrategy: per-knob failure counts of the measured configs) exceeds this is
+  /// not proposed; a probability in [0, 1], where 1 turns the estimate off.
+  double failure_threshold = 0.5;
 };
 
 /// Base of the model-guided strategies. Until a cost model is set and trained, Propose
@@ -54,6 +58,17 @@ struct ModelGuidedOptions {
 /// did not improve on the best cost measured so far by more than 1%, the model is exploiting a
 /// plateau: the share rises to `eps_stalled` until a result improves the best again (any
 /// result counts).
+///
+/// Failures teach the search directly, besides through the model. Once at least two
+/// reported results failed and one was ok, a naive-Bayes estimate of a config's chance of
+/// failing is kept from the measured configs: with F failed and O ok results, f(k, v) / o(k, v)
+/// of them with option v of knob k and V_k options of knob k,
+///   odds(fail) = F / O * prod over knobs k of [(f(k, c_k) + 1) / (F + V_k)] /
+///                                            [(o(k, c_k) + 1) / (O + V_k)].
+/// The model's candidates whose chance exceeds `failure_threshold` are dropped before
+/// SelectDiverse, and the model slots they leave go to random valid unseen configs that pass
+/// the same test (64 draws per slot at most; the uniformly random fill after that takes any).
+/// The subclasses never start, move or breed from a config reported as failed (KnownFailure).
 class ModelGuidedStrategy : public SearchStrategy {
  public:
   std::vector<Config> Propose(int batch) final;
@@ -82,6 +97,11 @@ class ModelGuidedStrategy : public SearchStrategy {
   std::vector<Config> MeasuredStarts(size_t count) const;
   /// Proposed or reported before.
   bool Seen(const Config& config) const { return visited_.count(config) != 0; }
+  /// Reported as failed (not ok, or no finite cost).
+  bool KnownFailure(const Config& config) const { return failed_set_.count(config) != 0; }
+  /// The estimated chance in [0, 1] that `config` fails (see the class comment); 0 until two
+  /// failed and one ok result were reported.
+  double FailureChance(const Config& config) const;
   double Uniform01();
   /// True while the random share is raised to eps_stalled.
   bool stalled() const { return stall_ >= options_.explore_after; }
@@ -95,6 +115,12 @@ class ModelGuidedStrategy : public SearchStrategy {
   RandomStrategy random_;  // the random share and fill; told about every proposal
   std::unordered_set<Config, ConfigHash> visited_;   // proposed or reported
   std::vector<std::pair<double, Config>> measured_;  // valid ok results: cost, config
+  // Per knob and option: how many valid reported configs with it failed / were ok.
+  std::vector<std::vector<int>> knob_failed_;
+  std::vector<std::vector<int>> knob_ok_;
+  int failed_count_ = 0;  // valid reported configs that failed
+  int ok_count_ = 0;      // valid reported configs that were ok
+  std::unordered_set<Config, ConfigHash> failed_set_;  // configs reported as failed
   double random_credit_ = 0;  // random share owed, carried across calls
   double best_cost_;          // best ok cost reported so far (+inf: none)
   int stall_ = 0;             // results reported since best_cost_ last improved

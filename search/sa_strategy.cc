@@ -59,7 +59,7 @@ bool SaStrategy::Move(const Config& from, Config& to) {
     }
     to[k] = value;
     to = space_->Canonical(std::move(to));  // a variant's knobs reset when it is left
-    if (to != from && space_->IsValid(to)) return true;
+    if (to != from && space_->IsValid(to) && !KnownFailure(to)) return true;
   }
   to = from;
   return false;
@@ -71,12 +71,15 @@ std::vector<Config> SaStrategy::Candidates(size_t capacity) {
   size_t sampled_starts = 0;  // set when sampling fails: only that many starts to cycle
   while (states.size() < chains) {
     const size_t slot = states.size();
-    if (slot < chains_.size()) {
-      states.push_back(chains_[slot]);
+    if (slot < chains_.size() && !KnownFailure(chains_[slot])) {
+      states.push_back(chains_[slot]);  // a chain that stopped on a since-failed config restarts
       continue;
     }
     if (sampled_starts == 0) {
       absl::StatusOr<Config> sample = space_->Sample(rng_, kSampleTries);
+      if (sample.ok() && KnownFailure(*sample) && states.size() + 1 < chains) {
+        sample = space_->Sample(rng_, kSampleTries);  // one more draw away from a failure
+      }
       if (sample.ok()) {
         states.push_back(*std::move(sample));
         continue;

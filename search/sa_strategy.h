@@ -37,8 +37,10 @@ struct SaOptions {
 /// ModelGuidedStrategy for the random share; settings: SaOptions and ModelGuidedOptions):
 ///   1. starts `chains` Markov chains: the first round(chains * measured_share) at the
 ///      best measured configs (fewer while fewer are measured), the others where they stopped
-///      in the previous Propose (persistent chains), or at random valid configs the first time;
-///   2. runs up to `steps` steps: each chain moves to a random valid config one knob away
+///      in the previous Propose (persistent chains; one stopped on a config since reported
+///      as failed restarts), or at random valid configs the first time;
+///   2. runs up to `steps` steps: each chain moves to a random valid config one knob away,
+///      never onto a config reported as failed
 ///      (half the moves step that knob's option to an adjacent one, half pick any other
 ///      option), all moves are scored in one Predict call, and a move is accepted by the
 ///      Metropolis rule exp(delta / (scale * T)), where delta is the change of the predicted
@@ -62,7 +64,8 @@ class SaStrategy : public ModelGuidedStrategy {
  private:
   // Runs the chains; returns the best unseen configs met, best first.
   std::vector<Config> Candidates(size_t capacity) override;
-  // One random valid single-knob move from `from` into `to`; false when none was found.
+  // One random valid single-knob move from `from` into `to`, never onto a config reported as
+  // failed; false when none was found.
   bool Move(const Config& from, Config& to);
 
   SaOptions sa_;
