@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "base/check.h"
+#include "search/bo_feasibility.h"
 #include "search/gaussian_process.h"
 #include "search/strategy_registry.h"
 
@@ -34,6 +35,20 @@ double LogExpectedImprovement(double improvement, double sigma) {
   return std::log(sigma) - 0.5 * z * z - kLogSqrt2Pi - 2.0 * std::log(std::abs(z));
 }
 
+// log Phi(z), with the asymptotic tail far below the mean so it never underflows.
+double LogNormalCdf(double z) {
+  if (z > -6.0) return std::log(std::max(NormalCdf(z), 1e-300));
+  return -0.5 * z * z - kLogSqrt2Pi - std::log(-z);
+}
+
+double Uniform01(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) * 0x1.0p-53; }
+
+double SquaredDistance(const std::vector<double>& a, const std::vector<double>& b) {
+  double s = 0.0;
+  for (size_t k = 0; k < a.size(); ++k) s += (a[k] - b[k]) * (a[k] - b[k]);
+  return s;
+}
+
 }  // namespace
 
 const char* BayesOptStrategy::AcquisitionName(Acquisition acquisition) {
@@ -53,6 +68,11 @@ void BayesOptStrategy::Register(StrategyRegistry& registry) {
       IntOptionKey("bo_candidates", kGroup, &O::candidates, 1, kMaxPoolOption),
       RealOptionKey("bo_xi", kGroup, &O::xi, 0, kMaxRealOption),
       RealOptionKey("bo_kappa", kGroup, &O::kappa, 0, kMaxRealOption),
+      RealOptionKey("bo_feasibility_weight", kGroup, &O::feasibility_weight, 0, kMaxRealOption),
+      RealOptionKey("bo_min_feasibility", kGroup, &O::min_feasibility, 0, 1),
+      IntOptionKey("bo_climb_starts", kGroup, &O::climb_starts, 0, kMaxPoolOption),
+      IntOptionKey("bo_ard", kGroup, &O::ard, 0, 1),
+      IntOptionKey("bo_log_values", kGroup, &O::log_values, 0, 1),
   };
   const std::pair<const char*, Mode> names[] = {
       {"bo", Mode::kMulti},
@@ -82,6 +102,36 @@ BayesOptStrategy::BayesOptStrategy(const ConfigSpace* space, uint64_t seed,
   TUNE_CHECK(space_ != nullptr) << "BayesOptStrategy needs a space";
   TUNE_CHECK(options_.candidates > 0) << "bo_candidates must be positive";
   TUNE_CHECK(options_.xi >= 0 && options_.kappa >= 0) << "negative bo_xi or bo_kappa";
+  TUNE_CHECK(options_.feasibility_weight >= 0 && options_.climb_starts >= 0)
+      << "negative bo_feasibility_weight or bo_climb_starts";
+  for (const Knob& knob : space_->knobs()) {
+    KnobEncoding e;
+    e.offset = encoded_dimension_;
+    const size_t n = knob.options.size();
+    e.categorical = knob.kind == Knob::Kind::kChoice && !knob.labels.empty() && n > 1;
+    if (e.categorical) {
+      e.width = static_cast<int>(n);
+    } else {
+      e.coordinate.assign(n, 0.5);
+      bool positive = knob.kind == Knob::Kind::kChoice && options_.log_values != 0;
+      for (const auto& option : knob.options) positive = positive && option.size() == 1 && option[0] > 0;
+      if (positive && n > 1) {
+        double lo = kInf, hi = -kInf;
+        for (const auto& option : knob.options) {
+          lo = std::min(lo, std::log2(static_cast<double>(option[0])));
+          hi = std::max(hi, std::log2(static_cast<double>(option[0])));
+        }
+        for (size_t o = 0; o < n; ++o) {
+          const double v = std::log2(static_cast<double>(knob.options[o][0]));
+          e.coordinate[o] = hi > lo ? (v - lo) / (hi - lo) : 0.5;
+        }
+      } else if (n > 1) {
+        for (size_t o = 0; o < n; ++o) e.coordinate[o] = static_cast<double>(o) / (n - 1);
+      }
+    }
+    encoded_dimension_ += e.width;
+    encoding_.push_back(std::move(e));
+  }
   auto add = [this](Acquisition acquisition) {
     AcquisitionState state;
     state.acquisition = acquisition;
@@ -118,12 +168,17 @@ bool BayesOptStrategy::InRange(const Config& config) const {
   return true;
 }
 
-std::vector<double> BayesOptStrategy::ToPoint(const Config& config) const {
-  const auto& knobs = space_->knobs();
-  std::vector<double> point(knobs.size());
-  for (size_t k = 0; k < knobs.size(); ++k) {
-    const size_t n = knobs[k].options.size();
-    point[k] = n <= 1 ? 0.5 : static_cast<double>(config[k]) / static_cast<double>(n - 1);
+std::vector<double> BayesOptStrategy::Encode(const Config& config) const {
+  TUNE_CHECK(config.size() == encoding_.size()) << "config of " << config.size() << " knobs";
+  std::vector<double> point(encoded_dimension_, 0.0);
+  for (size_t k = 0; k < encoding_.size(); ++k) {
+    const KnobEncoding& e = encoding_[k];
+    if (e.categorical) {
+      TUNE_CHECK(config[k] >= 0 && config[k] < e.width) << "option " << config[k];
+      point[e.offset + config[k]] = std::sqrt(0.5);
+    } else {
+      point[e.offset] = e.coordinate.at(config[k]);
+    }
   }
   return point;
 }
@@ -229,11 +284,6 @@ std::vector<Config> BayesOptStrategy::Candidates() {
   return out;
 }
 
-double BayesOptStrategy::FailurePenalty() const {
-  if (!std::isfinite(best_log_cost_)) return 0.0;
-  return worst_log_cost_ + std::max(0.5 * (worst_log_cost_ - best_log_cost_), 0.1);
-}
-
 int BayesOptStrategy::ActiveCount() const {
   int n = 0;
   for (const AcquisitionState& a : portfolio_) n += a.active ? 1 : 0;
@@ -259,6 +309,71 @@ int BayesOptStrategy::NextScheduledAcquisition() {
   return pick;
 }
 
+std::vector<Config> BayesOptStrategy::DesignPicks(int count, const std::vector<Config>& candidates,
+                                                  std::unordered_set<Config, ConfigHash>& taken) {
+  std::vector<Config> out;
+  if (count <= 0) return out;
+  if (design_targets_.empty() && design_next_ == 0) {
+    // Latin hypercube over the knobs: stratum perm[i] of each knob for point i.
+    const int n = std::max(options_.initial_samples, 1);
+    const auto& knobs = space_->knobs();
+    design_targets_.assign(n, std::vector<double>(encoded_dimension_, 0.0));
+    std::vector<int> perm(n);
+    for (size_t k = 0; k < knobs.size(); ++k) {
+      std::iota(perm.begin(), perm.end(), 0);
+      for (int i = n - 1; i > 0; --i) std::swap(perm[i], perm[UniformBelow(rng_, i + 1)]);
+      const KnobEncoding& e = encoding_[k];
+      for (int i = 0; i < n; ++i) {
+        const double u = (perm[i] + Uniform01(rng_)) / n;
+        if (e.categorical) {
+          const int option = std::min(static_cast<int>(u * e.width), e.width - 1);
+          design_targets_[i][e.offset + option] = std::sqrt(0.5);
+        } else {
+          // The coordinate range of the knob's options (all of [0,1] unless it has one option).
+          const auto [lo, hi] = std::minmax_element(e.coordinate.begin(), e.coordinate.end());
+          design_targets_[i][e.offset] = *lo + u * (*hi - *lo);
+        }
+      }
+    }
+  }
+  // Where to look for the nearest config: every valid config of a small space, else the
+  // candidates.
+  auto nearest = [&](const std::vector<double>& target) -> std::optional<Config> {
+    std::optional<Config> best;
+    double best_d = kInf;
+    auto consider = [&](const Config& c) {
+      if (seen_.count(c) != 0 || taken.count(c) != 0) return;
+      const double d = SquaredDistance(Encode(c), target);
+      if (d < best_d) {
+        best_d = d;
+        best = c;
+      }
+    };
+    if (valid_pool_.has_value()) {
+      for (uint64_t index : *valid_pool_) consider(space_->FromIndex(index));
+    } else {
+      for (const Config& c : candidates) consider(c);
+    }
+    return best;
+  };
+  size_t next_random = 0;
+  while (static_cast<int>(out.size()) < count) {
+    std::optional<Config> pick;
+    if (design_next_ < design_targets_.size()) {
+      pick = nearest(design_targets_[design_next_++]);
+    } else {
+      for (; next_random < candidates.size() && !pick.has_value(); ++next_random) {
+        if (taken.count(candidates[next_random]) == 0) pick = candidates[next_random];
+      }
+      if (!pick.has_value()) break;
+    }
+    if (!pick.has_value()) continue;
+    taken.insert(*pick);
+    out.push_back(std::move(*pick));
+  }
+  return out;
+}
+
 std::vector<Config> BayesOptStrategy::Propose(int batch) {
   std::vector<Config> out;
   if (batch <= 0) return out;
@@ -266,84 +381,224 @@ std::vector<Config> BayesOptStrategy::Propose(int batch) {
   if (candidates.empty()) return out;
 
   const int known = static_cast<int>(observations_.size() + pending_.size());
-  const int random_slots = observations_.empty()
-                               ? batch
-                               : std::clamp(options_.initial_samples - known, 0, batch);
-  // Random candidates come first in `candidates`, already in random order.
-  const size_t random_take = std::min<size_t>(random_slots, candidates.size());
-  for (size_t i = 0; i < random_take; ++i) out.push_back(candidates[i]);
-  if (static_cast<int>(out.size()) < batch && random_take < candidates.size()) {
-    // Training set: the best half by target plus the most recent of the rest.
-    const double penalty = FailurePenalty();
-    std::vector<double> targets(observations_.size());
+  size_t ok_count = 0;
+  for (const Observation& o : observations_) ok_count += o.ok ? 1 : 0;
+  const int design_slots =
+      ok_count == 0 ? batch : std::clamp(options_.initial_samples - known, 0, batch);
+  std::unordered_set<Config, ConfigHash> design_taken;
+  const std::vector<Config> design = DesignPicks(design_slots, candidates, design_taken);
+  out = design;
+  if (static_cast<int>(out.size()) < batch && ok_count > 0) {
+    // Regression training set: ok results only, the best half by log cost plus the most
+    // recent of the rest.
+    std::vector<size_t> train;
     for (size_t i = 0; i < observations_.size(); ++i) {
-      targets[i] = observations_[i].ok ? observations_[i].log_cost : penalty;
+      if (observations_[i].ok) train.push_back(i);
     }
-    std::vector<size_t> train(observations_.size());
-    std::iota(train.begin(), train.end(), 0);
     if (train.size() > static_cast<size_t>(kMaxTrainingPoints)) {
       std::vector<size_t> by_target = train;
-      std::stable_sort(by_target.begin(), by_target.end(),
-                       [&](size_t a, size_t b) { return targets[a] < targets[b]; });
+      std::stable_sort(by_target.begin(), by_target.end(), [&](size_t a, size_t b) {
+        return observations_[a].log_cost < observations_[b].log_cost;
+      });
       std::vector<bool> chosen(observations_.size(), false);
       for (int i = 0; i < kMaxTrainingPoints / 2; ++i) chosen[by_target[i]] = true;
       int count = kMaxTrainingPoints / 2;
-      for (size_t i = observations_.size(); i-- > 0 && count < kMaxTrainingPoints;) {
-        if (!chosen[i]) {
-          chosen[i] = true;
+      for (size_t r = train.size(); r-- > 0 && count < kMaxTrainingPoints;) {
+        if (!chosen[train[r]]) {
+          chosen[train[r]] = true;
           ++count;
         }
       }
-      train.clear();
-      for (size_t i = 0; i < observations_.size(); ++i) {
-        if (chosen[i]) train.push_back(i);
+      std::vector<size_t> kept;
+      for (size_t i : train) {
+        if (chosen[i]) kept.push_back(i);
       }
+      train = std::move(kept);
     }
     std::vector<std::vector<double>> x;
     std::vector<double> y;
     double incumbent = kInf;
     for (size_t i : train) {
       x.push_back(observations_[i].point);
-      y.push_back(targets[i]);
-      incumbent = std::min(incumbent, targets[i]);
+      y.push_back(observations_[i].log_cost);
+      incumbent = std::min(incumbent, observations_[i].log_cost);
     }
-    GaussianProcess gp;
+    GaussianProcessOptions gp_options;
+    gp_options.ard = options_.ard != 0;
+    for (size_t k = 0; k < encoding_.size(); ++k) {
+      for (int w = 0; w < encoding_[k].width; ++w) gp_options.dimension_groups.push_back(static_cast<int>(k));
+    }
+    GaussianProcess gp(gp_options);
     gp.Fit(x, y);
 
-    // Points to condition on first (pending, random picks), then the selectable candidates.
+    // Feasibility over the latest results, ok or not.
+    FeasibilityModelOptions feasibility_options;
+    feasibility_options.gp.dimension_groups = gp_options.dimension_groups;
+    feasibility_options.gp.ard = gp_options.ard;
+    FeasibilityModel feasibility(feasibility_options);
+    if (options_.feasibility_weight > 0) {
+      const size_t from = observations_.size() > static_cast<size_t>(kMaxFeasibilityPoints)
+                              ? observations_.size() - kMaxFeasibilityPoints
+                              : 0;
+      std::vector<std::vector<double>> fx;
+      std::vector<bool> fy;
+      for (size_t i = from; i < observations_.size(); ++i) {
+        fx.push_back(observations_[i].point);
+        fy.push_back(observations_[i].ok);
+      }
+      feasibility.Fit(fx, fy);
+    }
+    const bool use_feasibility = feasibility.has_failures() && options_.feasibility_weight > 0;
+    // log P(feasible) of each point (all 0 while no result has failed).
+    auto log_feasible = [&](const std::vector<std::vector<double>>& pts) {
+      std::vector<double> out(pts.size(), 0.0);
+      if (!use_feasibility) return out;
+      const std::vector<double> p = feasibility.PredictAll(pts);
+      for (size_t i = 0; i < pts.size(); ++i) out[i] = std::log(p[i]);
+      return out;
+    };
+
+    const double xi = options_.xi * gp.target_scale();
+    const double kappa = options_.kappa;
+    const double scale = gp.target_scale();
+    const double log_min_p = std::log(std::max(options_.min_feasibility, 1e-300));
+    auto acquisition_value = [&](Acquisition acquisition, double mu, double variance,
+                                 double log_p) {
+      log_p *= options_.feasibility_weight;
+      const double sigma = std::sqrt(std::max(variance, 0.0));
+      switch (acquisition) {
+        case Acquisition::kExpectedImprovement:
+          return LogExpectedImprovement(incumbent - xi - mu, sigma) + log_p;
+        case Acquisition::kProbabilityOfImprovement:
+          return LogNormalCdf((incumbent - xi - mu) / std::max(sigma, 1e-12)) + log_p;
+        case Acquisition::kUpperConfidenceBound:
+          return kappa * sigma - mu + scale * log_p;
+      }
+      return 0.0;
+    };
+
+    // Hill-climbing of each active acquisition from its best candidates and the best
+    // measured configs; the end points become candidates.
+    std::unordered_set<Config, ConfigHash> candidate_set(candidates.begin(), candidates.end());
+    std::vector<Config> extras;
+    if (options_.climb_starts > 0) {
+      std::vector<std::vector<double>> cand_points;
+      cand_points.reserve(candidates.size());
+      for (const Config& c : candidates) cand_points.push_back(Encode(c));
+      GaussianProcess::Posterior base = gp.PredictAll(cand_points);
+      const std::vector<double> cand_log_p = log_feasible(cand_points);
+      std::vector<size_t> best_measured;
+      for (size_t i : train) best_measured.push_back(i);
+      std::stable_sort(best_measured.begin(), best_measured.end(), [&](size_t a, size_t b) {
+        return observations_[a].log_cost < observations_[b].log_cost;
+      });
+      best_measured.resize(std::min<size_t>(best_measured.size(), 2));
+      const auto& knobs = space_->knobs();
+      for (const AcquisitionState& state : portfolio_) {
+        if (!state.active) continue;
+        const Acquisition acquisition = state.acquisition;
+        std::vector<std::pair<double, size_t>> ranked;
+        for (size_t i = 0; i < candidates.size(); ++i) {
+          if (design_taken.count(candidates[i]) != 0 || cand_log_p[i] < log_min_p) continue;
+          ranked.push_back({acquisition_value(acquisition, base.mean()[i], base.variance()[i],
+                                              cand_log_p[i]),
+                            i});
+        }
+        const size_t starts = std::min<size_t>(options_.climb_starts, ranked.size());
+        std::partial_sort(ranked.begin(), ranked.begin() + starts, ranked.end(),
+                          [](const auto& a, const auto& b) {
+                            return a.first > b.first || (a.first == b.first && a.second < b.second);
+                          });
+        std::vector<std::pair<Config, double>> start_points;
+        for (size_t r = 0; r < starts; ++r) {
+          start_points.push_back({candidates[ranked[r].second], ranked[r].first});
+        }
+        for (size_t i : best_measured) start_points.push_back({observations_[i].config, -kInf});
+        for (auto& [current, current_score] : start_points) {
+          for (int step = 0; step < kMaxClimbSteps; ++step) {
+            std::vector<Config> moves;
+            std::unordered_set<Config, ConfigHash> move_set;
+            auto add_move = [&](Config c) {
+              if (seen_.count(c) != 0 || design_taken.count(c) != 0 || move_set.count(c) != 0) {
+                return;
+              }
+              if (!space_->IsValid(c)) return;
+              move_set.insert(c);
+              moves.push_back(std::move(c));
+            };
+            for (Config& n : space_->Neighbours(current)) add_move(std::move(n));
+            for (int m = 0; m < kClimbMutations; ++m) {
+              Config c = current;
+              for (int j = 0; j < 2; ++j) {
+                const size_t k = UniformBelow(rng_, knobs.size());
+                c[k] = static_cast<int32_t>(UniformBelow(rng_, knobs[k].options.size()));
+              }
+              add_move(space_->Canonical(std::move(c)));
+            }
+            if (moves.empty()) break;
+            std::vector<std::vector<double>> move_points;
+            for (const Config& c : moves) move_points.push_back(Encode(c));
+            GaussianProcess::Posterior post = gp.PredictAll(move_points);
+            const std::vector<double> move_log_p = log_feasible(move_points);
+            size_t best = moves.size();
+            double best_score = current_score;
+            for (size_t i = 0; i < moves.size(); ++i) {
+              if (move_log_p[i] < log_min_p) continue;
+              const double v = acquisition_value(acquisition, post.mean()[i], post.variance()[i],
+                                                 move_log_p[i]);
+              if (v > best_score) {
+                best_score = v;
+                best = i;
+              }
+            }
+            if (best == moves.size()) break;
+            current = moves[best];
+            current_score = best_score;
+          }
+          if (seen_.count(current) == 0 && candidate_set.count(current) == 0) {
+            candidate_set.insert(current);
+            extras.push_back(current);
+          }
+        }
+      }
+      for (Config& c : extras) candidates.push_back(std::move(c));
+    }
+
+    // Points to condition on first (pending, design picks), then the selectable candidates.
     std::vector<std::vector<double>> points;
     const size_t pending_from =
         pending_.size() > static_cast<size_t>(kMaxBelievedPending)
             ? pending_.size() - kMaxBelievedPending
             : 0;
-    for (size_t i = pending_from; i < pending_.size(); ++i) points.push_back(ToPoint(pending_[i]));
+    for (size_t i = pending_from; i < pending_.size(); ++i) points.push_back(Encode(pending_[i]));
+    for (const Config& c : design) points.push_back(Encode(c));
     const size_t first_candidate = points.size();
-    for (const Config& c : candidates) points.push_back(ToPoint(c));
+    for (const Config& c : candidates) points.push_back(Encode(c));
     GaussianProcess::Posterior posterior = gp.PredictAll(points);
-    for (size_t i = 0; i < first_candidate + random_take; ++i) posterior.Believe(i);
+    for (size_t i = 0; i < first_candidate; ++i) posterior.Believe(i);
+    const std::vector<double> log_p = log_feasible(points);
 
     std::vector<bool> taken(points.size(), false);
-    for (size_t i = 0; i < first_candidate + random_take; ++i) taken[i] = true;
-    const double xi = options_.xi * gp.target_scale();
-    const double kappa = options_.kappa;
+    for (size_t i = 0; i < first_candidate; ++i) taken[i] = true;
+    for (size_t i = first_candidate; i < points.size(); ++i) {
+      if (design_taken.count(candidates[i - first_candidate]) != 0) taken[i] = true;
+    }
     auto score = [&](Acquisition acquisition, size_t i) {
-      const double mu = posterior.mean()[i];
-      const double sigma = std::sqrt(posterior.variance()[i]);
-      switch (acquisition) {
-        case Acquisition::kExpectedImprovement:
-          return LogExpectedImprovement(incumbent - xi - mu, sigma);
-        case Acquisition::kProbabilityOfImprovement:
-          return (incumbent - xi - mu) / std::max(sigma, 1e-12);
-        case Acquisition::kUpperConfidenceBound:
-          return kappa * sigma - mu;
-      }
-      return 0.0;
+      return acquisition_value(acquisition, posterior.mean()[i], posterior.variance()[i], log_p[i]);
     };
+    // Candidates below min_feasibility are chosen only when no other is left.
     auto favourite = [&](Acquisition acquisition) {
       size_t best = points.size();
       double best_score = -kInf;
+      bool best_feasible = false;
       for (size_t i = first_candidate; i < points.size(); ++i) {
         if (taken[i]) continue;
+        const bool feasible = log_p[i] >= log_min_p;
+        if (best_feasible && !feasible) continue;
+        if (feasible && !best_feasible) {
+          best = points.size();
+          best_feasible = true;
+        }
         const double s = score(acquisition, i);
         if (best == points.size() || s > best_score) {
           best = i;
@@ -473,7 +728,7 @@ void BayesOptStrategy::Update(const std::vector<MeasuredConfig>& results) {
     auto it = observation_index_.find(r.config);
     if (it == observation_index_.end()) {
       observation_index_.emplace(r.config, observations_.size());
-      observations_.push_back({r.config, ToPoint(r.config), log_cost, ok});
+      observations_.push_back({r.config, Encode(r.config), log_cost, ok});
     } else {
       observations_[it->second].log_cost = log_cost;
       observations_[it->second].ok = ok;

@@ -17,11 +17,11 @@ namespace tune::search {
 
 class StrategyRegistry;
 
-/// The initial design, candidate pool and acquisition parameters of BayesOptStrategy. Keys for
-/// SetStrategyOption in brackets.
+/// The initial design, candidate pool, model and acquisition parameters of BayesOptStrategy.
+/// Keys for SetStrategyOption in brackets.
 struct BayesOptOptions {
   /// [bo_initial_samples] Configs reported or pending before the Gaussian process guides
-  /// proposals; until then proposals are uniformly random. A count >= 1.
+  /// proposals; they form a Latin hypercube design (see BayesOptStrategy). A count >= 1.
   int initial_samples = 10;
   /// [bo_candidates] Random valid unseen configs scored by the acquisition per Propose
   /// (neighbours and mutations of the best measured configs are added to them); a count >= 1.
@@ -32,40 +32,79 @@ struct BayesOptOptions {
   /// [bo_kappa] UCB exploration weight: UCB minimizes predicted log cost - kappa * its
   /// standard deviation; >= 0.
   double kappa = 2.0;
+  /// [bo_feasibility_weight] Weight w of log P(feasible) in every acquisition (0: failures
+  /// are ignored by the acquisition, 1: EI * P and PI * P as in constrained BO); >= 0.
+  double feasibility_weight = 1.0;
+  /// [bo_min_feasibility] Candidates whose P(feasible) is below this are proposed only when
+  /// no other candidate is left (and hill-climbing never steps onto them); in [0, 1].
+  double min_feasibility = 1e-3;
+  /// [bo_climb_starts] Candidates (the best by acquisition) each acquisition hill-climbs
+  /// from per Propose, besides the two best measured configs; 0 turns the climb off.
+  int climb_starts = 4;
+  /// [bo_ard] 1: one GP length scale per knob (automatic relevance determination), 0: one
+  /// isotropic length scale.
+  int ard = 1;
+  /// [bo_log_values] 1: a numeric choice knob whose values are all positive is encoded by
+  /// log2 of its value scaled to [0,1]; 0: by its option index scaled to [0,1].
+  int log_values = 0;
 };
 
 /// Bayesian optimisation ("bo_ei", "bo_pi", "bo_ucb", "bo_multi"; "bo" = "bo_multi").
 ///
-/// Model: a GaussianProcess (Matérn 5/2, hyperparameters by marginal likelihood over a grid)
-/// over knob option indices scaled to [0,1] (index / (options - 1); 0.5 for a knob with one
-/// option). Target: log(cost) of ok results; a failure gets worst ok log cost + max(0.5 *
-/// (worst - best), 0.1), so the model learns to steer away from failing regions (0 while no
-/// result is ok). At most kMaxTrainingPoints observations are used: the half with the best
-/// targets plus the most recent of the rest.
+/// Encoding (Encode): each knob maps to coordinates in [0,1]. A numeric knob (a split knob,
+/// or a choice knob without labels) is one coordinate that keeps its order: option index /
+/// (options - 1), or with BayesOptOptions::log_values and all values positive, (log2 value
+/// - log2 min) / (log2 max - log2 min); 0.5 for a knob with one option. A categorical knob (a
+/// choice knob with labels, e.g. a loop order) is one-hot: one coordinate per option, 1/sqrt(2)
+/// at the chosen option and 0 elsewhere, so any two options are at distance 1 and none is
+/// "between" two others.
+///
+/// Model: a GaussianProcess (Matérn 5/2) fitted on the ok results only, target log(cost),
+/// hyperparameters by marginal likelihood: an isotropic grid, then (BayesOptOptions::ard)
+/// one length scale per knob by coordinate search (the one-hot coordinates of a knob share
+/// theirs). At most kMaxTrainingPoints ok results are used: the half with the lowest log
+/// cost plus the most recent of the rest. Failures never enter the regression; a separate
+/// FeasibilityModel (kernel-weighted success rate over the same encoding, bandwidth by
+/// leave-one-out likelihood; the latest kMaxFeasibilityPoints results) gives P(feasible)
+/// for each candidate, and every acquisition adds w * log P(feasible) (w =
+/// feasibility_weight; skipped while no result has failed). Candidates with P(feasible) <
+/// min_feasibility are left out of every selection while any other candidate is left.
 ///
 /// Settings: BayesOptOptions.
+///
+/// Initial design: until `initial_samples` configs have been reported or are pending (and
+/// while no result is ok), slots are filled from a Latin hypercube of `initial_samples`
+/// points over the knobs (each knob's range cut into that many strata, one point per
+/// stratum, strata paired by random permutations; a categorical knob's stratum picks its
+/// option), each mapped to the nearest (in the encoding) valid unseen config: over all
+/// valid configs for a space of at most kPoolLimit points, else over the random
+/// candidates. Further design slots (all results failed) take random candidates.
 ///
 /// Propose(batch): candidates are `candidates` random valid unseen configs (all of them
 /// when fewer remain; spaces of at most kPoolLimit points are enumerated once so they are
 /// exhausted exactly), plus neighbours of the 5 best configs, neighbours of neighbours of the
 /// best one, `candidates / 8` random one- or two-knob mutations of the 10 best, and, when
 /// a trained cost model is set, the 10% best-scored of another `candidates` random
-/// configs (the cost model is used for nothing else). While nothing has been reported, and
-/// until `initial_samples` configs have been reported or are pending, slots are filled
-/// with random candidates. The other slots are filled greedily: each maximizes its
-/// acquisition over the candidates left, then the chosen point is "believed" (kriging
-/// believer: added as an observation at its predicted mean, which leaves the means unchanged
-/// and shrinks the variance around it), so a batch does not collapse onto one spot. Configs
-/// proposed earlier but not yet reported (the last kMaxBelievedPending) and the batch's random
-/// picks are believed the same way before selection. Cost: O(n^3) per hyperparameter
-/// candidate for the fit (18 candidates), O(m n^2) for the posterior of m candidates, O(m n)
+/// configs (the cost model is used for nothing else). Then each active acquisition
+/// hill-climbs from its `climb_starts` best candidates and from the two best measured
+/// configs: at each step it scores the valid unseen neighbours (ConfigSpace::Neighbours)
+/// and kClimbMutations random two-knob moves, and moves to the best if it beats the current
+/// point, for at most kMaxClimbSteps steps; the end points join the candidates. The
+/// slots are filled greedily: each maximizes its acquisition over the candidates left, then
+/// the chosen point is "believed" (kriging believer: added as an observation at its
+/// predicted mean, which leaves the means unchanged and shrinks the variance around it), so
+/// a batch does not collapse onto one spot. Configs proposed earlier but not yet reported
+/// (the last kMaxBelievedPending) and the batch's design picks are believed the same way
+/// before selection. Cost: O(n^3) per hyperparameter candidate for the fit (18 on the grid,
+/// about 3 per knob and sweep for ARD), O(m n^2) for the posterior of m candidates, O(m n)
 /// per believed point.
 ///
 /// Acquisitions (minimizing the target; mu, sigma the posterior mean and deviation; best the
 /// lowest ok target; xi and kappa of BayesOptOptions in units of the targets' standard
-/// deviation): EI = E[max(best - xi - f, 0)] (ranked by log EI, with its asymptotic form far
-/// in the tail so it never underflows to ties), PI = P(f < best - xi) (ranked by its z
-/// score), UCB = lower confidence bound: minimize mu - kappa * sigma.
+/// deviation s; P = P(feasible), w = feasibility_weight): EI: log E[max(best - xi - f, 0)] +
+/// w log P (log EI with its asymptotic form far in the tail so it never underflows to ties),
+/// PI: log P(f < best - xi) + w log P, UCB: -(mu - kappa * sigma) + w * s * log P (the
+/// lower confidence bound, penalised by log P in units of s).
 ///
 /// "bo_multi" runs a portfolio of EI, PI and UCB, after Willemsen et al.'s "advanced multi":
 ///  - Slots go to the active acquisitions by smooth weighted round-robin with weight
@@ -103,6 +142,9 @@ class BayesOptStrategy : public SearchStrategy {
   static constexpr uint64_t kPoolLimit = uint64_t{1} << 16;
   static constexpr int kMaxTrainingPoints = 256;
   static constexpr int kMaxBelievedPending = 64;
+  static constexpr int kMaxFeasibilityPoints = 512;
+  static constexpr int kMaxClimbSteps = 16;
+  static constexpr int kClimbMutations = 8;
   static constexpr int kAgreementWindow = 10;
   static constexpr int kAgreementLimit = 7;
   static constexpr double kQualityDiscount = 0.7;
@@ -139,6 +181,11 @@ class BayesOptStrategy : public SearchStrategy {
   void Update(const std::vector<MeasuredConfig>& results) override;
 
   const std::vector<AcquisitionState>& portfolio() const { return portfolio_; }
+  /// The model's coordinates of `config` (indices in range), as described above; its size is
+  /// encoded_dimension().
+  std::vector<double> Encode(const Config& config) const;
+  /// Number of coordinates of the encoding.
+  int encoded_dimension() const { return encoded_dimension_; }
   /// Short name of an acquisition: "ei", "pi", "ucb".
   static const char* AcquisitionName(Acquisition acquisition);
 
@@ -150,7 +197,14 @@ class BayesOptStrategy : public SearchStrategy {
     bool ok = false;
   };
 
-  std::vector<double> ToPoint(const Config& config) const;
+  // How one knob is encoded: `width` coordinates from `offset`; a numeric knob has one
+  // coordinate, `coordinate[option]`; a categorical knob is one-hot.
+  struct KnobEncoding {
+    int offset = 0;
+    int width = 1;
+    bool categorical = false;
+    std::vector<double> coordinate;
+  };
   bool InRange(const Config& config) const;
   // Up to `count` random valid configs not in seen_ nor `exclude`, appended to `out` (and
   // inserted into `exclude`).
@@ -159,7 +213,10 @@ class BayesOptStrategy : public SearchStrategy {
   std::vector<Config> Candidates();
   void AddIfNew(const Config& config, std::unordered_set<Config, ConfigHash>& taken,
                 std::vector<Config>& out) const;
-  double FailurePenalty() const;
+  // Design picks for `count` slots (Latin hypercube targets, then random candidates), none
+  // in `taken`; each pick is inserted into `taken`.
+  std::vector<Config> DesignPicks(int count, const std::vector<Config>& candidates,
+                                  std::unordered_set<Config, ConfigHash>& taken);
   int NextScheduledAcquisition();
   void ReviewAgreements();
   void ReviewQuality();
@@ -178,6 +235,10 @@ class BayesOptStrategy : public SearchStrategy {
   double worst_log_cost_;
   std::vector<AcquisitionState> portfolio_;
   std::optional<std::vector<uint64_t>> valid_pool_;  // valid indices of a small space
+  std::vector<KnobEncoding> encoding_;
+  int encoded_dimension_ = 0;
+  std::vector<std::vector<double>> design_targets_;  // Latin hypercube points, encoded
+  size_t design_next_ = 0;
 };
 
 }  // namespace tune::search

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <numeric>
 #include <utility>
 
 #include "base/check.h"
@@ -17,15 +18,6 @@ constexpr double kLog2Pi = 1.8378770664093454836;
 // all targets equal) from collapsing or exploding the predictive variance.
 constexpr double kMinSignalVariance = 1e-2;
 constexpr double kMaxSignalVariance = 1e2;
-
-double Distance(const double* a, const double* b, int dim) {
-  double s = 0.0;
-  for (int k = 0; k < dim; ++k) {
-    const double d = a[k] - b[k];
-    s += d * d;
-  }
-  return std::sqrt(s);
-}
 
 // Four partial sums: independent chains the CPU can overlap (a single running sum is
 // latency-bound, and the compiler may not reorder it).
@@ -100,8 +92,17 @@ GaussianProcess::GaussianProcess(GaussianProcessOptions options)
   }
 }
 
+double GaussianProcess::ScaledDistance(const double* a, const double* b) const {
+  double s = 0.0;
+  for (int k = 0; k < dim_; ++k) {
+    const double d = a[k] - b[k];
+    s += d * d * inv_length2_[k];
+  }
+  return std::sqrt(s);
+}
+
 double GaussianProcess::Kernel(const double* a, const double* b) const {
-  return Matern52(Distance(a, b, dim_), length_scale_, signal_variance_);
+  return Matern52(ScaledDistance(a, b), 1.0, signal_variance_);
 }
 
 void GaussianProcess::Fit(const std::vector<std::vector<double>>& x,
@@ -119,6 +120,8 @@ void GaussianProcess::Fit(const std::vector<std::vector<double>>& x,
   alpha_.clear();
   log_marginal_likelihood_ = 0.0;
   length_scale_ = options_.length_scale;
+  length_scales_.assign(dim_, length_scale_);
+  inv_length2_.assign(dim_, 1.0 / (length_scale_ * length_scale_));
   noise_ratio_ = options_.noise_ratio;
   signal_variance_ = options_.signal_variance;
   y_mean_ = 0.0;
@@ -136,13 +139,63 @@ void GaussianProcess::Fit(const std::vector<std::vector<double>>& x,
   std::vector<double> ys(n_);
   for (size_t i = 0; i < n_; ++i) ys[i] = (y[i] - y_mean_) / y_scale_;
 
+  // Dimension groups (ARD shares one length scale per group).
+  std::vector<int> group(dim_);
+  int groups = dim_;
+  if (!options_.dimension_groups.empty()) {
+    TUNE_CHECK(static_cast<int>(options_.dimension_groups.size()) == dim_)
+        << options_.dimension_groups.size() << " dimension groups for dimension " << dim_;
+    groups = 0;
+    for (int k = 0; k < dim_; ++k) {
+      group[k] = options_.dimension_groups[k];
+      TUNE_CHECK(group[k] >= 0 && group[k] < dim_) << "dimension group " << group[k];
+      groups = std::max(groups, group[k] + 1);
+    }
+  } else {
+    std::iota(group.begin(), group.end(), 0);
+  }
+
   const int n = static_cast<int>(n_);
-  std::vector<double> dist(n_ * n_, 0.0);
+  const size_t nn = n_ * n_;
+  // Squared differences per group (lower triangle), and their sum (isotropic squared distance).
+  std::vector<double> group_sq(static_cast<size_t>(groups) * nn, 0.0);
+  std::vector<double> dist2(nn, 0.0);
   for (int i = 0; i < n; ++i) {
     for (int j = 0; j < i; ++j) {
-      dist[i * n_ + j] = Distance(&x_[i * dim_], &x_[j * dim_], dim_);
+      const double* a = &x_[i * dim_];
+      const double* b = &x_[j * dim_];
+      for (int k = 0; k < dim_; ++k) {
+        const double d = a[k] - b[k];
+        group_sq[group[k] * nn + i * n_ + j] += d * d;
+        dist2[i * n_ + j] += d * d;
+      }
     }
   }
+
+  // Log marginal likelihood of the standardized targets for a scaled squared-distance matrix
+  // `r2` (lower triangle, length scale 1) and noise ratio `eta`; leaves the factor in `work`.
+  std::vector<double> work;
+  std::vector<double> u;
+  auto evaluate = [&](const std::vector<double>& r2, double eta, double* s2_out) {
+    work.assign(nn, 0.0);
+    for (int i = 0; i < n; ++i) {
+      for (int j = 0; j < i; ++j) work[i * n_ + j] = Matern52(std::sqrt(r2[i * n_ + j]), 1.0, 1.0);
+      work[i * n_ + i] = 1.0 + eta;
+    }
+    if (!CholeskyFactor(work, n)) return -std::numeric_limits<double>::infinity();
+    u = ys;
+    SolveLower(work, n, u);
+    const double quad = Dot(u.data(), u.data(), n_);
+    double log_det = 0.0;
+    for (int i = 0; i < n; ++i) log_det += 2.0 * std::log(work[i * n_ + i]);
+    double s2 = options_.signal_variance;
+    if (options_.fit_hyperparameters) {
+      s2 = std::clamp(quad / n_, kMinSignalVariance, kMaxSignalVariance);
+    }
+    *s2_out = s2;
+    // log N(ys | 0, s2 R) with R = corr + eta I = work work^T.
+    return -0.5 * quad / s2 - 0.5 * n_ * std::log(s2) - 0.5 * log_det - 0.5 * n_ * kLog2Pi;
+  };
 
   std::vector<double> length_scales = options_.length_scale_grid;
   std::vector<double> noise_ratios = options_.noise_ratio_grid;
@@ -154,32 +207,17 @@ void GaussianProcess::Fit(const std::vector<std::vector<double>>& x,
   // near-duplicate points), retries with ten times the noise, a few times.
   double best_lml = -std::numeric_limits<double>::infinity();
   bool found = false;
-  std::vector<double> corr(n_ * n_);
-  std::vector<double> work;
-  std::vector<double> u;
+  std::vector<double> r2(nn);
   for (int attempt = 0; attempt < 8 && !found; ++attempt) {
     for (double ls : length_scales) {
       TUNE_CHECK(ls > 0) << "length scale " << ls;
-      for (int i = 0; i < n; ++i) {
-        for (int j = 0; j < i; ++j) corr[i * n_ + j] = Matern52(dist[i * n_ + j], ls, 1.0);
-      }
+      const double inv2 = 1.0 / (ls * ls);
+      for (size_t e = 0; e < nn; ++e) r2[e] = dist2[e] * inv2;
       for (double eta0 : noise_ratios) {
         const double eta = std::max(eta0, 1e-10) * std::pow(10.0, attempt);
-        work = corr;
-        for (int i = 0; i < n; ++i) work[i * n_ + i] = 1.0 + eta;
-        if (!CholeskyFactor(work, n)) continue;
-        u = ys;
-        SolveLower(work, n, u);
-        const double quad = Dot(u.data(), u.data(), n_);
-        double log_det = 0.0;
-        for (int i = 0; i < n; ++i) log_det += 2.0 * std::log(work[i * n_ + i]);
-        double s2 = options_.signal_variance;
-        if (options_.fit_hyperparameters) {
-          s2 = std::clamp(quad / n_, kMinSignalVariance, kMaxSignalVariance);
-        }
-        // log N(ys | 0, s2 R) with R = corr + eta I = work work^T.
-        const double lml = -0.5 * quad / s2 - 0.5 * n_ * std::log(s2) - 0.5 * log_det -
-                           0.5 * n_ * kLog2Pi;
+        double s2 = 0.0;
+        const double lml = evaluate(r2, eta, &s2);
+        if (!std::isfinite(lml)) continue;
         if (!found || lml > best_lml) {
           found = true;
           best_lml = lml;
@@ -192,6 +230,61 @@ void GaussianProcess::Fit(const std::vector<std::vector<double>>& x,
     }
   }
   TUNE_CHECK(found) << "GP covariance is not positive definite even with a large nugget";
+  std::vector<double> group_scale(groups, length_scale_);
+
+  if (options_.fit_hyperparameters && options_.ard && n_ >= 2) {
+    constexpr int kArdStepsPerGroup = 4;
+    const double inv2 = 1.0 / (length_scale_ * length_scale_);
+    for (size_t e = 0; e < nn; ++e) r2[e] = dist2[e] * inv2;
+    std::vector<double> trial(nn);
+    // Tries moving coordinate `g` (a group, or the noise ratio when g == groups) by `factor`
+    // repeatedly while the likelihood improves; returns whether it moved.
+    auto climb = [&](int g, double factor) {
+      bool moved = false;
+      for (int step = 0; step < kArdStepsPerGroup; ++step) {
+        double s2 = 0.0;
+        double lml;
+        if (g == groups) {
+          const double eta = noise_ratio_ * factor;
+          if (eta < 1e-8 || eta > 1.0) break;
+          lml = evaluate(r2, eta, &s2);
+          if (!(lml > best_lml + 1e-9)) break;
+          noise_ratio_ = eta;
+        } else {
+          const double ls = group_scale[g] * factor;
+          if (ls < options_.min_length_scale || ls > options_.max_length_scale) break;
+          const double delta = 1.0 / (ls * ls) - 1.0 / (group_scale[g] * group_scale[g]);
+          const double* gs = &group_sq[g * nn];
+          for (size_t e = 0; e < nn; ++e) trial[e] = std::max(r2[e] + gs[e] * delta, 0.0);
+          lml = evaluate(trial, noise_ratio_, &s2);
+          if (!(lml > best_lml + 1e-9)) break;
+          group_scale[g] = ls;
+          r2.swap(trial);
+        }
+        best_lml = lml;
+        signal_variance_ = s2;
+        chol_ = work;
+        moved = true;
+      }
+      return moved;
+    };
+    for (int sweep = 0; sweep < std::max(options_.ard_sweeps, 1); ++sweep) {
+      bool changed = false;
+      for (int g = 0; g <= groups; ++g) {
+        const double factor = g == groups ? 10.0 : 2.0;
+        if (climb(g, factor)) {
+          changed = true;
+        } else if (climb(g, 1.0 / factor)) {
+          changed = true;
+        }
+      }
+      if (!changed) break;
+    }
+  }
+  for (int k = 0; k < dim_; ++k) {
+    length_scales_[k] = group_scale[group[k]];
+    inv_length2_[k] = 1.0 / (length_scales_[k] * length_scales_[k]);
+  }
   log_marginal_likelihood_ = best_lml;
   // chol_ factors R; K + noise = s2 R, so its factor is sqrt(s2) chol_.
   const double root = std::sqrt(signal_variance_);
@@ -270,8 +363,15 @@ void GaussianProcess::Posterior::Believe(size_t i) {
   const double* xi = &points_[i * dim_];
   std::vector<double> w(m);
   for (size_t c = 0; c < m; ++c) {
-    w[c] = Matern52(Distance(&points_[c * dim_], xi, dim_), gp.length_scale_,
-                    gp.signal_variance_);
+    const double* pc = &points_[c * dim_];
+    double r = 0.0;
+    if (gp.dim_ == dim_) {
+      r = gp.ScaledDistance(pc, xi);
+    } else {  // an empty model: isotropic with the prior's length scale
+      for (int k = 0; k < dim_; ++k) r += (pc[k] - xi[k]) * (pc[k] - xi[k]);
+      r = std::sqrt(r) / gp.length_scale_;
+    }
+    w[c] = Matern52(r, 1.0, gp.signal_variance_);
   }
   for (const std::vector<double>& row : whitened_) {
     const double vi = row[i];

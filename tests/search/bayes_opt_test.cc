@@ -158,6 +158,110 @@ TEST(BayesOptModelTest, TrainedCostModelNominatesCandidates) {
   EXPECT_EQ(order_a, order_b);
 }
 
+// A knob with labels is categorical (one-hot): its options are all at the same distance from
+// each other; an unlabelled numeric knob keeps its order.
+TEST(BayesOptEncodingTest, LabelledKnobOptionsAreEquidistantAndNumericKnobsKeepOrder) {
+  ConfigSpace space;
+  space.AddChoice("order", {0, 1, 2, 3}, {"mnk", "mkn", "nmk", "kmn"});
+  space.AddChoice("unroll", {1, 2, 4, 8, 16});
+  BayesOptStrategy s(&space, 3, BayesOptOptions{}, BayesOptStrategy::Mode::kExpectedImprovement);
+  ASSERT_EQ(s.encoded_dimension(), 4 + 1);
+  auto distance = [&](const Config& a, const Config& b) {
+    const std::vector<double> pa = s.Encode(a);
+    const std::vector<double> pb = s.Encode(b);
+    double d = 0;
+    for (size_t k = 0; k < pa.size(); ++k) d += (pa[k] - pb[k]) * (pa[k] - pb[k]);
+    return std::sqrt(d);
+  };
+  for (int a = 0; a < 4; ++a) {
+    for (int b = 0; b < 4; ++b) {
+      if (a != b) EXPECT_NEAR(distance({a, 2}, {b, 2}), 1.0, 1e-12) << a << " vs " << b;
+    }
+  }
+  for (int u = 0; u + 1 < 5; ++u) {
+    EXPECT_LT(distance({0, 0}, {0, u}), distance({0, 0}, {0, u + 1}));
+  }
+  EXPECT_NEAR(distance({1, 0}, {1, 4}), 1.0, 1e-12);
+}
+
+// The initial design is a Latin hypercube: on 4 knobs of 5 options, the first 10 proposals
+// cover every option of a knob far more often than 10 uniform draws do (for those, the chance
+// that one knob shows all 5 options is about 0.52).
+TEST(BayesOptDesignTest, InitialDesignCoversEveryKnobsRange) {
+  ConfigSpace space;
+  for (const char* name : {"p", "q", "r", "s"}) space.AddChoice(name, {1, 2, 3, 4, 5});
+  int covered = 0;
+  int total = 0;
+  for (uint64_t seed = 1; seed <= 10; ++seed) {
+    BayesOptStrategy s(&space, seed * 7919, BayesOptOptions{},
+                       BayesOptStrategy::Mode::kExpectedImprovement);
+    std::vector<Config> design;
+    while (design.size() < 10) {
+      std::vector<Config> got = s.Propose(1);
+      ASSERT_EQ(got.size(), 1u);
+      design.push_back(got[0]);
+      s.Update({{got[0], 1e-3 * (1 + got[0][0] + got[0][1]), true}});
+    }
+    for (int k = 0; k < 4; ++k) {
+      std::set<int> values;
+      for (const Config& c : design) values.insert(c[k]);
+      covered += values.size() == 5 ? 1 : 0;
+      ++total;
+    }
+  }
+  EXPECT_GE(covered, total * 9 / 10) << covered << " of " << total;
+}
+
+// 10^4 points, knobs a..d with options 0..9; every config with a >= 7 fails at run time (30% of
+// the space). The ok cost is a bowl centred at a = 8.5, so the model alone extrapolates the
+// best costs into the failing region.
+ConfigSpace BoFailureRegionSpace() {
+  ConfigSpace space;
+  for (const char* name : {"a", "b", "c", "d"}) space.AddChoice(name, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9});
+  return space;
+}
+
+MeasuredConfig BoFailureRegionCost(const Config& c) {
+  if (c[0] >= 7) return {c, INFINITY, false};
+  static const double kCentre[] = {8.5, 3.3, 6.1, 4.4};
+  double q = 0;
+  for (int k = 0; k < 4; ++k) q += ((c[k] - kCentre[k]) / 9.0) * ((c[k] - kCentre[k]) / 9.0);
+  return {c, 1e-3 * std::exp(6.0 * q), true};
+}
+
+// Share of the proposals after the initial design that land in the failing region, over seeds.
+double BoFailingShare(const std::string& name, double feasibility_weight) {
+  ConfigSpace space = BoFailureRegionSpace();
+  int failing = 0;
+  int counted = 0;
+  for (uint64_t seed = 1; seed <= 3; ++seed) {
+    StrategyOptions options = test::Seeded(seed * 104729);
+    options.bo.feasibility_weight = feasibility_weight;
+    if (feasibility_weight == 0) options.bo.min_feasibility = 0;
+    auto s = MakeStrategy(name, &space, options);
+    const std::vector<Config> order = Drive(*s, space, 60, 1, BoFailureRegionCost).proposed;
+    for (size_t i = options.bo.initial_samples; i < order.size(); ++i) {
+      failing += order[i][0] >= 7 ? 1 : 0;
+      ++counted;
+    }
+  }
+  return static_cast<double>(failing) / counted;
+}
+
+// Failures change where BO proposes: after seeing failures in the region, its proposals avoid
+// it far more than random search (30%) does, and far more than the same strategy whose
+// acquisition ignores failures (feasibility weight 0), which the bowl pulls into the region.
+TEST(BayesOptFailureTest, ProposalsAvoidARegionThatAlwaysFails) {
+  for (const char* name : {"bo_ei", "bo_ucb"}) {
+    const double with_model = BoFailingShare(name, 1.0);
+    const double ignoring = BoFailingShare(name, 0.0);
+    std::printf("[ share ] %s: failing-region share %.3f (feasibility ignored: %.3f, random 0.3)\n",
+                name, with_model, ignoring);
+    EXPECT_LT(with_model, 0.1) << name;
+    EXPECT_LT(with_model, 0.5 * ignoring) << name;
+  }
+}
+
 TEST(BayesOptSpeedTest, ProposeOnALargeSpaceWithManyObservations) {
   // 10^5 points, 200 observations: prints the time of one Propose (not asserted on).
   ConfigSpace space = BowlWithFixedKnob();

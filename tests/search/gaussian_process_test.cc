@@ -2,6 +2,7 @@
 #include "search/gaussian_process.h"
 
 #include <cmath>
+#include <random>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -201,6 +202,53 @@ TEST(GaussianProcessTest, BelieveKeepsMeansAndShrinksNearbyVarianceMost) {
   const double shrink_far = var_before[2] - posterior.variance()[2];
   EXPECT_GT(shrink_near, shrink_far);
   EXPECT_GE(shrink_far, 0.0);
+}
+
+// A function of the first of three inputs only, sampled at random points: ARD gives the two
+// irrelevant dimensions much longer length scales than the relevant one; one shared group
+// for the last two keeps them equal.
+TEST(GaussianProcessArdTest, IrrelevantDimensionsGetLongLengthScales) {
+  std::mt19937_64 rng(20261127);
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  std::vector<std::vector<double>> x;
+  std::vector<double> y;
+  for (int i = 0; i < 60; ++i) {
+    const std::vector<double> p = {unit(rng), unit(rng), unit(rng)};
+    x.push_back(p);
+    y.push_back(std::sin(6.0 * p[0]) + 0.5 * p[0]);
+  }
+  GaussianProcessOptions options;
+  options.ard = true;
+  GaussianProcess gp(options);
+  gp.Fit(x, y);
+  ASSERT_EQ(gp.length_scales().size(), 3u);
+  EXPECT_GT(gp.length_scales()[1], 4.0 * gp.length_scales()[0]);
+  EXPECT_GT(gp.length_scales()[2], 4.0 * gp.length_scales()[0]);
+  // The fit is no worse than the isotropic one it starts from.
+  GaussianProcess iso;
+  iso.Fit(x, y);
+  EXPECT_GE(gp.log_marginal_likelihood(), iso.log_marginal_likelihood());
+  EXPECT_EQ(iso.length_scales()[0], iso.length_scales()[2]);
+  // ARD predicts a fresh point better than the isotropic model.
+  double ard_error = 0;
+  double iso_error = 0;
+  for (int i = 0; i < 40; ++i) {
+    const std::vector<double> p = {unit(rng), unit(rng), unit(rng)};
+    const double truth = std::sin(6.0 * p[0]) + 0.5 * p[0];
+    double m = 0;
+    gp.Predict(p, &m, nullptr);
+    ard_error += std::abs(m - truth);
+    iso.Predict(p, &m, nullptr);
+    iso_error += std::abs(m - truth);
+  }
+  EXPECT_LT(ard_error, iso_error);
+
+  GaussianProcessOptions grouped = options;
+  grouped.dimension_groups = {0, 1, 1};
+  GaussianProcess shared(grouped);
+  shared.Fit(x, y);
+  EXPECT_EQ(shared.length_scales()[1], shared.length_scales()[2]);
+  EXPECT_GT(shared.length_scales()[1], 4.0 * shared.length_scales()[0]);
 }
 
 }  // namespace
