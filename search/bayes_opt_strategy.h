@@ -64,9 +64,10 @@ struct BayesOptOptions {
 /// one length scale per knob by coordinate search (the one-hot coordinates of a knob share
 /// theirs). At most kMaxTrainingPoints ok results are used: the half with the lowest log
 /// cost plus the most recent of the rest. Failures never enter the regression; a separate
-/// FeasibilityModel (kernel-weighted success rate over the same encoding, bandwidth by
-/// leave-one-out likelihood; the latest kMaxFeasibilityPoints results) gives P(feasible)
-/// for each candidate, and every acquisition adds w * log P(feasible) (w =
+/// FeasibilityModel (a least-squares GP classifier: a GP with the same encoding, kernel,
+/// ARD and knob groups regressed on +1 for ok and -1 for failed, through a probit link;
+/// fitted on the latest kMaxFeasibilityPoints results, only while
+/// feasibility_weight > 0) gives P(feasible) for each candidate, and every acquisition adds w * log P(feasible) (w =
 /// feasibility_weight; skipped while no result has failed). Candidates with P(feasible) <
 /// min_feasibility are left out of every selection while any other candidate is left.
 ///
