@@ -61,6 +61,12 @@ struct TrainOptions {
   int patience = 0;       // stop when the validation score has not improved for this many epochs / round blocks
   double learning_rate = 0;
   int hidden = 0;         // hidden width (lstm, gnn)
+  /// The ranking loss: "pairwise" (RankNet: every pair of one task's configs whose latencies
+  /// differ weighs the same; xgb: rank:pairwise) or "lambdarank" (each pair weighted by how
+  /// much swapping the two would change the task's NDCG under the current scores, with gain
+  /// best latency / latency, so the pairs at the top of the ranking count most; xgb:
+  /// rank:ndcg). Empty means "pairwise".
+  std::string loss;
   /// Only for online fine-tuning: at most this many epochs over the task's own records.
   int fine_tune_epochs = 0;
   std::function<void(const TrainProgress&)> progress;

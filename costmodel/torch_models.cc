@@ -8,7 +8,8 @@
 //    the typed edges in both directions (a linear map per edge kind and direction, mean over
 //    the incoming messages of a kind, residual ReLU update), mean and max pooling over the
 //    nodes, an MLP -> score. A minibatch is one big graph: nodes concatenated, edges offset.
-// Training: RankNet's pairwise logistic loss (TrainProgress::train_loss: its mean over the
+// Training (TrainOptions::loss "lambdarank": each pair weighted by its |delta NDCG| under the
+// current scores, LambdaRank-style; otherwise plain RankNet): RankNet's pairwise logistic loss (TrainProgress::train_loss: its mean over the
 // pairs of a chunk, chunks weighted equally, averaged over the epoch's minibatches [nats]) over the pairs of configs of one task (a chunk
 // of at most kChunk configs of one group) whose latencies differ, failed configs (+inf)
 // ranked below every ok one; Adam on minibatches of chunks, validation after every epoch
@@ -341,7 +342,7 @@ class TorchModel : public OfflineModel {
     int best_epoch = 0;
     std::vector<torch::Tensor> best_params = Snapshot();
     for (int epoch = 1; epoch <= max_epochs; ++epoch) {
-      const double loss = RunEpoch(train_groups, &adam, rng);
+      const double loss = RunEpoch(train_groups, &adam, rng, kChunk, kBatchConfigs, options.loss == "lambdarank");
       if (!std::isfinite(loss)) break;  // diverged: keep the best epoch so far
       const double score = ValidationObjective(EvaluateGroups(*this, *valid_ref));
       if (score > best) {
@@ -516,8 +517,11 @@ class TorchModel : public OfflineModel {
   }
 
   /// One pass over the groups' chunks; the mean loss per minibatch.
+  /// With `lambdarank`, each pair of a chunk is weighted by |delta NDCG| of swapping it under
+  /// the current scores (gain: the chunk's best latency / latency, 0 for a failure), the
+  /// weights of a chunk normalized to the same total as RankNet's.
   double RunEpoch(const std::vector<const TrainGroup*>& groups, torch::optim::Adam* adam, std::mt19937_64& rng,
-                  size_t chunk_size = kChunk, size_t batch_configs = kBatchConfigs) {
+                  size_t chunk_size = kChunk, size_t batch_configs = kBatchConfigs, bool lambdarank = false) {
     std::vector<Chunk> chunks = MakeChunks(groups, chunk_size, rng);
     double total = 0;
     int batches = 0;
@@ -528,10 +532,17 @@ class TorchModel : public OfflineModel {
       std::vector<float> weight;
       int chunks_in_batch = 0;
       std::vector<std::pair<size_t, size_t>> spans;  // [first weight, end) per chunk
+      std::vector<std::pair<size_t, size_t>> configs;  // [first input, end) per chunk with pairs
+      std::vector<double> gain;                        // per input: chunk best latency / latency
       while (c < chunks.size() && (inputs.empty() || inputs.size() + chunks[c].size() <= batch_configs)) {
         const Chunk& chunk = chunks[c++];
         const int64_t base = static_cast<int64_t>(inputs.size());
         const size_t first = weight.size();
+        double chunk_best = std::numeric_limits<double>::infinity();
+        for (const Item& item : chunk) chunk_best = std::min(chunk_best, item.latency);
+        for (const Item& item : chunk) {
+          gain.push_back(std::isfinite(item.latency) && item.latency > 0 ? chunk_best / item.latency : 0.0);
+        }
         for (size_t i = 0; i < chunk.size(); ++i) {
           inputs.push_back(chunk[i].input);
           for (size_t j = i + 1; j < chunk.size(); ++j) {
@@ -544,14 +555,22 @@ class TorchModel : public OfflineModel {
         }
         if (weight.size() > first) {
           spans.emplace_back(first, weight.size());
+          configs.emplace_back(static_cast<size_t>(base), inputs.size());
           ++chunks_in_batch;
         }
       }
       if (weight.empty()) continue;
-      // Every chunk weighs the same whatever its number of pairs.
-      for (auto [first, end] : spans)
-        for (size_t i = first; i < end; ++i) weight[i] = 1.0f / static_cast<float>((end - first) * chunks_in_batch);
       auto scores = net_->Forward(inputs, norm_);
+      if (lambdarank) LambdaWeights(scores, gain, better, worse, spans, configs, weight);
+      // Every chunk weighs the same whatever its number of pairs.
+      for (auto [first, end] : spans) {
+        double sum = 0;
+        for (size_t i = first; i < end; ++i) sum += weight[i];
+        for (size_t i = first; i < end; ++i) {
+          weight[i] = sum > 0 ? static_cast<float>(weight[i] / (sum * chunks_in_batch))
+                              : 1.0f / static_cast<float>((end - first) * chunks_in_batch);
+        }
+      }
       auto bt = torch::from_blob(better.data(), {static_cast<int64_t>(better.size())}, torch::kLong).clone();
       auto wt = torch::from_blob(worse.data(), {static_cast<int64_t>(worse.size())}, torch::kLong).clone();
       auto w = torch::from_blob(weight.data(), {static_cast<int64_t>(weight.size())}, torch::kFloat).clone();
@@ -565,6 +584,35 @@ class TorchModel : public OfflineModel {
       ++batches;
     }
     return batches ? total / batches : 0;
+  }
+
+  /// LambdaRank's pair weights: for each chunk ([first, end) of `weight`, its configs
+  /// [begin, stop) of the inputs), the configs are ranked by their current (detached) scores
+  /// and each pair's weight becomes |gain_i - gain_j| * |1/log2(1 + rank_i) - 1/log2(1 + rank_j)|
+  /// / IDCG of the chunk (0 when every gain is 0).
+  static void LambdaWeights(const torch::Tensor& scores, const std::vector<double>& gain,
+                            const std::vector<int64_t>& better, const std::vector<int64_t>& worse,
+                            const std::vector<std::pair<size_t, size_t>>& spans,
+                            const std::vector<std::pair<size_t, size_t>>& configs, std::vector<float>& weight) {
+    auto detached = scores.detach().to(torch::kDouble).contiguous();
+    const double* sc = detached.data_ptr<double>();
+    std::vector<double> discount(gain.size(), 0.0);
+    for (size_t k = 0; k < spans.size(); ++k) {
+      const auto [begin, stop] = configs[k];
+      std::vector<size_t> order(stop - begin);
+      for (size_t i = 0; i < order.size(); ++i) order[i] = begin + i;
+      std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return sc[a] > sc[b]; });
+      for (size_t r = 0; r < order.size(); ++r) discount[order[r]] = 1.0 / std::log2(2.0 + static_cast<double>(r));
+      std::vector<double> ideal(gain.begin() + begin, gain.begin() + stop);
+      std::sort(ideal.rbegin(), ideal.rend());
+      double idcg = 0;
+      for (size_t r = 0; r < ideal.size(); ++r) idcg += ideal[r] / std::log2(2.0 + static_cast<double>(r));
+      for (size_t p = spans[k].first; p < spans[k].second; ++p) {
+        const size_t i = static_cast<size_t>(better[p]), j = static_cast<size_t>(worse[p]);
+        weight[p] = idcg > 0 ? static_cast<float>(std::abs(gain[i] - gain[j]) * std::abs(discount[i] - discount[j]) / idcg)
+                             : 0.0f;
+      }
+    }
   }
 
   std::vector<torch::Tensor> Snapshot() const {

@@ -1,4 +1,4 @@
-// The offline XGBoost cost model: rank:pairwise on AST features, one group per task, early-stopped on validation.
+// The offline XGBoost cost model: rank:pairwise (or rank:ndcg for the lambdarank loss) on AST features, one group per task, early-stopped on validation.
 #include <xgboost/c_api.h>
 
 #include <algorithm>
@@ -231,7 +231,7 @@ class XgbOfflineModel final : public OfflineModel {
     BoosterPtr booster(raw);
     const std::pair<const char*, std::string> params[] = {
         {"verbosity", "0"},
-        {"objective", "rank:pairwise"},
+        {"objective", options.loss == "lambdarank" ? "rank:ndcg" : "rank:pairwise"},
         {"eval_metric", "ndcg"},
         {"eta", absl::StrCat(eta)},
         {"max_depth", absl::StrCat(kMaxDepth)},

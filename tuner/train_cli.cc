@@ -291,6 +291,10 @@ int TrainCommand(int argc, char** argv) {
                  "stop after this many epochs (xgb: blocks of 5 rounds) without a better validation score")
       ->check(CLI::Range(0, 100000));
   app.add_option("--lr", t.learning_rate, "learning rate; 0: the model's default")->check(CLI::Range(0.0, 10.0));
+  app.add_option("--loss", t.loss,
+                 "ranking loss: pairwise (RankNet / rank:pairwise) or lambdarank (pairs weighted by their "
+                 "|delta NDCG|; xgb: rank:ndcg)")
+      ->check(CLI::IsMember({"pairwise", "lambdarank"}));
   app.add_option("--hidden", t.hidden, "hidden width (lstm, gnn); 0: the model's default")->check(CLI::Range(0, 65536));
   app.add_option("--threads", t.threads, "threads for featurizing and training (default: all cores)")
       ->check(CLI::Range(1, 256));
@@ -376,6 +380,7 @@ int TrainCommand(int argc, char** argv) {
   nlohmann::json options = {{"model", model_kind},       {"seed", t.seed},
                             {"epochs", t.max_epochs},     {"patience", t.patience},
                             {"learning_rate", t.learning_rate}, {"hidden", t.hidden},
+                            {"loss", t.loss.empty() ? "pairwise" : t.loss},
                             {"threads", t.threads},       {"max_per_task", d.max_per_task},
                             {"valid_share", d.valid_share}, {"command", JoinArgs(argc, argv)}};
   costmodel::ArtifactInfo info;

@@ -139,6 +139,25 @@ TEST_P(TorchModelTest, RanksHeldOutGemmShapesBetterThanChance) {
   EXPECT_GT(m.kendall, 0.2);
 }
 
+// loss "lambdarank" weights each pair by its |delta NDCG|: still a ranking of held-out shapes far
+// above chance, and another model than RankNet's for the same seed (the option is not ignored).
+TEST_P(TorchModelTest, LambdaRankLossRanksHeldOutShapesAndIsAnotherModel) {
+  const TorchData& data = TorchGemmData();
+  auto ranknet = NewTorchModel(GetParam());
+  auto lambda = NewTorchModel(GetParam());
+  ASSERT_TRUE(ranknet != nullptr && lambda != nullptr);
+  TrainOptions o = FastOptions(1, 1);
+  ASSERT_TRUE(ranknet->Train(data.train, {}, o).ok());
+  o.loss = "lambdarank";
+  ASSERT_TRUE(lambda->Train(data.train, {}, o).ok());
+  EvalMetrics m = EvaluateGroups(*lambda, data.held_out);
+  std::printf("%s lambdarank: held-out pairwise %.3f top1 %.3f kendall %.3f\n", GetParam().c_str(), m.pairwise,
+              m.top1, m.kendall);
+  EXPECT_GE(m.pairwise, 0.65);
+  EXPECT_GT(m.kendall, 0.2);
+  EXPECT_NE(ScoreGroup(*ranknet, data.held_out[0]), ScoreGroup(*lambda, data.held_out[0]));
+}
+
 TEST_P(TorchModelTest, EarlyStoppingKeepsTheBestEpochOnTheGivenValidation) {
   const TorchData& data = TorchGemmData();
   std::vector<TrainGroup> train(data.train.begin(), data.train.begin() + 5);

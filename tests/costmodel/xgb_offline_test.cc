@@ -125,6 +125,28 @@ TEST(XgbOfflineTest, RanksHeldOutTasksWellAboveChance) {
   EXPECT_NEAR(ValidationObjective(valid), seen.back().best_valid_score, 1e-9);
 }
 
+// loss "lambdarank" trains XGBoost's rank:ndcg: a model as good on held-out tasks, and another
+// model than rank:pairwise's for the same seed (the option is not ignored).
+TEST(XgbOfflineTest, LambdaRankLossRanksHeldOutTasksAndIsAnotherModel) {
+  const XgbOfflineSets& d = XgbOfflineData();
+  auto pairwise = MakeXgbOfflineModel();
+  auto lambda = MakeXgbOfflineModel();
+  TrainOptions o = XgbOfflineOptions(7);
+  ASSERT_TRUE(pairwise->Train(d.train, d.valid, o).ok());
+  o.loss = "lambdarank";
+  ASSERT_TRUE(lambda->Train(d.train, d.valid, o).ok());
+  const EvalMetrics test = EvaluateGroups(*lambda, d.test);
+  EXPECT_GE(test.pairwise, 0.7) << "top1 " << test.top1;
+  EXPECT_GT(test.kendall, 0.35);
+  bool differs = false;
+  for (const TrainGroup& g : d.test) {
+    std::vector<const ModelInput*> inputs;
+    for (const ModelInput& in : g.inputs) inputs.push_back(&in);
+    differs = differs || pairwise->Score(inputs) != lambda->Score(inputs);
+  }
+  EXPECT_TRUE(differs) << "rank:ndcg and rank:pairwise gave the same scores";
+}
+
 TEST(XgbOfflineTest, SameSeedSameScoresAndPayloadRoundTrip) {
   const XgbOfflineSets& d = XgbOfflineData();
   auto a = MakeXgbOfflineModel();
