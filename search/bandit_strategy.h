@@ -23,8 +23,11 @@ class StrategyRegistry;
 /// of its own. Keys for SetStrategyOption in brackets.
 struct BanditOptions {
   /// [bandit_arms, a comma-separated list] Registered strategy names other than "bandit", at
-  /// least one; a name may repeat (each copy is an arm with its own seed).
-  std::vector<std::string> arms = {"random", "bo_ei"};
+  /// least one; a name may repeat (each copy is an arm with its own seed). Default: "sa" (a
+  /// model-guided search, steady on every recorded space) and "bo_ucb" (Bayesian optimisation,
+  /// far ahead where the space is smooth), chosen by replay on recorded spaces
+  /// (docs/BENCHMARKS.md, "Search strategies").
+  std::vector<std::string> arms = {"sa", "bo_ucb"};
   /// [bandit_floor] Share of all slots reserved for exploration, split evenly between the arms
   /// not exhausted: each such arm gets at least floor / (their number) of the slots proposed so
   /// far; a fraction in [0, 1], where 0 turns the floor off.

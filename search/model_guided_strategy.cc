@@ -21,6 +21,9 @@ constexpr size_t kMinCandidates = 64;
 constexpr double kMinGain = 0.01;
 /// Random draws per model slot when screening random configs for likely failures.
 constexpr size_t kScreenDrawsPerSlot = 64;
+/// How many times the overall odds of failing a candidate's knobs must make its own odds
+/// before the failure screen drops it.
+constexpr double kFailureEvidence = 3.0;
 /// Rejection draws per random valid config.
 constexpr int kSampleTries = 100;
 
@@ -124,8 +127,14 @@ std::vector<Config> ModelGuidedStrategy::Propose(int batch) {
         std::max(kMinCandidates, kCandidatesPerSlot * static_cast<size_t>(model_slots));
     std::vector<Config> candidates = Candidates(capacity);
     const bool judge = options_.failure_threshold < 1 && failed_count_ >= 2 && ok_count_ >= 1;
+    // A candidate is dropped only when its knobs, not the space's overall failure rate, make
+    // failing likely: its chance exceeds the threshold and is at least kFailureEvidence times
+    // the overall odds (where failures are scattered with no knob to blame -- half the space
+    // failing at random -- the estimate sits at the base rate and drops nothing).
+    const double base_odds = static_cast<double>(failed_count_) / static_cast<double>(ok_count_);
     auto likely_fails = [&](const Config& c) {
-      return FailureChance(c) > options_.failure_threshold;
+      const double p = FailureChance(c);
+      return p > options_.failure_threshold && p / (1.0 - p) >= kFailureEvidence * base_odds;
     };
     if (judge) {
       candidates.erase(std::remove_if(candidates.begin(), candidates.end(), likely_fails),

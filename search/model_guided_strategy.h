@@ -65,7 +65,9 @@ struct ModelGuidedOptions {
 /// of them with option v of knob k and V_k options of knob k,
 ///   odds(fail) = F / O * prod over knobs k of [(f(k, c_k) + 1) / (F + V_k)] /
 ///                                            [(o(k, c_k) + 1) / (O + V_k)].
-/// The model's candidates whose chance exceeds `failure_threshold` are dropped before
+/// The model's candidates whose chance exceeds `failure_threshold` and whose odds of failing
+/// are at least kFailureEvidence times the overall odds F / O (so the knobs, not a high base
+/// rate of scattered failures, point at failing) are dropped before
 /// SelectDiverse, and the model slots they leave go to random valid unseen configs that pass
 /// the same test (64 draws per slot at most; the uniformly random fill after that takes any).
 /// The subclasses never start, move or breed from a config reported as failed (KnownFailure).

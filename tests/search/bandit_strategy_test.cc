@@ -54,8 +54,8 @@ TEST(BanditStrategyTest, DefaultArms) {
   ASSERT_TRUE(s.ok()) << s.status();
   std::vector<BanditStrategy::ArmStats> arms = (*s)->arm_stats();
   ASSERT_EQ(arms.size(), 2u);
-  EXPECT_EQ(arms[0].name, "random");
-  EXPECT_EQ(arms[1].name, "bo_ei");
+  EXPECT_EQ(arms[0].name, "sa");
+  EXPECT_EQ(arms[1].name, "bo_ucb");
 }
 
 class BanditArmsTest : public ::testing::TestWithParam<std::vector<std::string>> {

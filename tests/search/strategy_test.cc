@@ -70,7 +70,12 @@ std::vector<std::string> KeysOf(const std::string& strategy) {
 
 TEST(StrategyRegistryTest, EachStrategyListsTheKeysItReads) {
   const std::vector<std::string> guided = {"eps_greedy", "eps_stalled", "explore_after", "measured_share",
-                                           "diversity_min_distance"};
+                                           "diversity_min_distance", "failure_threshold"};
+  const std::vector<std::string> bo_keys = {"bo_initial_samples", "bo_candidates",         "bo_xi",
+                                            "bo_kappa",           "bo_feasibility_weight", "bo_min_feasibility",
+                                            "bo_climb_starts",    "bo_ard",                "bo_log_values"};
+  const std::vector<std::string> bandit_keys = {"bandit_arms", "bandit_floor", "bandit_failure_penalty",
+                                                "bandit_exploration", "bandit_window"};
   auto with = [&](std::vector<std::string> own) {
     std::vector<std::string> keys = guided;
     keys.insert(keys.end(), own.begin(), own.end());
@@ -82,18 +87,18 @@ TEST(StrategyRegistryTest, EachStrategyListsTheKeysItReads) {
   EXPECT_EQ(KeysOf("evolutionary"),
             with({"evo_population", "evo_generations", "evo_crossover_prob", "evo_mutation_prob"}));
   for (const char* bo : {"bo", "bo_ei", "bo_pi", "bo_ucb", "bo_multi"}) {
-    EXPECT_EQ(KeysOf(bo),
-              (std::vector<std::string>{"bo_initial_samples", "bo_candidates", "bo_xi", "bo_kappa"}))
-        << bo;
+    EXPECT_EQ(KeysOf(bo), bo_keys) << bo;
   }
-  EXPECT_EQ(KeysOf("bandit"), std::vector<std::string>{"bandit_arms"});
+  EXPECT_EQ(KeysOf("bandit"), bandit_keys);
+  EXPECT_EQ(KeysOf("auto"), std::vector<std::string>{}) << "auto's choice lists the keys it reads";
   // StrategyOptionNames: seed, then the union in registration order, each key once.
   std::vector<std::string> all = {"seed"};
-  for (const std::string& key :
-       with({"sa_chains", "sa_steps", "sa_early_stop", "evo_population", "evo_generations", "evo_crossover_prob",
-             "evo_mutation_prob", "bo_initial_samples", "bo_candidates", "bo_xi", "bo_kappa", "bandit_arms"})) {
-    all.push_back(key);
-  }
+  std::vector<std::string> own = {"sa_chains",       "sa_steps",           "sa_early_stop",
+                                  "evo_population",  "evo_generations",    "evo_crossover_prob",
+                                  "evo_mutation_prob"};
+  own.insert(own.end(), bo_keys.begin(), bo_keys.end());
+  own.insert(own.end(), bandit_keys.begin(), bandit_keys.end());
+  for (const std::string& key : with(own)) all.push_back(key);
   EXPECT_EQ(StrategyOptionNames(), all);
 }
 
@@ -383,7 +388,7 @@ TEST(StrategyOptionTest, Defaults) {
   EXPECT_EQ(o.bo.candidates, 2000);
   EXPECT_EQ(o.bo.xi, 0.01);
   EXPECT_EQ(o.bo.kappa, 2.0);
-  EXPECT_EQ(o.bandit.arms, (std::vector<std::string>{"random", "bo_ei"}));
+  EXPECT_EQ(o.bandit.arms, (std::vector<std::string>{"sa", "bo_ucb"}));
 }
 
 TEST(StrategyOptionTest, RejectsBadKeysAndValuesLeavingOptionsUnchanged) {
