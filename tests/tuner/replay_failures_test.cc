@@ -19,13 +19,13 @@ namespace {
 
 using json = nlohmann::json;
 
-constexpr int kFailBudget = 60;
+constexpr int kFailBudget = 100;
 constexpr int kFailSeeds = 20;
 
 // How the synthetic space's failures are placed.
 enum class FailurePattern {
-  // A resource limit: configs whose first two knobs are both large fail ("too many registers
-  // or too much shared memory"); about half the space. The optimum sits on the edge of the
+  // Resource limits: configs whose first two knobs are together large fail ("too many
+  // registers or too much shared memory"), and a corner of two other knobs; about half the space. The optimum sits on the edge of the
   // failing region, as it often does for real kernels (the fastest tile is the largest that
   // still fits).
   kRegionAtTheOptimum,
@@ -49,8 +49,8 @@ std::unique_ptr<ReplaySpace> FailingSpace(FailurePattern pattern, uint64_t seed)
     doc["tune_params"][names.back()] = values;
   }
   doc["tune_params_keys"] = names;
-  // Main basin: in the region pattern, knobs 0 and 1 at (5, 3) of 0..6 -- their sum 8 is the
-  // largest that does not fail (sum >= 9 fails). Second, shallower basin elsewhere.
+  // Main basin: in the region pattern, knobs 0 and 1 at (4, 2) of 0..6 -- their sum 6 is the
+  // largest that does not fail (sum >= 7 fails). Second, shallower basin elsewhere.
   std::vector<double> center(kKnobs), second(kKnobs), weight(kKnobs);
   for (int k = 0; k < kKnobs; ++k) {
     center[k] = static_cast<double>(rng() % kOptions);
@@ -58,8 +58,8 @@ std::unique_ptr<ReplaySpace> FailingSpace(FailurePattern pattern, uint64_t seed)
     weight[k] = 0.05 + 0.1 * u01(rng);
   }
   if (pattern == FailurePattern::kRegionAtTheOptimum) {
-    center[0] = 5;
-    center[1] = 3;
+    center[0] = 4;
+    center[1] = 2;
   }
   json cache = json::object();
   int failed = 0, total = 0;
@@ -77,7 +77,9 @@ std::unique_ptr<ReplaySpace> FailingSpace(FailurePattern pattern, uint64_t seed)
     }
     const double log_ms = std::min(main, other) + 0.08 * u01(rng);
     bool fails = false;
-    if (pattern == FailurePattern::kRegionAtTheOptimum) fails = idx[0] + idx[1] >= 9 || (idx[0] == 6 && idx[2] >= 3);
+    if (pattern == FailurePattern::kRegionAtTheOptimum) {
+      fails = idx[0] + idx[1] >= 7 || (idx[0] == 6 && idx[2] >= 3) || (idx[3] >= 5 && idx[4] >= 5);
+    }
     if (pattern == FailurePattern::kScattered) fails = u01(rng) < 0.5;
     std::string key;
     json rec;
@@ -150,14 +152,28 @@ TEST(ReplayFailuresControl, RandomSearchMatchesItsExpectation) {
   EXPECT_NEAR(SummarizeReplaySeeds(fraction).mean, random, 0.03);
 }
 
+// The margins, about half the smallest lead measured over the two spaces (seeds 0-19, budget
+// 100, batch 10; random search's exact expectation 0.632 on the failing-region space, 0.643 on
+// the scattered one):
+//   strategy       failing region   scattered
+//   sa + xgb       0.849            0.746
+//   evolutionary   0.808            0.729
+//   bo_ei          0.993            0.987
+//   bo_pi          1.000            0.987
+//   bo_ucb         0.992            0.929
+//   bo_multi       0.993            0.969
+//   bandit (auto)  0.961            0.874
+// The model-guided strategies lead least where failures are scattered: XGBoost learns from
+// failures as the worst rank, and there half its labels carry no knob information.
 INSTANTIATE_TEST_SUITE_P(Every, ReplayFailuresTest,
-                         ::testing::Values(ReplayStrategyCase{"sa", "xgb", 10, 0.05},
-                                           ReplayStrategyCase{"evolutionary", "xgb", 10, 0.05},
-                                           ReplayStrategyCase{"bo_ei", "", 10, 0.05},
-                                           ReplayStrategyCase{"bo_pi", "", 10, 0.05},
-                                           ReplayStrategyCase{"bo_ucb", "", 10, 0.05},
-                                           ReplayStrategyCase{"bo_multi", "", 10, 0.05},
-                                           ReplayStrategyCase{"bandit", "xgb", 10, 0.05}),
+                         ::testing::Values(ReplayStrategyCase{"sa", "xgb", 10, 0.04},
+                                           ReplayStrategyCase{"evolutionary", "xgb", 10, 0.04},
+                                           ReplayStrategyCase{"bo_ei", "", 10, 0.15},
+                                           ReplayStrategyCase{"bo_pi", "", 10, 0.15},
+                                           ReplayStrategyCase{"bo_ucb", "", 10, 0.15},
+                                           ReplayStrategyCase{"bo_multi", "", 10, 0.15},
+                                           ReplayStrategyCase{"bandit", "xgb", 10, 0.12},
+                                           ReplayStrategyCase{"auto", "xgb", 10, 0.12}),
                          ReplayCaseName);
 
 }  // namespace
