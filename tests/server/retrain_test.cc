@@ -237,6 +237,7 @@ TEST_F(RetrainTest, TheBackgroundThreadRetrainsAndALaterJobStartsFromTheModel) {
   EXPECT_FALSE(tuner::UseLatestModel(r->get(), "llvm/cpu-a", &own));
   EXPECT_EQ(dynamic_cast<const RtCountingModel&>(*own.pretrained).configs(), 0);
   tuner::TuneOptions random;  // ranks nothing: no model for it
+  random.strategy = "random";
   EXPECT_FALSE(tuner::UseLatestModel(r->get(), "llvm/cpu-a", &random));
   EXPECT_EQ(random.pretrained, nullptr);
   tuner::TuneOptions elsewhere;
