@@ -8,7 +8,14 @@
 
 namespace tune::search {
 
-const char* AutoStrategy::Choice() { return "bandit"; }
+const char* AutoStrategy::Choice() { return "bo_ucb"; }
+
+const char* AutoStrategy::ChoiceWithModel() { return "bandit"; }
+
+std::string AutoStrategy::Resolve(const std::string& strategy, bool with_model) {
+  if (strategy != "auto") return strategy;
+  return with_model ? ChoiceWithModel() : Choice();
+}
 
 void AutoStrategy::Register(StrategyRegistry& registry) {
   registry.Register({"auto",

@@ -24,6 +24,7 @@
 #include "costmodel/cost_model_adapters.h"
 #include "dataset/record_database.h"
 #include "measure/task_factory.h"
+#include "search/auto_strategy.h"
 #include "tuner/parse_command_line.h"
 #include "tuner/tuner.h"
 #include "tuner/tuning_flags.h"
@@ -85,7 +86,8 @@ absl::StatusOr<ReplayTrace> ReplayWith(const ReplaySpace& space, search::SearchS
   o.trials_per_task = options.budget;  // the strategy runs out after the recorded configs
   o.batch = options.batch;
   o.seed = options.seed;
-  o.strategy = options.strategy;
+  // auto is its choice with a model where the caller gives one (ResolveStrategy).
+  o.strategy = search::AutoStrategy::Resolve(options.strategy, options.cost_model != nullptr);
   o.strategy_options = options.strategy_options;
   o.cost_model = "none";  // the caller's model, if any (options.cost_model)
   o.transfer = false;
@@ -235,6 +237,8 @@ int ReplayCommand(int argc, char** argv) {
   auto space = ReplaySpace::Create(std::move(*cache));
   if (!space.ok()) return base::Fail("tune replay", space.status());
   const ReplaySpace& rs = **space;
+  // auto becomes its choice here: with a model asked for, one that ranks with it.
+  strategy = ResolveStrategy(strategy, cost_model, false);
   cost_model = ResolveCostModel(cost_model, strategy);
   if (cost_model == "none") cost_model.clear();
   if (!cost_model.empty()) {

@@ -164,7 +164,7 @@ RetrainEvent Retrainer::Train(const dataset::RecordDatabase& db, int64_t target_
 
 bool UseLatestModel(const Retrainer* retrainer, const std::string& target_key, TuneOptions* options) {
   if (retrainer == nullptr || options->pretrained != nullptr) return false;
-  if (ResolveCostModel(options->cost_model, options->strategy) == "none") return false;  // it would rank nothing
+  if (ResolveCostModel(options->cost_model, options->strategy, true) == "none") return false;  // it would rank nothing
   std::optional<RetrainedModel> m = retrainer->Latest(target_key);
   if (!m.has_value()) return false;
   options->pretrained = std::move(m->model);

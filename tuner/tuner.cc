@@ -46,9 +46,13 @@ double Now() {
 
 }  // namespace
 
-std::string ResolveCostModel(const std::string& name, const std::string& strategy) {
+std::string ResolveStrategy(const std::string& strategy, const std::string& cost_model, bool pretrained) {
+  return search::AutoStrategy::Resolve(strategy, pretrained || (cost_model != "auto" && cost_model != "none"));
+}
+
+std::string ResolveCostModel(const std::string& name, const std::string& strategy, bool pretrained) {
   if (name != "auto") return name;
-  const std::string s = strategy == "auto" ? search::AutoStrategy::Choice() : strategy;
+  const std::string s = ResolveStrategy(strategy, name, pretrained);
   return (s == "sa" || s == "evolutionary" || s == "bandit") ? "xgb" : "none";
 }
 
@@ -289,7 +293,9 @@ absl::Status Tuner::Prepare(TaskRun& t, int64_t target_id, int64_t run_id) {
   if (t.strategy == nullptr) {
     search::StrategyOptions strategy_options = options_.strategy_options;
     strategy_options.seed = options_.seed + static_cast<uint64_t>(t.index);
-    auto strategy = search::SearchStrategy::Create(options_.strategy, &space, strategy_options);
+    auto strategy = search::SearchStrategy::Create(
+        ResolveStrategy(options_.strategy, options_.cost_model, options_.pretrained != nullptr), &space,
+        strategy_options);
     if (!strategy.ok()) return strategy.status();
     t.owned_strategy = std::move(*strategy);
     t.strategy = t.owned_strategy.get();
@@ -430,7 +436,7 @@ absl::Status Tuner::CatchUp(TaskRun& t) {
 
 absl::Status Tuner::CreateModel(TaskRun& t, int64_t target_id) {
   if (t.model != nullptr) return absl::OkStatus();  // the caller's
-  std::string name = ResolveCostModel(options_.cost_model, options_.strategy);
+  std::string name = ResolveCostModel(options_.cost_model, options_.strategy, options_.pretrained != nullptr);
   if (name == "none") return absl::OkStatus();
   costmodel::CostModelOptions mo;
   mo.xgb.seed = options_.seed + static_cast<uint64_t>(t.index);
@@ -464,7 +470,7 @@ absl::Status Tuner::WarmStart(TaskRun& t, int64_t target_id) {
   size_t others = 0;
   for (const auto& info : *tasks) others += info.id != t.outcome.task_id ? 1 : 0;
   if (others == 0) return absl::OkStatus();
-  const std::string name = ResolveCostModel(options_.cost_model, options_.strategy);
+  const std::string name = ResolveCostModel(options_.cost_model, options_.strategy, options_.pretrained != nullptr);
   size_t per_task = std::max<size_t>(8, static_cast<size_t>(options_.max_prior_rows) / others);
   for (const auto& info : *tasks) {
     if (info.id == t.outcome.task_id || model.num_prior_rows() >= static_cast<size_t>(options_.max_prior_rows)) continue;

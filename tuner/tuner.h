@@ -194,10 +194,15 @@ class Tuner {
   int done_trials_ = 0, total_budget_ = 0, task_count_ = 0;
 };
 
+/// The strategy a run uses: "auto" becomes search::AutoStrategy::Choice(), or ChoiceWithModel()
+/// where a cost model is asked for: `pretrained` (a trained model to start from: a file or the
+/// daemon's) or a `cost_model` other than "auto" and "none". Other names pass.
+std::string ResolveStrategy(const std::string& strategy, const std::string& cost_model, bool pretrained);
+
 /// Resolves a cost model name: "auto" becomes "xgb" for the strategies that rank candidates
-/// with a model (sa, evolutionary, bandit, and "auto" when its choice is one of them) and "none"
-/// for the others; other names pass.
-std::string ResolveCostModel(const std::string& name, const std::string& strategy);
+/// with a model (sa, evolutionary, bandit, and "auto" when it resolves to one of them, see
+/// ResolveStrategy) and "none" for the others; other names pass.
+std::string ResolveCostModel(const std::string& name, const std::string& strategy, bool pretrained = false);
 
 /// The protocol for the untuned default schedule: no warm-up, few repeats, a long timeout
 /// (naive loops can take seconds per call).

@@ -27,8 +27,9 @@ void AddTuningFlags(CLI::App& app, TuningFlags& f, const std::string& timeout_fl
       ->check(CLI::Range(1, TuningFlags::kMaxBatch))->capture_default_str();
   app.add_option("--seed", o.seed, "random seed");
   app.add_option("--strategy", o.strategy,
-                 absl::StrCat("search strategy: auto (the default: ", search::AutoStrategy::Choice(),
-                              "), random, grid, sa, evolutionary, bo, bo_ei, bo_pi, bo_ucb, bo_multi, bandit"));
+                 absl::StrCat("search strategy: auto (the default: ", search::AutoStrategy::Choice(), "; ",
+                              search::AutoStrategy::ChoiceWithModel(), " where a cost model is given), random, grid, "
+                              "sa, evolutionary, bo, bo_ei, bo_pi, bo_ucb, bo_multi, bandit"));
   app.add_option("--strategy-option", f.strategy_options,
                  "KEY=VALUE strategy setting, repeatable (e.g. eps_greedy=0.1, sa_chains=64)");
   app.add_option("--input", f.inputs,
@@ -116,7 +117,7 @@ absl::Status UsePretrained(const std::string& artifact, const std::string& sourc
   options->pretrained_note = absl::StrCat("cost model ", source, ": ", a->info.kind, ", created ",
                                           a->info.created.empty() ? "?" : a->info.created, ", trained on ",
                                           a->info.target_key.empty() ? a->info.target_family : a->info.target_key);
-  if (ResolveCostModel(options->cost_model, options->strategy) == "none") {
+  if (ResolveCostModel(options->cost_model, options->strategy, true) == "none") {
     absl::StrAppend(&options->pretrained_note, " (not used: strategy ", options->strategy, " ranks no candidates with a model)");
   }
   options->pretrained = std::shared_ptr<const costmodel::OfflineModel>(std::move(a->model));

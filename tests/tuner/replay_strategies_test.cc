@@ -94,7 +94,7 @@ TEST(ReplayStrategiesControl, RandomSearchMatchesItsExpectationOnGemm) {
 }
 
 std::vector<ReplayStrategyCase> EveryStrategy(double margin) {
-  return {{"auto", "xgb", 10, margin},   {"sa", "xgb", 10, margin},     {"evolutionary", "xgb", 10, margin},
+  return {{"auto", "", 10, margin},   {"sa", "xgb", 10, margin},     {"evolutionary", "xgb", 10, margin},
           {"bo_ei", "", 10, margin},     {"bo_pi", "", 10, margin},     {"bo_ucb", "", 10, margin},
           {"bo_multi", "", 10, margin},  {"bandit", "xgb", 10, margin}};
 }

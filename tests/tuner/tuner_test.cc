@@ -577,5 +577,18 @@ TEST(TunerDefaultsTest, DefaultStrategyIsAutoWithItsChoicesCostModel) {
   EXPECT_EQ(ResolveCostModel("xgb-reg", "auto"), "xgb-reg");
 }
 
+// auto is Bayesian optimisation, which ranks with its own GP; where a model is asked for (a
+// pretrained one, or an explicit --cost-model) it is a strategy that ranks with that model.
+TEST(TunerDefaultsTest, AutoRanksWithTheModelAskedFor) {
+  EXPECT_EQ(ResolveStrategy("auto", "auto", false), search::AutoStrategy::Choice());
+  EXPECT_EQ(ResolveStrategy("auto", "none", false), search::AutoStrategy::Choice());
+  EXPECT_EQ(ResolveCostModel("auto", "auto"), "none");
+  EXPECT_EQ(ResolveStrategy("auto", "auto", true), search::AutoStrategy::ChoiceWithModel());
+  EXPECT_EQ(ResolveStrategy("auto", "xgb", false), search::AutoStrategy::ChoiceWithModel());
+  EXPECT_EQ(ResolveCostModel("auto", "auto", true), "xgb");
+  EXPECT_EQ(ResolveStrategy("sa", "none", true), "sa");
+  EXPECT_NE(std::string(search::AutoStrategy::Choice()), search::AutoStrategy::ChoiceWithModel());
+}
+
 }  // namespace
 }  // namespace tune::tuner
