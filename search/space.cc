@@ -44,6 +44,29 @@ void EnumerateSplits(int64_t remaining, int parts_left, int64_t max_inner,
   }
 }
 
+// Appends to `out` every split of `extent` with tails (ConfigSpace::AddSplit, kAllowed): inner
+// factors (after the outermost) drawn from `candidates`, innermost within max_inner, padded
+// extent at most 1.5 x extent; the outermost factor is ceil(extent / inner product).
+void EnumerateTailSplits(int64_t extent, int inner_left, int64_t inner, int64_t max_inner,
+                         const std::vector<int64_t>& candidates, std::vector<int64_t>& inner_factors,
+                         std::vector<std::vector<int64_t>>& out) {
+  if (inner_left == 0) {
+    const int64_t outer = (extent + inner - 1) / inner;
+    if (2 * outer * inner > 3 * extent) return;
+    std::vector<int64_t> option = {outer};
+    option.insert(option.end(), inner_factors.begin(), inner_factors.end());
+    out.push_back(std::move(option));
+    return;
+  }
+  for (int64_t f : candidates) {
+    if (inner * f > extent + extent / 2) break;  // candidates ascend; the padded bound fails too
+    if (inner_left == 1 && max_inner > 0 && f > max_inner) break;
+    inner_factors.push_back(f);
+    EnumerateTailSplits(extent, inner_left - 1, inner * f, max_inner, candidates, inner_factors, out);
+    inner_factors.pop_back();
+  }
+}
+
 std::string FormatValues(const std::vector<int64_t>& values) {
   std::string text = "[";
   for (size_t i = 0; i < values.size(); ++i) absl::StrAppend(&text, i ? "," : "", values[i]);
@@ -77,8 +100,14 @@ uint64_t UniformBelow(std::mt19937_64& rng, uint64_t n) {
   return x % n;
 }
 
+int64_t PaddedExtent(const std::vector<int64_t>& factors) {
+  int64_t p = 1;
+  for (int64_t f : factors) p *= f;
+  return p;
+}
+
 int ConfigSpace::AddSplit(const std::string& name, int64_t extent, int parts,
-                          int64_t max_inner) {
+                          int64_t max_inner, SplitTails tails) {
   TUNE_CHECK(extent >= 1) << "split '" << name << "' of extent " << extent;
   TUNE_CHECK(parts >= 1) << "split '" << name << "' into " << parts << " parts";
   TUNE_CHECK(max_inner >= 0) << "split '" << name << "' max_inner " << max_inner;
@@ -86,8 +115,22 @@ int ConfigSpace::AddSplit(const std::string& name, int64_t extent, int parts,
   Knob knob;
   knob.name = name;
   knob.kind = Knob::Kind::kSplit;
+  knob.extent = extent;
   std::vector<int64_t> prefix;
   EnumerateSplits(extent, parts, max_inner, prefix, knob.options);
+  if (tails == SplitTails::kAllowed && parts > 1) {
+    // Divisors first (kept in their order), then the splits with a tail, in lexicographic order.
+    std::vector<int64_t> candidates = Divisors(extent);
+    for (int64_t p = 2; p < extent + extent / 2; p *= 2) candidates.push_back(p);
+    std::sort(candidates.begin(), candidates.end());
+    candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
+    std::vector<std::vector<int64_t>> with_tails;
+    std::vector<int64_t> inner_factors;
+    EnumerateTailSplits(extent, parts - 1, 1, max_inner, candidates, inner_factors, with_tails);
+    for (auto& option : with_tails) {
+      if (PaddedExtent(option) != extent) knob.options.push_back(std::move(option));
+    }
+  }
   // The innermost factor 1 always satisfies max_inner >= 1, so options is never empty.
   TUNE_CHECK(!knob.options.empty()) << "split '" << name << "' has no options";
   knobs_.push_back(std::move(knob));

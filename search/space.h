@@ -25,18 +25,27 @@ struct ConfigHash {
 uint64_t UniformBelow(std::mt19937_64& rng, uint64_t n);
 
 /// One tunable parameter with a finite, ordered list of options. Every option is a list of
-/// integers: a split knob's option is its factors (outermost first, product = extent), a
-/// choice knob's option is a single value. `labels`, when not empty, names each option for
-/// printing (e.g. a loop order "mo,no,ko,mi,ni").
+/// integers: a split knob's option is its factors (outermost first; product = extent, or with
+/// tails at least extent, see SplitTails), a choice knob's option is a single value. `labels`,
+/// when not empty, names each option for printing (e.g. a loop order "mo,no,ko,mi,ni").
 struct Knob {
   enum class Kind { kSplit, kChoice };
   std::string name;
   Kind kind = Kind::kChoice;
+  /// A split knob's extent (the loop it splits); 0 for a choice knob.
+  int64_t extent = 0;
   std::vector<std::vector<int64_t>> options;
   std::vector<std::string> labels;
   /// FromJson takes option 0 when the text lacks this knob (see ConfigSpace::AllowMissing).
   bool may_be_missing = false;
 };
+
+/// Whether a split knob's factors must divide its extent (ConfigSpace::AddSplit).
+enum class SplitTails { kNone, kAllowed };
+
+/// Padded extent of a split option: factors[0] * ... * factors.back() (>= the knob's extent;
+/// equal unless the option has a tail).
+int64_t PaddedExtent(const std::vector<int64_t>& factors);
 
 /// A named predicate over configs; a config is valid iff all constraints hold.
 struct Constraint {
@@ -48,9 +57,17 @@ struct Constraint {
 /// const methods are safe to call concurrently once built.
 class ConfigSpace {
  public:
-  /// Adds a split of `extent` into `parts` factors whose product is `extent`, each factor a
-  /// divisor. `max_inner` (0 = no bound) bounds the innermost factor. Returns the knob index.
-  int AddSplit(const std::string& name, int64_t extent, int parts, int64_t max_inner = 0);
+  /// Adds a split of `extent` into `parts` factors, outermost first. `max_inner` (0 = no bound)
+  /// bounds the innermost factor. Returns the knob index.
+  /// - SplitTails::kNone: every factor a divisor, product = extent.
+  /// - SplitTails::kAllowed: the inner factors (all but the outermost) are divisors of `extent`
+  ///   or powers of two, in any combination whose padded extent outer * inner (outer =
+  ///   ceil(extent / inner), inner = their product) is at most 1.5 x extent; the last tile is then
+  ///   partial and the kernel must mask the indices >= extent (a tail). Options whose product is
+  ///   exactly `extent` are the divisor splits of kNone, so a prime or odd extent gets about as
+  ///   many options as a power of two.
+  int AddSplit(const std::string& name, int64_t extent, int parts, int64_t max_inner = 0,
+               SplitTails tails = SplitTails::kNone);
   /// Adds a knob choosing one of `values` (non-empty). Returns the knob index.
   int AddChoice(const std::string& name, std::vector<int64_t> values,
                 std::vector<std::string> labels = {});

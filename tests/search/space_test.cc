@@ -58,6 +58,40 @@ ConfigSpace SmallSpace() {
   return space;
 }
 
+// With tails, inner factors need not divide the extent: the divisor splits come first,
+// unchanged, then splits whose outermost factor rounds up (a partial last tile), padded by at
+// most half the extent. A prime extent gets about as many options as a power of two.
+TEST(SplitTest, TailsGivePrimeExtentsAsManyOptionsAsPowersOfTwo) {
+  ConfigSpace plain, with_tails, pow2;
+  plain.AddSplit("m", 97, 3, 16);
+  with_tails.AddSplit("m", 97, 3, 16, SplitTails::kAllowed);
+  pow2.AddSplit("m", 128, 3, 16);
+  const Knob& p = plain.knobs()[0];
+  const Knob& t = with_tails.knobs()[0];
+  EXPECT_EQ(t.extent, 97);
+  ASSERT_EQ(p.options.size(), 2u);  // 1x97x1 and 97x1x1 (1x1x97 is over max_inner)
+  ASSERT_GT(t.options.size(), p.options.size());
+  EXPECT_GE(t.options.size() * 2, pow2.knobs()[0].options.size())
+      << t.options.size() << " options for 97, " << pow2.knobs()[0].options.size() << " for 128";
+  for (size_t i = 0; i < p.options.size(); ++i) EXPECT_EQ(t.options[i], p.options[i]) << "divisor splits first";
+  std::set<std::vector<int64_t>> seen;
+  for (const auto& option : t.options) {
+    ASSERT_EQ(option.size(), 3u);
+    EXPECT_TRUE(seen.insert(option).second) << "option repeats";
+    EXPECT_LE(option[2], 16);
+    const int64_t inner = option[1] * option[2];
+    EXPECT_EQ(option[0], (97 + inner - 1) / inner) << "the outermost factor rounds up";
+    EXPECT_GE(PaddedExtent(option), 97);
+    EXPECT_LE(2 * PaddedExtent(option), 3 * 97);
+  }
+  EXPECT_TRUE(seen.count({4, 2, 16})) << "97 = 3 full tiles of 32 and a tail of 1";
+  EXPECT_TRUE(seen.count({13, 1, 8}));
+  // An extent whose divisors are all powers of two gains nothing from tails.
+  ConfigSpace pow2_tails;
+  pow2_tails.AddSplit("m", 128, 3, 16, SplitTails::kAllowed);
+  EXPECT_EQ(pow2_tails.knobs()[0].options, pow2.knobs()[0].options);
+}
+
 TEST(SplitTest, TwelveIntoThreeHasAllEighteenFactorizations) {
   ConfigSpace space;
   int k = space.AddSplit("tile", 12, 3);
