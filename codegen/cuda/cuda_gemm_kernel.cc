@@ -19,6 +19,11 @@ GemmDims GemmDimsOf(const Workload& w) {
 namespace {
 
 using IndexFn = std::function<Stmt(const Expr& i, const Expr& j)>;
+/// Whether element (row, col) of an operand tile exists in its matrix (undefined: every one).
+using InsideFn = std::function<Expr(const Expr& row, const Expr& col)>;
+/// A tile copy's body: TileCopy::EmitGuarded's, `guard` undefined where the element exists.
+using CopyFn = std::function<Stmt(const Expr& row, const Expr& col, const Expr& slot, const Expr& valid,
+                                  const Expr& guard)>;
 /// emit(i, j, m, n): row i, column j of a thread's register tile, at C[m][n].
 using ElementFn = std::function<Stmt(const Expr& i, const Expr& j, const Expr& m, const Expr& n)>;
 
@@ -79,6 +84,9 @@ class GemmKernel {
   Expr RowOf(const Expr& i, const Expr& quad, const Expr& lane) const;
   Expr ColOf(const Expr& j, const Expr& quad, const Expr& lane) const;
   // Operand tiles: global sources, shared destinations, the main loop over the K tiles.
+  InsideFn InsideA(const Expr& step) const;
+  InsideFn InsideB(const Expr& step) const;
+  Stmt Copy(const TileCopy& copy, const std::string& prefix, const InsideFn& inside, const CopyFn& body) const;
   Expr ASource(const Expr& step, const Expr& r, const Expr& col) const;
   Expr BSource(const Expr& step, const Expr& r, const Expr& col) const;
   Stmt ADest(const Expr& stage, const Expr& r, const Expr& col, const Expr& valid, Expr v) const;
@@ -91,6 +99,7 @@ class GemmKernel {
   std::vector<Expr> OutAt(const Expr& m, const Expr& n) const;
   Expr Epilogue(Expr v, const Expr& m, const Expr& n) const;
   std::vector<Expr> WsAt(const Expr& s, const Expr& m, const Expr& n) const;
+  Stmt Columns(const Expr& i, const Expr& m, const ElementFn& emit) const;
   Stmt Walk(const ElementFn& emit) const;
   Stmt Result(Expr v, const Expr& m, const Expr& n) const;
   Stmt WriteTile() const;
@@ -100,6 +109,10 @@ class GemmKernel {
   const Workload& wl_;
   const GemmTiles& t_;
   bool batched_, dense_, conv_;
+  GemmDims dims_;
+  // Tails: the tiles cover more than the extent (the last block or K tile is partial), so
+  // copies guard what lies past the matrix and the output stores what lies inside it.
+  bool m_tail_, n_tail_, k_tail_;
   int64_t bm_, bn_, bk_, split_, tiles_per_split_, slice_k_;
   Buffer a_, b_, bias_, out_;
   std::vector<Buffer> args_;
@@ -120,6 +133,8 @@ GemmKernel::GemmKernel(const Workload& wl, const GemmTiles& t, const ArgBuffers&
   split_ = t.split, tiles_per_split_ = t.k_tiles / split_;
   slice_k_ = bk_ / t.slices;  // k values of a BK step each slice accumulates
   const GemmDims dims = GemmDimsOf(wl);
+  dims_ = dims;
+  m_tail_ = t.grid_m * bm_ > dims.m, n_tail_ = t.grid_n * bn_ > dims.n, k_tail_ = t.k_tiles * bk_ > dims.k;
   Buffer input0 = args.input0, input1 = args.input1, out = args.out;
   if (conv_) {
     // The kernel's pointers seen as the GEMM's matrices: weight[OC][C*KH*KW] (the same bytes
@@ -223,6 +238,48 @@ Expr GemmKernel::ColOf(const Expr& j, const Expr& quad, const Expr& lane) const 
   return TileOffset(t_, threads_.tx, t_.tn, bn_, j, quad, lane);
 }
 
+// `a` and `b` under their bounds where a tail exists (an undefined part is no bound).
+Expr BothBelow(const Expr& a, const Expr& b) {
+  if (!a.defined()) return b;
+  if (!b.defined()) return a;
+  return a && b;
+}
+
+// A's tile (rows m, cols k) of K step `step`: rows past M and columns past K do not exist.
+InsideFn GemmKernel::InsideA(const Expr& step) const {
+  if (!m_tail_ && !k_tail_) return nullptr;
+  const Expr k0 = KTile(step) * Expr(bk_);
+  return [this, k0](const Expr& r, const Expr& col) {
+    return BothBelow(m_tail_ ? row0_ + r < Expr(dims_.m) : Expr(), k_tail_ ? k0 + col < Expr(dims_.k) : Expr());
+  };
+}
+
+// B's tile: rows n, cols k (dense) or rows k, cols n.
+InsideFn GemmKernel::InsideB(const Expr& step) const {
+  if (!n_tail_ && !k_tail_) return nullptr;
+  const Expr k0 = KTile(step) * Expr(bk_);
+  return [this, k0](const Expr& r, const Expr& col) {
+    const Expr& n = dense_ ? r : col;
+    const Expr& k = dense_ ? col : r;
+    return BothBelow(n_tail_ ? col0_ + n < Expr(dims_.n) : Expr(), k_tail_ ? k0 + k < Expr(dims_.k) : Expr());
+  };
+}
+
+// `copy` of a tile: plain where every element exists (the kernel of a config without tails is
+// unchanged), else guarded (TileCopy::EmitGuarded).
+Stmt GemmKernel::Copy(const TileCopy& copy, const std::string& prefix, const InsideFn& inside,
+                      const CopyFn& body) const {
+  if (!inside) {
+    return copy.Emit(prefix, [&](const Expr& r, const Expr& col, const Expr& slot, const Expr& valid) {
+      return body(r, col, slot, valid, Expr());
+    });
+  }
+  return copy.EmitGuarded(prefix, inside, body);
+}
+
+// `v`, or zero where `guard` (when defined) says the element lies past the matrix.
+Expr OrZero(const Expr& guard, Expr v) { return guard.defined() ? Select(guard, std::move(v), FloatImm(0.0)) : v; }
+
 Expr GemmKernel::ASource(const Expr& step, const Expr& r, const Expr& col) const {
   const Expr tile = KTile(step);
   return Load(a_, AtBatch({row0_ + r, tile * Expr(bk_) + col}));
@@ -266,24 +323,28 @@ PipelinedLoop GemmKernel::MainLoop() const {
   // registers (fetch) and from them (store), or asynchronous (issue).
   using TileStep = std::function<Stmt(const Expr& tile, const Expr& stage)>;
   const TileStep load_a = [this](const Expr& tile, const Expr& stage) {
-    return copy_a_.Emit("la", [&](const Expr& r, const Expr& col, const Expr&, const Expr& valid) {
-      return ADest(stage, r, col, valid, ASource(tile, r, col));
-    });
+    return Copy(copy_a_, "la", InsideA(tile),
+                [&](const Expr& r, const Expr& col, const Expr&, const Expr& valid, const Expr& guard) {
+                  return ADest(stage, r, col, valid, OrZero(guard, ASource(tile, r, col)));
+                });
   };
   const TileStep load_b = [this](const Expr& tile, const Expr& stage) {
-    return copy_b_.Emit("lb", [&](const Expr& r, const Expr& col, const Expr&, const Expr& valid) {
-      return BDest(stage, r, col, valid, BSource(tile, r, col));
-    });
+    return Copy(copy_b_, "lb", InsideB(tile),
+                [&](const Expr& r, const Expr& col, const Expr&, const Expr& valid, const Expr& guard) {
+                  return BDest(stage, r, col, valid, OrZero(guard, BSource(tile, r, col)));
+                });
   };
   auto fetch_a = [this](const Expr& tile) {
-    return copy_a_.Emit("fa", [&](const Expr& r, const Expr& col, const Expr& slot, const Expr&) {
-      return Store(stage_a_, {slot}, ASource(tile, r, col));
-    });
+    return Copy(copy_a_, "fa", InsideA(tile),
+                [&](const Expr& r, const Expr& col, const Expr& slot, const Expr&, const Expr& guard) {
+                  return Store(stage_a_, {slot}, OrZero(guard, ASource(tile, r, col)));
+                });
   };
   auto fetch_b = [this](const Expr& tile) {
-    return copy_b_.Emit("fb", [&](const Expr& r, const Expr& col, const Expr& slot, const Expr&) {
-      return Store(stage_b_, {slot}, BSource(tile, r, col));
-    });
+    return Copy(copy_b_, "fb", InsideB(tile),
+                [&](const Expr& r, const Expr& col, const Expr& slot, const Expr&, const Expr& guard) {
+                  return Store(stage_b_, {slot}, OrZero(guard, BSource(tile, r, col)));
+                });
   };
   auto store_a = [this](const Expr& stage) {
     return copy_a_.Emit("sa", [&](const Expr& r, const Expr& col, const Expr& slot, const Expr& valid) {
@@ -295,15 +356,28 @@ PipelinedLoop GemmKernel::MainLoop() const {
       return BDest(stage, r, col, valid, Load(stage_b_, {slot}));
     });
   };
-  const TileStep issue_a = [this](const Expr& tile, const Expr& stage) {
-    return copy_a_.Emit("ca", [&](const Expr& r, const Expr& col, const Expr&, const Expr& valid) {
-      return AsAsyncCopy(ADest(stage, r, col, valid, ASource(tile, r, col)));
-    });
+  // An asynchronous copy of an element that exists; zero stored for one that does not (an
+  // idle lane's, whose destination is the spare row, stores nothing).
+  auto async = [](Stmt dest_of_source, const Expr& valid, const Expr& guard, Stmt dest_of_zero) {
+    Stmt copy = AsAsyncCopy(dest_of_source);
+    if (!guard.defined()) return copy;
+    Expr missing = guard == Expr(int64_t{0});
+    if (valid.defined()) missing = missing && valid;
+    return Seq({If(guard, copy), If(missing, std::move(dest_of_zero))});
   };
-  const TileStep issue_b = [this](const Expr& tile, const Expr& stage) {
-    return copy_b_.Emit("cb", [&](const Expr& r, const Expr& col, const Expr&, const Expr& valid) {
-      return AsAsyncCopy(BDest(stage, r, col, valid, BSource(tile, r, col)));
-    });
+  const TileStep issue_a = [this, async](const Expr& tile, const Expr& stage) {
+    return Copy(copy_a_, "ca", InsideA(tile),
+                [&](const Expr& r, const Expr& col, const Expr&, const Expr& valid, const Expr& guard) {
+                  return async(ADest(stage, r, col, valid, ASource(tile, r, col)), valid, guard,
+                               ADest(stage, r, col, valid, FloatImm(0.0)));
+                });
+  };
+  const TileStep issue_b = [this, async](const Expr& tile, const Expr& stage) {
+    return Copy(copy_b_, "cb", InsideB(tile),
+                [&](const Expr& r, const Expr& col, const Expr&, const Expr& valid, const Expr& guard) {
+                  return async(BDest(stage, r, col, valid, BSource(tile, r, col)), valid, guard,
+                               BDest(stage, r, col, valid, FloatImm(0.0)));
+                });
   };
 
   PipelinedLoop loop;
@@ -384,22 +458,43 @@ std::vector<Expr> GemmKernel::WsAt(const Expr& s, const Expr& m, const Expr& n) 
 Stmt GemmKernel::Walk(const ElementFn& emit) const {
   std::vector<Stmt> rows;
   if (t_.slices == 1) {
-    for (int64_t i = 0; i < t_.tm; ++i) {
-      rows.push_back(VectorizedLoop("j", t_.tn, [&](const Expr& j, const Expr& quad, const Expr& lane) {
-        Expr n = col0_ + ColOf(j, quad, lane), m = row0_ + OutRow(Expr(i));
-        return emit(Expr(i), j, m, n);
-      }));
-    }
+    for (int64_t i = 0; i < t_.tm; ++i) rows.push_back(Columns(Expr(i), row0_ + OutRow(Expr(i)), emit));
   } else {
     rows.push_back(UnrolledLoop("r", t_.tm / t_.slices, [&](const Expr& r) {
       Expr i = r * Expr(t_.slices) + threads_.tz;
-      Expr row = OutRow(i);
-      return VectorizedLoop("j", t_.tn, [&](const Expr& j, const Expr& quad, const Expr& lane) {
-        return emit(i, j, row0_ + row, col0_ + ColOf(j, quad, lane));
-      });
+      return Columns(i, row0_ + OutRow(i), emit);
     }));
   }
   return Seq(std::move(rows));
+}
+
+// Row i of this thread's tile, at C row m: its TN columns in a vectorized loop. With a tail
+// along N, a run of four columns wholly inside stays vectorized and the others go element by
+// element, each emitted only inside; with a tail along M, the row only where m < M.
+Stmt GemmKernel::Columns(const Expr& i, const Expr& m, const ElementFn& emit) const {
+  auto at = [&](const Expr& j, const Expr& quad, const Expr& lane) {
+    return emit(i, j, m, col0_ + ColOf(j, quad, lane));
+  };
+  Stmt row;
+  if (!n_tail_) {
+    row = VectorizedLoop("j", t_.tn, at);
+  } else {
+    const Expr n_bound(dims_.n);
+    auto guarded = [&](const Expr& j, const Expr& quad, const Expr& lane) {
+      return If(col0_ + ColOf(j, quad, lane) < n_bound, at(j, quad, lane));
+    };
+    if (t_.tn % 4 != 0) {
+      row = UnrolledLoop("j", t_.tn, [&](const Expr& j) { return guarded(j, Expr(), Expr()); });
+    } else {
+      Expr quad = MakeVar("j_o"), lane = MakeVar("j_v"), each = MakeVar("j_t");
+      Expr run_inside = col0_ + ColOf(quad * Expr(4) + Expr(3), quad, Expr(3)) < n_bound;
+      row = For(quad, t_.tn / 4, ForKind::kUnrolled,
+                Seq({If(run_inside, For(lane, 4, ForKind::kVectorized, at(quad * Expr(4) + lane, quad, lane))),
+                     If(run_inside == Expr(int64_t{0}),
+                        For(each, 4, ForKind::kUnrolled, guarded(quad * Expr(4) + each, quad, each)))}));
+    }
+  }
+  return m_tail_ ? If(m < Expr(dims_.m), row) : row;
 }
 
 // A finished sum for C[m][n]: the output through the epilogue, or with split-K this split's

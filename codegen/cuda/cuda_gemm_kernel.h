@@ -14,8 +14,9 @@ namespace tune::codegen {
 constexpr int64_t kFmaOrderRows = 0, kFmaOrderBlocked = 1, kFmaOrderColumns = 2, kFmaOrderQuads = 3;
 
 /// The sizes one config of the CUDA GEMM template stands for (its knobs are documented in
-/// cuda_gemm_template.h). Every factor divides its extent exactly, so blocks never run past
-/// the output.
+/// cuda_gemm_template.h). The tiles may cover more than the GEMM (a tail: grid_m * bm() > M,
+/// grid_n * bn() > N or k_tiles * bk > K, the last block or K tile partial); the kernel then
+/// guards what lies past it, and only then (see BuildGemmKernel).
 struct GemmTiles {
   int64_t grid_m, ty, tm, grid_n, tx, tn, k_tiles, bk, vector;
   bool double_buffer, unroll_k;
@@ -47,7 +48,14 @@ GemmDims GemmDimsOf(const Workload& workload);
 /// C = A * B (+ bias, relu) with one thread block per BM x BN output tile, for dense, matmul,
 /// batch_matmul and conv2d (groups 1) as an implicit GEMM; see CudaGemmTemplate for the
 /// kernel and its knobs. With k_split > 1 the split-K scratch arguments (the partial tiles
-/// `ws` and the counters `arrivals`) follow the output in Schedule::args.
+/// `ws` and the counters `arrivals`) follow the output in Schedule::args. Tails, decided here
+/// from the known extents: operand copies load zero for elements past [0, M) x [0, K) (A) or
+/// [0, K) x [0, N) (B) -- a `vector`-wide run wholly inside keeps its wide load, a run across
+/// the edge goes lane by lane, guarded (TileCopy::EmitGuarded); under cp.async an element past
+/// the edge is a zero stored instead of a copy -- and the output, split-K's partial tiles and
+/// its fix-up are written only where row < M and col < N (a run of four columns wholly inside
+/// keeps its wide store). A config whose tiles divide the GEMM gets no guard: its kernel is
+/// the one it was before tails existed.
 Schedule BuildGemmKernel(const Workload& workload, const GemmTiles& tiles, const ArgBuffers& args);
 
 }  // namespace tune::codegen

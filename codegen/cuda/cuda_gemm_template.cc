@@ -2,6 +2,8 @@
 #include "codegen/cuda/cuda_gemm_template.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdlib>
 
 #include "codegen/cuda/cuda_direct_conv.h"
 #include "codegen/cuda/cuda_gemm_kernel.h"
@@ -69,9 +71,12 @@ CudaGemmTemplate::CudaGemmTemplate(Workload w, const GpuLimits& limits) : Templa
   TUNE_CHECK(Handles(wl)) << "no CUDA template for grouped convolution " << wl.Key();
   const GemmDims dims = GemmDimsOf(wl);
   auto& s = space_;
-  s.AddSplit("tile_m", dims.m, 3, kMaxThreadTile);
-  s.AddSplit("tile_n", dims.n, 3, kMaxThreadTile);
-  s.AddSplit("tile_k", dims.k, 2, kMaxBk);
+  // Tails allowed: the kernel guards the partial last tile (loads past the matrix read zero,
+  // stores past the output are skipped), so extents with few divisors still get tiles of
+  // every size. Divisor splits come first and keep their kernels.
+  s.AddSplit("tile_m", dims.m, 3, kMaxThreadTile, search::SplitTails::kAllowed);
+  s.AddSplit("tile_n", dims.n, 3, kMaxThreadTile, search::SplitTails::kAllowed);
+  s.AddSplit("tile_k", dims.k, 2, kMaxBk, search::SplitTails::kAllowed);
   s.AddChoice("vector", {4, 2, 1});
   s.AddChoice("double_buffer", {1, 0});
   s.AddChoice("pad", {0, 4});
@@ -168,6 +173,12 @@ CudaGemmTemplate::CudaGemmTemplate(Workload w, const GpuLimits& limits) : Templa
     if (t.split > 1) floats += 4;                               // the last-block flag (aligned)
     return floats * 4 <= limits.max_shared_bytes_per_block;
   });
+  // The direct variant has no tails: its output-channel tile (tile_m) divides the channels.
+  if (conv) {
+    s.AddConstraint("direct_tile_m_divides", [sp, conv, wl](const search::Config& c) {
+      return !IsDirect(*sp, c, conv) || search::PaddedExtent(sp->Get(c, "tile_m")) == wl.out_c;
+    });
+  }
   // The rest concern the implicit GEMM only (its knobs are pinned under the direct variant).
   s.AddConstraint("k_slices_divide", [sp, conv](const search::Config& c) {
     if (IsDirect(*sp, c, conv)) return true;
@@ -230,23 +241,47 @@ CudaGemmTemplate::CudaGemmTemplate(Workload w, const GpuLimits& limits) : Templa
 search::Config CudaGemmTemplate::DefaultConfig() const {
   // The plain shared-memory kernel of CUDA's programming guide where the shape allows it: 16x16
   // threads, one output each, K steps of 16, scalar loads, one stage. Otherwise the valid config
-  // closest to it (fewest elements per thread, then the most threads up to 256). For conv2d,
-  // the implicit GEMM (the direct variant's knobs held at option 0).
-  // k_split is held at 1 too (a default without split-K), so the walk costs what it did before.
-  std::vector<std::string> held = {"k_split", "cp_async", "cp_async_a", "unroll_stages", "fma_order"};
-  if (workload_.op == OpKind::kConv2d) {
-    held = {"k_split", "cp_async", "cp_async_a", "unroll_stages", "fma_order", "variant", "tile_oh", "tile_ow",
-            "tile_c"};
-  }
-  return BestScoring([this](const search::Config& c) -> std::optional<int64_t> {
-    GemmTiles t = TilesOf(space_, c);
-    if (t.vector != 1 || t.double_buffer || t.pad != 0 || t.unroll_k || t.interleave || t.slices != 1 ||
-        t.split != 1 || t.async != 0) {
-      return std::nullopt;
+  // closest to it (fewest elements per thread, then the most threads up to 256, then BK nearest
+  // 16, then the squarest block; among equals the least padding, so a shape whose divisors
+  // allow it keeps a config without tails). For conv2d, the implicit GEMM (the direct
+  // variant's knobs held at option 0). Only the three tile knobs vary: every other knob is held
+  // at the one value the score accepts (no split-K, no pipeline), so the walk stays small
+  // however many tiles with tails the shape has.
+  const auto& knobs = space_.knobs();
+  search::Config base(knobs.size(), 0);
+  auto hold = [&](const std::string& name, int64_t value) {
+    const int k = space_.KnobIndex(name);
+    for (size_t o = 0; o < knobs[k].options.size(); ++o) {
+      if (knobs[k].options[o][0] == value) base[k] = static_cast<int32_t>(o);
     }
-    return -(t.tm * t.tn) * 1000000 - std::abs(t.threads() - 256) * 1000 - std::abs(t.bk - 16) * 10 -
-           std::abs(t.tx - t.ty);
-  }, held);
+  };
+  hold("vector", 1), hold("double_buffer", 0), hold("pad", 0), hold("unroll_k", 0), hold("interleave", 0);
+  hold("k_slices", 1), hold("k_split", 1), hold("cp_async", 0);
+  const int km = space_.KnobIndex("tile_m"), kn = space_.KnobIndex("tile_n"), kk = space_.KnobIndex("tile_k");
+  const GemmDims dims = GemmDimsOf(workload_);
+  const double volume = static_cast<double>(dims.m) * static_cast<double>(dims.n) * static_cast<double>(dims.k);
+  search::Config best;
+  int64_t best_score = 0;
+  for (size_t om = 0; om < knobs[km].options.size(); ++om) {
+    for (size_t on = 0; on < knobs[kn].options.size(); ++on) {
+      for (size_t ok = 0; ok < knobs[kk].options.size(); ++ok) {
+        search::Config c = base;
+        c[km] = static_cast<int32_t>(om), c[kn] = static_cast<int32_t>(on), c[kk] = static_cast<int32_t>(ok);
+        const GemmTiles t = TilesOf(space_, c);
+        const double padded = static_cast<double>(search::PaddedExtent(knobs[km].options[om])) *
+                              static_cast<double>(search::PaddedExtent(knobs[kn].options[on])) *
+                              static_cast<double>(search::PaddedExtent(knobs[kk].options[ok]));
+        const int64_t waste = static_cast<int64_t>(std::lround(100.0 * (padded / volume - 1.0)));  // < 1000
+        const int64_t score = -(t.tm * t.tn) * 1000000000 - std::abs(t.threads() - 256) * 1000000 -
+                              std::abs(t.bk - 16) * 10000 - std::abs(t.tx - t.ty) * 1000 - waste;
+        if ((best.empty() || score > best_score) && space_.IsValid(c)) {
+          best = std::move(c);
+          best_score = score;
+        }
+      }
+    }
+  }
+  return best;  // empty when none: ValidDefaultConfig says so
 }
 
 Schedule CudaGemmTemplate::Build(const search::Config& c) const {

@@ -15,8 +15,10 @@ namespace tune::codegen {
 /// reads TM + TN values per k into registers (128-bit shared loads where TM / TN allow) and
 /// does TM * TN FMAs.
 ///
-/// Knobs: tile_m = [M / BM, threads along M (threadIdx.y), TM], tile_n = [N / BN, threads
-/// along N (threadIdx.x), TN], tile_k = [K / BK, BK], vector (global load width 1, 2 or 4),
+/// Knobs: tile_m = [ceil(M / BM), threads along M (threadIdx.y), TM], tile_n = [ceil(N / BN),
+/// threads along N (threadIdx.x), TN], tile_k = [ceil(K / BK), BK] -- splits with tails
+/// (search::SplitTails::kAllowed: BM, BN, BK need not divide M, N, K; the last block or K tile
+/// is partial and the kernel guards it, see BuildGemmKernel), vector (global load width 1, 2 or 4),
 /// double_buffer (two register-staged shared stages, see PipelinedLoop), pad (floats added
 /// to each shared row against bank conflicts; 4 keeps rows 16-byte aligned), unroll_k,
 /// interleave (an 8- or 16-wide thread tile as two or four 4-wide runs BM/2 or BM/4 (BN/2,
@@ -65,8 +67,9 @@ namespace tune::codegen {
 /// its meaning (its thread factor on threadIdx.z), as do vector (weight loads), double_buffer,
 /// pad (weight rows) and unroll_k (the channel loop of a step). tile_n, tile_k, interleave,
 /// k_slices and k_split are pinned to option 0 under direct, tile_oh/ow/c under implicit_gemm, and the
-/// thread, register and shared-memory limits hold for both. Config text recorded before the
-/// knob existed reads as implicit_gemm.
+/// thread, register and shared-memory limits hold for both. The direct variant has no tails:
+/// its tile_m divides the output channels. Config text recorded before the knob existed reads
+/// as implicit_gemm.
 class CudaGemmTemplate : public Template {
  public:
   CudaGemmTemplate(Workload workload, const GpuLimits& limits);

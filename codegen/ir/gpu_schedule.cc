@@ -46,6 +46,36 @@ Stmt TileCopy::Emit(
   return For(e, VectorsPerThread(), ForKind::kUnrolled, lanes);
 }
 
+Stmt TileCopy::EmitGuarded(
+    const std::string& prefix, const std::function<Expr(const Expr& row, const Expr& col)>& inside,
+    const std::function<Stmt(const Expr& row, const Expr& col, const Expr& slot, const Expr& valid, const Expr& guard)>&
+        body) const {
+  TUNE_CHECK(Fits()) << "tile " << rows << "x" << cols << " rows are not whole runs of " << vector << " lanes";
+  Expr e = MakeVar(prefix + "_e"), v = MakeVar(prefix + "_v");
+  Expr first = (e * Expr(threads.count()) + threads.Linear()) * Expr(vector);
+  Expr valid;
+  if (!Exact()) {
+    valid = first < Expr(rows * cols);
+    first = Min(first, Expr(rows * cols - vector));  // the last run: a valid address
+  }
+  Expr row = first / Expr(cols), run = first % Expr(cols);
+  auto lane_loop = [&](const Expr& lane, ForKind kind, bool guarded) {
+    Expr col = run + lane;
+    return For(lane, vector, kind, body(row, col, e * Expr(vector) + lane, valid, guarded ? inside(row, col) : Expr()));
+  };
+  Stmt lanes;
+  if (vector == 1) {
+    lanes = lane_loop(v, ForKind::kSerial, true);
+  } else {
+    // Runs wholly inside keep their wide accesses; a run across the edge (or past it) goes
+    // lane by lane, each lane guarded.
+    Expr run_inside = inside(row, run) && inside(row, run + Expr(vector - 1));
+    lanes = Seq({If(run_inside, lane_loop(v, ForKind::kVectorized, false)),
+                 If(run_inside == Expr(int64_t{0}), lane_loop(MakeVar(prefix + "_t"), ForKind::kUnrolled, true))});
+  }
+  return For(e, VectorsPerThread(), ForKind::kUnrolled, lanes);
+}
+
 Stmt VectorizedLoop(const std::string& name, int64_t extent, const std::function<Stmt(const Expr&)>& body) {
   return VectorizedLoop(name, extent, [&](const Expr& i, const Expr&, const Expr&) { return body(i); });
 }

@@ -70,6 +70,16 @@ struct TileCopy {
   Stmt Emit(const std::string& prefix,
             const std::function<Stmt(const Expr& row, const Expr& col, const Expr& slot, const Expr& valid)>& body)
       const;
+  /// Emit for a tile that may run past the matrix it is copied from (a partial last tile):
+  /// `inside(row, col)` says whether element (row, col) of the tile exists; it must be a box
+  /// (row below one bound and col below another, either part possibly absent), so a run is
+  /// inside when its first and last elements are. A run wholly inside is copied as Emit copies
+  /// it (`vector` lanes, `guard` undefined); any other run lane by lane (an unrolled loop,
+  /// scalar accesses) with `guard` = inside(row, col) of the element, for the body to load zero
+  /// (or copy nothing) where it is false. With vector 1 every element gets its guard.
+  Stmt EmitGuarded(const std::string& prefix, const std::function<Expr(const Expr& row, const Expr& col)>& inside,
+                   const std::function<Stmt(const Expr& row, const Expr& col, const Expr& slot, const Expr& valid,
+                                            const Expr& guard)>& body) const;
 };
 
 /// for var in extent: body(var), with the loop split into (extent / 4 unrolled) x (4
