@@ -2,6 +2,7 @@
 #include "codegen/cuda/cuda_depthwise_template.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 
 #include "base/check.h"
@@ -33,9 +34,11 @@ CudaDepthwiseTemplate::CudaDepthwiseTemplate(Workload w, const GpuLimits& limits
   const Workload& wl = workload_;
   TUNE_CHECK(wl.depthwise()) << "not a depthwise convolution: " << wl.Key();
   auto& s = space_;
-  s.AddSplit("tile_c", wl.out_c, 2);
-  s.AddSplit("tile_h", wl.out_h(), 3, 4);
-  s.AddSplit("tile_w", wl.out_w(), 3, 4);
+  // Tails allowed: a thread past the channels does nothing, an output past the image is not
+  // stored (its input reads are guarded by the window's bounds already).
+  s.AddSplit("tile_c", wl.out_c, 2, 0, search::SplitTails::kAllowed);
+  s.AddSplit("tile_h", wl.out_h(), 3, 4, search::SplitTails::kAllowed);
+  s.AddSplit("tile_w", wl.out_w(), 3, 4, search::SplitTails::kAllowed);
   s.AddChoice("unroll_window", {1, 0});
   const search::ConfigSpace* sp = &space_;
   s.AddConstraint("threads", [sp, limits](const search::Config& c) {
@@ -51,11 +54,18 @@ CudaDepthwiseTemplate::CudaDepthwiseTemplate(Workload w, const GpuLimits& limits
 }
 
 search::Config CudaDepthwiseTemplate::DefaultConfig() const {
-  // One output per thread, as close to 256 threads as the shape allows, x fastest.
-  return BestScoring([this](const search::Config& c) -> std::optional<int64_t> {
+  // One output per thread, as close to 256 threads as the shape allows, x fastest; among
+  // equals the least padding (a shape whose divisors allow it keeps a config without tails).
+  const Workload& wl = workload_;
+  const double outputs = static_cast<double>(wl.out_c) * static_cast<double>(wl.out_h() * wl.out_w());
+  return BestScoring([this, outputs](const search::Config& c) -> std::optional<int64_t> {
     DwTiles t = TilesOf(space_, c);
     if (t.rh != 1 || t.rw != 1 || t.unroll) return std::nullopt;
-    return -std::abs(t.threads() - 256) * 1000 - t.tc * 10 + t.tw;
+    const double padded = static_cast<double>(search::PaddedExtent(space_.Get(c, "tile_c"))) *
+                          static_cast<double>(search::PaddedExtent(space_.Get(c, "tile_h"))) *
+                          static_cast<double>(search::PaddedExtent(space_.Get(c, "tile_w")));
+    const int64_t waste = static_cast<int64_t>(std::lround(100.0 * (padded / outputs - 1.0)));  // < 1000
+    return (-std::abs(t.threads() - 256) * 1000 - t.tc * 10 + t.tw) * 1000 - waste;
   });
 }
 
@@ -91,12 +101,22 @@ Schedule CudaDepthwiseTemplate::Build(const search::Config& c) const {
               return Store(acc, {i, j}, Load(acc, {i, j}) + x * Load(weight, {channel, Expr(int64_t{0}), kh, kw}));
             });
           })));
+  // Tails: outputs past the image are not stored; a thread past the channels does nothing
+  // (its loads would leave the tensors). Without tails no guard.
+  const bool c_tail = t.grid_c * t.tc > wl.out_c, h_tail = t.grid_h * t.th * t.rh > wl.out_h(),
+             w_tail = t.grid_w * t.tw * t.rw > wl.out_w();
   Stmt write = UnrolledLoop("i", t.rh, [&](const Expr& i) {
     return UnrolledLoop("j", t.rw, [&](const Expr& j) {
-      return Store(out, {image, channel, oh0 + i, ow0 + j}, ApplyEpilogue(wl, Load(acc, {i, j}), bias, channel));
+      Stmt store = Store(out, {image, channel, oh0 + i, ow0 + j}, ApplyEpilogue(wl, Load(acc, {i, j}), bias, channel));
+      Expr inside;
+      if (h_tail) inside = oh0 + i < Expr(wl.out_h());
+      if (w_tail) inside = inside.defined() ? inside && ow0 + j < Expr(wl.out_w()) : ow0 + j < Expr(wl.out_w());
+      return inside.defined() ? If(inside, store) : store;
     });
   });
-  Stmt body = Allocate(acc, Seq({init, accumulate, write}));
+  Stmt work = Seq({init, accumulate, write});
+  if (c_tail) work = If(channel < Expr(wl.out_c), work);
+  Stmt body = Allocate(acc, work);
   sched.body = BindLaunch(BlockGrid{bx, by, t.grid_w, t.grid_h, bz, t.grid_c * wl.batch},
                          ThreadBlock{tx, ty, t.tw, t.th, tz, t.tc}, body);
   return sched;

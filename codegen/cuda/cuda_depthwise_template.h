@@ -12,10 +12,12 @@ namespace tune::codegen {
 /// epilogue. Memory-bound: every weight is reused RH x RW times from a register, every input
 /// element up to KH x KW times from cache.
 ///
-/// Knobs: tile_c = [C / TC, TC] (threadIdx.z over TC channels; blockIdx.z over channel
-/// blocks x images), tile_h = [OH / (TH RH), TH, RH] (threadIdx.y), tile_w = [OW / (TW RW),
-/// TW, RW] (threadIdx.x: consecutive threads read consecutive columns), unroll_window (the
-/// KH x KW loop unrolled). Constraints: threads per block within the limit and a multiple of
+/// Knobs: tile_c = [ceil(C / TC), TC] (threadIdx.z over TC channels; blockIdx.z over channel
+/// blocks x images), tile_h = [ceil(OH / (TH RH)), TH, RH] (threadIdx.y), tile_w = [ceil(OW /
+/// (TW RW)), TW, RW] (threadIdx.x: consecutive threads read consecutive columns), unroll_window
+/// (the KH x KW loop unrolled). The splits may have tails (search::SplitTails::kAllowed): a
+/// thread past the channels does nothing and outputs past the image are not stored; tiles
+/// that divide the output get no guard. Constraints: threads per block within the limit and a multiple of
 /// 32 (or the whole problem in one block), TC <= 64 (blockDim.z), at most 16 outputs per thread.
 class CudaDepthwiseTemplate : public Template {
  public:

@@ -190,9 +190,10 @@ TEST(CudaGemmTailsTest, RandomConfigsWithTailsMatchTheReference) {
   EXPECT_GT(wide, 0);
 }
 
-// Every third of the same configs (8 per shape, 6 of them with tails), and the defaults of the
-// ViT attention product (12 x 197 x 197 x 64, which had no valid config before tails), of prime
-// extents and of a classifier row, compile with NVRTC for sm_90.
+// Every third of the same configs (8 per shape, 6 of them with tails), three depthwise configs
+// with tails of each of two shapes, and the defaults of the ViT attention product (12 x 197 x
+// 197 x 64, which had no valid config before tails), of prime extents and of a classifier row,
+// compile with NVRTC for sm_90.
 TEST(CudaGemmTailsTest, ConfigsWithTailsCompileForSm90) {
   if (!NvrtcAvailable()) GTEST_SKIP() << "this build has no NVRTC";
   std::vector<test::CudaSource> jobs;
@@ -206,6 +207,22 @@ TEST(CudaGemmTailsTest, ConfigsWithTailsCompileForSm90) {
       absl::StatusOr<CudaKernel> k = GenerateCuda(*(*t)->Lower(c, "tails"));
       ASSERT_TRUE(k.ok()) << k.status();
       jobs.push_back({w.Key() + " " + (*t)->space().ToJson(c), k->source});
+    }
+  }
+  // Depthwise: three configs with tails of each of two shapes.
+  std::mt19937_64 rng = test::TestRng(30);
+  for (const Workload& w : {ParseWorkload(OpKind::kConv2d, "1,37,7,7,37,5,5,1,2,1,37", true, true),
+                            ParseWorkload(OpKind::kConv2d, "1,144,55,55,144,3,3,2,1,1,144")}) {
+    auto t = CreateTemplate(w, Backend::kCuda);
+    ASSERT_TRUE(t.ok()) << t.status();
+    const search::ConfigSpace& space = (*t)->space();
+    for (const search::Config& c : test::DrawWhere(space, rng, 3, [&](const search::Config& c) {
+           return search::PaddedExtent(space.Get(c, "tile_c")) != w.out_c ||
+                  search::PaddedExtent(space.Get(c, "tile_w")) != w.out_w();
+         })) {
+      absl::StatusOr<CudaKernel> k = GenerateCuda(*(*t)->Lower(c, "tails_dw"));
+      ASSERT_TRUE(k.ok()) << k.status();
+      jobs.push_back({w.Key() + " " + space.ToJson(c), k->source});
     }
   }
   for (const Workload& w : {ParseWorkload(OpKind::kBatchMatmul, "12,197,197,64"),
@@ -270,6 +287,43 @@ TEST(CudaGemmTailsTest, RunsInsideTheMatrixKeepWideAccesses) {
   ASSERT_TRUE(ke.ok());
   EXPECT_THAT(ke->source, ::testing::Not(HasSubstr(" < 1024)")));
   EXPECT_THAT(ke->source, ::testing::Not(HasSubstr("if (")));
+}
+
+// The depthwise template with tails (channels, rows and columns past the output): random
+// valid configs of three shapes with odd extents, 20 each, at least 12 with tails, and the
+// defaults compute the reference with no out-of-bounds access.
+TEST(CudaGemmTailsTest, DepthwiseConfigsWithTailsMatchTheReference) {
+  uint64_t stream = 20;
+  int tails = 0;
+  for (const Workload& w : {ParseWorkload(OpKind::kConv2d, "1,13,17,19,13,3,3,1,1,1,13", true, true),
+                            ParseWorkload(OpKind::kConv2d, "2,6,9,11,6,3,3,2,1,1,6", true, false),
+                            ParseWorkload(OpKind::kConv2d, "1,37,7,7,37,5,5,1,2,1,37")}) {
+    auto t = CreateTemplate(w, Backend::kCuda);
+    ASSERT_TRUE(t.ok()) << t.status();
+    ASSERT_EQ((*t)->name(), "cuda_depthwise_conv2d");
+    const search::ConfigSpace& space = (*t)->space();
+    std::mt19937_64 rng = test::TestRng(stream);
+    auto has_tail = [&](const search::Config& c) {
+      for (const char* name : {"tile_c", "tile_h", "tile_w"}) {
+        if (search::PaddedExtent(space.Get(c, name)) != space.knobs()[space.KnobIndex(name)].extent) return true;
+      }
+      return false;
+    };
+    std::vector<search::Config> configs = test::DrawWhere(space, rng, 12, has_tail, {}, 20000);
+    configs = test::DrawWhere(space, rng, 20, nullptr, std::move(configs), 20000);
+    EXPECT_EQ(configs.size(), 20u) << w.Key();
+    configs.push_back((*t)->DefaultConfig());
+    const std::vector<std::vector<float>> inputs = TailsInputs(w, stream++);
+    const std::vector<float> reference = TailsReference(w, inputs);
+    for (const search::Config& c : configs) {
+      ASSERT_TRUE(space.IsValid(c)) << space.ToJson(c);
+      tails += has_tail(c);
+      absl::StatusOr<LoweredFunc> f = (*t)->Lower(c, "dw");
+      ASSERT_TRUE(f.ok()) << f.status();
+      EXPECT_EQ(TailsRun(*f, inputs, reference), "") << w.Key() << " " << space.ToJson(c);
+    }
+  }
+  EXPECT_GE(tails, 36);
 }
 
 // Takes the tail guards out of a GEMM kernel: selects that zero a global load become the load
