@@ -79,7 +79,10 @@ void AddTuneFlags(CLI::App& app, CommonFlags& f) {
                  "stop timing a candidate whose first call is this many times slower than the best (0 = off)")
       ->check(CLI::Range(0.0, 1e9));
   app.add_flag_callback("--no-transfer", [&o] { o.transfer = false; },
-                        "do not warm-start cost models from other tasks' records");
+                        "do not warm-start cost models from other tasks' records nor seed configs from them");
+  app.add_option("--transfer-configs", o.transfer_configs,
+                 "measure first up to N of the best configs of the most similar recorded tasks (0 = off)")
+      ->check(CLI::Range(0, 1000))->capture_default_str();
   app.add_flag("--show-kernel", f.show_kernel, "print the best kernel of each task as pseudo-C");
 }
 
@@ -209,6 +212,15 @@ int TuneTasks(const std::string& raw_title, const std::vector<TuneTask>& tasks, 
     if (!out.model_note.empty()) {
       std::printf("%s: %s\n", base::EscapeControl(out.task.name).c_str(), base::EscapeControl(out.model_note).c_str());
     }
+  }
+  int seeded = 0, seeded_tasks = 0;
+  for (const auto& out : *outcomes) {
+    seeded += out.transferred;
+    seeded_tasks += out.transferred > 0 ? 1 : 0;
+  }
+  if (seeded > 0) {
+    std::printf("config transfer: %d configs seeded into %d task(s) from similar recorded tasks (strategy \"transfer\")\n",
+                seeded, seeded_tasks);
   }
   if (f.show_kernel) {
     auto factory = measure::TaskFactory::Create(*target);

@@ -17,6 +17,7 @@
 #include "search/strategy.h"
 #include "spdlog/spdlog.h"
 #include "search/task_scheduler.h"
+#include "tuner/config_transfer.h"
 
 namespace tune::tuner {
 namespace {
@@ -25,6 +26,7 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr char kDefaultStrategy[] = "default";
 constexpr char kFinalistStrategy[] = "finalist";
 constexpr char kGivenStrategy[] = "given";
+constexpr char kTransferStrategy[] = "transfer";
 
 /// A config as text for messages: its JSON, or its raw indices when they are out of range.
 std::string ConfigText(const search::ConfigSpace& space, const search::Config& config) {
@@ -103,6 +105,8 @@ struct Tuner::TaskRun {
   std::vector<double> history_costs;
   std::unordered_set<search::Config, search::ConfigHash> seen;  // history, as a set
   std::vector<search::Config> given;  // TuneOptions::given_configs not yet measured, in order, once each
+  std::vector<search::Config> transferred;  // config-transfer seeds not yet measured (SeedFromSimilar)
+  bool transfer_tried = false;
   TaskOutcome outcome;
   search::TaskProgress progress;
   int64_t target_id = 0, run_id = 0;
@@ -428,6 +432,7 @@ absl::Status Tuner::CatchUp(TaskRun& t) {
   }
   if (known.empty()) return absl::OkStatus();
   std::erase_if(t.given, [&](const search::Config& c) { return t.seen.count(c) > 0; });
+  std::erase_if(t.transferred, [&](const search::Config& c) { return t.seen.count(c) > 0; });
   FitModel(t);
   t.strategy->Update(known);
   t.progress.trials = outcome.trials;
@@ -572,6 +577,30 @@ absl::Status Tuner::Commit(TaskRun& t, const std::vector<search::Config>& config
   return absl::OkStatus();
 }
 
+absl::Status Tuner::SeedFromSimilar(TaskRun& t) {
+  // Only a task with nothing recorded of its own starts from others' configs, and only where
+  // configs have a template to map through (not recorded replay spaces).
+  if (!options_.transfer || options_.transfer_configs <= 0 || t.outcome.trials > 0 || t.task->tmpl() == nullptr) {
+    return absl::OkStatus();
+  }
+  ConfigTransferOptions o;
+  o.max_configs = options_.transfer_configs;
+  o.per_task = std::max(1, (options_.transfer_configs + 1) / 2);
+  auto seeds = TransferConfigs(*db_, t.target_id, t.outcome.task_id, t.info.workload, *t.task->tmpl(), **factory_, o);
+  if (!seeds.ok()) return seeds.status();
+  for (search::Config& c : seeds->configs) {
+    if (t.seen.count(c) == 0 && std::find(t.given.begin(), t.given.end(), c) == t.given.end()) {
+      t.transferred.push_back(std::move(c));
+    }
+  }
+  if (t.transferred.empty()) return absl::OkStatus();
+  t.outcome.transferred = static_cast<int>(t.transferred.size());
+  t.outcome.transfer_sources = seeds->sources;
+  spdlog::info("{}: seeded {} configs from {} similar recorded task(s), nearest {}", base::EscapeControl(t.info.name),
+               t.transferred.size(), seeds->sources.size(), seeds->sources.front());
+  return absl::OkStatus();
+}
+
 absl::Status Tuner::RunBatch(TaskRun& t, int want) {
   TaskOutcome& outcome = t.outcome;
   const int trials_before = outcome.trials;
@@ -586,15 +615,26 @@ absl::Status Tuner::RunBatch(TaskRun& t, int want) {
     t.progress.done = true;
     return absl::OkStatus();
   }
-  // Given configs first, in batches of their own; then the strategy's proposals.
+  if (!t.transfer_tried) {
+    t.transfer_tried = true;
+    if (auto st = SeedFromSimilar(t); !st.ok()) return st;
+  }
+  // Given configs first, then config-transfer seeds, each in batches of their own; then the
+  // strategy's proposals.
   std::vector<search::Config> configs;
   std::string strategy = t.strategy->name();
   const search::ConfigSpace& space = t.task->space();
+  auto take = [&](std::vector<search::Config>& from) {
+    const size_t n = std::min(from.size(), static_cast<size_t>(want));
+    configs.assign(from.begin(), from.begin() + static_cast<std::ptrdiff_t>(n));
+    from.erase(from.begin(), from.begin() + static_cast<std::ptrdiff_t>(n));
+  };
   if (!t.given.empty()) {
-    const size_t n = std::min(t.given.size(), static_cast<size_t>(want));
-    configs.assign(t.given.begin(), t.given.begin() + static_cast<std::ptrdiff_t>(n));
-    t.given.erase(t.given.begin(), t.given.begin() + static_cast<std::ptrdiff_t>(n));
+    take(t.given);
     strategy = kGivenStrategy;
+  } else if (!t.transferred.empty()) {
+    take(t.transferred);
+    strategy = kTransferStrategy;
   } else {
     configs = t.strategy->Propose(want);
     // The strategy's contract (search/strategy.h): at most `want` valid configs, none

@@ -60,8 +60,14 @@ struct TuneOptions {
   /// What the run record says of `pretrained` (e.g. "cost model m.tcm: xgb, created
   /// 2026-11-27T03:00:00Z"): written, with the tasks' model notes, as the run's message.
   std::string pretrained_note;
-  /// Warm-start each task's cost model with records of other tasks on the same target.
+  /// Warm-start each task's cost model with records of other tasks on the same target, and
+  /// seed its search with their configs (transfer_configs).
   bool transfer = true;
+  /// Config transfer: a task with no records of its own first measures up to this many of the
+  /// best configs recorded on the target for the most similar tasks of its template, mapped
+  /// into its space (tuner/config_transfer.h), recorded with strategy "transfer" and counted
+  /// against the budget; the strategy learns from them as from its own. 0 = off.
+  int transfer_configs = 4;
   int max_prior_rows = 512;  // rows of other tasks used for warm-starting, at most
   int threads = 1;           // threads a kernel may use
   /// Concurrent compilations; 0 = the target kind's default (measure::TaskFactoryOptions).
@@ -102,6 +108,10 @@ struct TaskOutcome {
   /// model dropped after 16 ok results: pairwise accuracy 0.31 < 0.50 on this task (online
   /// model only)" (the negative-transfer guard); "" otherwise.
   std::string model_note;
+  /// Configs seeded by config transfer (TuneOptions::transfer_configs) and the workload keys
+  /// of the recorded tasks they came from, most similar first.
+  int transferred = 0;
+  std::vector<std::string> transfer_sources;
   /// Another live run holds the task's lease on this target (it tunes the task now), so this
   /// run measured nothing of it, or stopped once that run took the lease over; `skipped`
   /// says which run, e.g. "being tuned by run 12 (pid 4242 on host h)".
@@ -177,6 +187,8 @@ class Tuner {
   absl::Status RunBatch(TaskRun& t, int want);
   absl::Status CreateModel(TaskRun& t, int64_t target_id);
   absl::Status WarmStart(TaskRun& t, int64_t target_id);
+  /// Config transfer (TuneOptions::transfer_configs): fills the task's seeds.
+  absl::Status SeedFromSimilar(TaskRun& t);
   void FitModel(TaskRun& t);
   absl::Status Finalize(TaskRun& t);
   absl::Status Commit(TaskRun& t, const std::vector<search::Config>& configs,

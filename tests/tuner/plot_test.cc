@@ -78,7 +78,9 @@ TEST(PlotTest, DrawsATuningCurvePerTaskAndTheSpeedupBars) {
   // One plot (with its path) per strategy, and the default's line.
   EXPECT_EQ(Occurrences(svg1, "<g id=\"gnuplot_plot_"), 3);
   const std::string svg2 = test::ReadFileBytes(dir.Join(curve2));
-  EXPECT_EQ(Occurrences(svg2, "<g id=\"gnuplot_plot_"), 2);
+  // The second task started from the first one's best configs (config transfer): its own curve.
+  EXPECT_EQ(Occurrences(svg2, "<g id=\"gnuplot_plot_"), 3);
+  EXPECT_THAT(svg2, HasSubstr("<text>transfer</text>"));
   EXPECT_THAT(svg2, Not(HasSubstr("<text>sa</text>")));
 
   // One bar per task with a default record, and the key's sample.

@@ -1,0 +1,166 @@
+// Config transfer: workload distance, mapping configs between shapes, and seeding a new task's
+// search from the best configs of a similar recorded task.
+#include "tuner/config_transfer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "measure/local_runner.h"
+#include "measure/target.h"
+#include "measure/task_factory.h"
+#include "tests/common/test_db.h"
+#include "tests/common/test_seed.h"
+#include "tests/common/toy_template.h"
+#include "tuner/tuner.h"
+
+namespace tune::tuner {
+namespace {
+
+codegen::Workload TransferMatmul(const std::string& shape) {
+  return test::ToyWorkload(codegen::OpKind::kMatmul, shape);
+}
+
+TEST(ConfigTransferTest, WorkloadDistanceOrdersShapesBySimilarity) {
+  const codegen::Workload a = TransferMatmul("64,64,64");
+  EXPECT_EQ(WorkloadDistance(a, a), 0);
+  EXPECT_LT(WorkloadDistance(a, TransferMatmul("64,64,72")), WorkloadDistance(a, TransferMatmul("512,512,512")));
+  EXPECT_DOUBLE_EQ(WorkloadDistance(a, TransferMatmul("128,64,64")), 1.0);
+  codegen::Workload conv;
+  conv.op = codegen::OpKind::kConv2d;
+  conv.batch = 1, conv.in_c = 8, conv.in_h = 8, conv.in_w = 8, conv.out_c = 8, conv.kernel_h = 3, conv.kernel_w = 3;
+  EXPECT_TRUE(std::isinf(WorkloadDistance(a, conv)));
+}
+
+// A config of one shape's space mapped into a similar shape's space keeps every choice and the
+// nearest split factors, and is valid there; the same shape maps onto itself.
+TEST(ConfigTransferTest, MapConfigKeepsChoicesAndNearestTiles) {
+  auto from = test::MakeTemplate(TransferMatmul("64,64,64"));
+  auto to = test::MakeTemplate(TransferMatmul("48,80,72"));
+  const search::ConfigSpace& fs = from->space();
+  const search::ConfigSpace& ts = to->space();
+  std::mt19937_64 rng(test::kTestSeed);
+  int mapped = 0;
+  for (int i = 0; i < 40; ++i) {
+    auto sample = fs.Sample(rng);
+    ASSERT_TRUE(sample.ok()) << sample.status();
+    const search::Config& c = *sample;
+    auto same = MapConfig(fs.ToJson(c), fs);
+    ASSERT_TRUE(same.ok()) << same.status();
+    EXPECT_EQ(*same, c) << "a config maps onto itself in its own space";
+    auto m = MapConfig(fs.ToJson(c), ts);
+    if (!m.ok()) {
+      EXPECT_EQ(m.status().code(), absl::StatusCode::kNotFound) << m.status();
+      continue;
+    }
+    ++mapped;
+    ASSERT_TRUE(ts.IsValid(*m)) << ts.ToJson(*m);
+    int changed_choices = 0;
+    for (size_t k = 0; k < ts.knobs().size(); ++k) {
+      const search::Knob& knob = ts.knobs()[k];
+      if (knob.kind == search::Knob::Kind::kChoice) {
+        changed_choices += knob.options[(*m)[k]] != fs.knobs()[k].options[c[k]] ? 1 : 0;
+        continue;
+      }
+      // No other option of this knob has inner factors nearer to the source's.
+      const std::vector<int64_t>& src = fs.knobs()[k].options[c[k]];
+      auto dist = [&](const std::vector<int64_t>& o) {
+        double d = 0;
+        for (size_t j = 1; j < o.size(); ++j) d += std::abs(std::log2(double(o[j])) - std::log2(double(src[j])));
+        return d;
+      };
+      const double got = dist(knob.options[(*m)[k]]);
+      double best = got;
+      for (const auto& o : knob.options) best = std::min(best, dist(o));
+      // One knob may have moved off its nearest option to satisfy a constraint.
+      if (got > best + 1e-9) ++changed_choices;
+    }
+    EXPECT_LE(changed_choices, 1) << fs.ToJson(c) << " -> " << ts.ToJson(*m);
+  }
+  EXPECT_GE(mapped, 30);
+  EXPECT_FALSE(MapConfig("[1,2]", ts).ok());
+}
+
+TuneOptions TransferFastOptions(int trials, int batch, int transfer_configs) {
+  TuneOptions o;
+  o.strategy = "random";
+  o.trials_per_task = trials;
+  o.batch = batch;
+  o.seed = test::kTestSeed;
+  o.protocol.warmup = 0;
+  o.protocol.repeats = 1;
+  o.protocol.min_repeat_ms = 1;
+  o.protocol.timeout_s = 30;
+  o.finalists = 0;
+  o.cutoff_factor = 0;
+  o.transfer_configs = transfer_configs;
+  o.command = "config_transfer_test";
+  return o;
+}
+
+std::vector<TaskOutcome> TransferRun(dataset::RecordDatabase* db, const TuneTask& task, const TuneOptions& o) {
+  Tuner tuner(db, measure::Target::HostCpu(1), measure::LocalRunner::Factory(1), o);
+  auto outcomes = tuner.Run({task});
+  EXPECT_TRUE(outcomes.ok()) << outcomes.status();
+  return outcomes.ok() ? *outcomes : std::vector<TaskOutcome>{};
+}
+
+// A new task starts with the best configs of the most similar recorded task, mapped into its
+// space and recorded as "transfer"; without config transfer its first records are the strategy's.
+TEST(ConfigTransferTest, SeedsANewTaskFromTheMostSimilarRecordedOne) {
+  auto db = test::OpenTestDb();
+  const TuneTask near{"near", TransferMatmul("16,32,24"), 1};
+  const TuneTask far{"far", TransferMatmul("96,8,96"), 1};
+  TransferRun(db.get(), near, TransferFastOptions(10, 5, 0));
+  TransferRun(db.get(), far, TransferFastOptions(10, 5, 0));
+  const std::string target = measure::Target::HostCpu(1).Key();
+
+  const TuneTask fresh{"fresh", TransferMatmul("16,32,28"), 1};
+  auto outcomes = TransferRun(db.get(), fresh, TransferFastOptions(6, 3, 2));
+  ASSERT_EQ(outcomes.size(), 1u);
+  EXPECT_EQ(outcomes[0].transferred, 2);
+  ASSERT_FALSE(outcomes[0].transfer_sources.empty());
+  EXPECT_EQ(outcomes[0].transfer_sources[0], near.workload.Key());
+
+  // At most half the seeds (rounded up) per source task: the fastest config of the near task,
+  // mapped into the fresh task's space, then the far task's.
+  ASSERT_EQ(outcomes[0].transfer_sources.size(), 2u);
+  EXPECT_EQ(outcomes[0].transfer_sources[1], far.workload.Key());
+  auto near_info = db->FindTask(near.workload.Key(), test::MakeTemplate(near.workload)->version());
+  ASSERT_TRUE(near_info.ok() && near_info->has_value());
+  auto target_info = db->FindTarget(target);
+  ASSERT_TRUE(target_info.ok() && target_info->has_value());
+  auto best = db->Best((*near_info)->id, (*target_info)->id, 1);
+  ASSERT_TRUE(best.ok() && best->size() == 1u);
+  auto fresh_tmpl = test::MakeTemplate(fresh.workload);
+  auto mapped = MapConfig((*best)[0].config_json, fresh_tmpl->space());
+  ASSERT_TRUE(mapped.ok()) << mapped.status();
+
+  auto records = test::RecordsOf(*db, outcomes[0].task_id, target);
+  std::vector<std::string> transferred;
+  for (const auto& r : records) {
+    if (r.strategy == "transfer") transferred.push_back(r.config_json);
+  }
+  ASSERT_EQ(transferred.size(), 2u);
+  EXPECT_EQ(transferred[0], fresh_tmpl->space().ToJson(*mapped));
+  // They come first, before the strategy's proposals.
+  size_t first_search = 0;
+  while (first_search < records.size() && records[first_search].strategy == "default") ++first_search;
+  ASSERT_LT(first_search, records.size());
+  EXPECT_EQ(records[first_search].strategy, "transfer");
+
+  // Off: the same task in a fresh database of the same records gets no seeds.
+  auto db2 = test::OpenTestDb();
+  TransferRun(db2.get(), near, TransferFastOptions(10, 5, 0));
+  auto off = TransferRun(db2.get(), fresh, TransferFastOptions(6, 3, 0));
+  ASSERT_EQ(off.size(), 1u);
+  EXPECT_EQ(off[0].transferred, 0);
+  for (const auto& r : test::RecordsOf(*db2, off[0].task_id, target)) EXPECT_NE(r.strategy, "transfer");
+}
+
+}  // namespace
+}  // namespace tune::tuner

@@ -1,0 +1,146 @@
+// Config transfer: workload distance, mapping a config between shapes, and the seeds of a task.
+#include "tuner/config_transfer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <set>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "nlohmann/json.hpp"
+
+namespace tune::tuner {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+// Options of one knob tried, nearest first, when the nearest config breaks a constraint.
+constexpr size_t kRepairOptions = 8;
+
+std::vector<int64_t> ShapeFields(const codegen::Workload& w) {
+  if (w.op == codegen::OpKind::kConv2d) {
+    return {w.batch,  w.in_c,     w.in_h,     w.in_w,  w.out_c,      w.kernel_h,   w.kernel_w,
+            w.stride_h, w.stride_w, w.pad_h + 1, w.pad_w + 1, w.dilation_h, w.dilation_w, w.groups};
+  }
+  return {w.batch, w.m, w.n, w.k};
+}
+
+double LogDistance(int64_t a, int64_t b) {
+  return std::abs(std::log2(static_cast<double>(std::max<int64_t>(a, 1))) -
+                  std::log2(static_cast<double>(std::max<int64_t>(b, 1))));
+}
+
+// How far option `option` of `knob` is from the source's `values` (kInf: not comparable).
+double OptionDistance(const search::Knob& knob, const std::vector<int64_t>& option, const std::vector<int64_t>& values) {
+  if (knob.kind == search::Knob::Kind::kChoice) {
+    if (values.size() != 1) return kInf;
+    return option[0] == values[0] ? 0 : 1 + LogDistance(std::abs(option[0] - values[0]) + 1, 1) * 1e-3;
+  }
+  if (option.size() != values.size()) return kInf;
+  double d = 0;
+  for (size_t j = 1; j < option.size(); ++j) d += LogDistance(option[j], values[j]);
+  // Among equally near options, less padding.
+  return d + 1e-6 * static_cast<double>(search::PaddedExtent(option) - knob.extent);
+}
+
+}  // namespace
+
+double WorkloadDistance(const codegen::Workload& a, const codegen::Workload& b) {
+  const bool conv_a = a.op == codegen::OpKind::kConv2d, conv_b = b.op == codegen::OpKind::kConv2d;
+  if (conv_a != conv_b) return kInf;
+  const std::vector<int64_t> fa = ShapeFields(a), fb = ShapeFields(b);
+  double d = a.op == b.op ? 0 : 1;
+  for (size_t i = 0; i < fa.size(); ++i) d += LogDistance(fa[i], fb[i]);
+  return d;
+}
+
+absl::StatusOr<search::Config> MapConfig(const std::string& config_json, const search::ConfigSpace& space) {
+  nlohmann::json json = nlohmann::json::parse(config_json, /*cb=*/nullptr, /*allow_exceptions=*/false);
+  if (json.is_discarded() || !json.is_object()) return absl::InvalidArgumentError("config is not a JSON object");
+  const auto& knobs = space.knobs();
+  // Per knob, its options ranked by distance to the source's value (the first is taken).
+  std::vector<std::vector<std::pair<double, int>>> ranked(knobs.size());
+  for (size_t i = 0; i < knobs.size(); ++i) {
+    std::vector<int64_t> values;
+    auto it = json.find(knobs[i].name);
+    if (it != json.end()) {
+      if (it->is_number_integer()) values = {it->get<int64_t>()};
+      if (it->is_array()) {
+        for (const auto& v : *it) {
+          if (!v.is_number_integer()) break;
+          values.push_back(v.get<int64_t>());
+        }
+      }
+    }
+    for (size_t o = 0; o < knobs[i].options.size(); ++o) {
+      const double d = values.empty() ? (o == 0 ? 0 : 1) : OptionDistance(knobs[i], knobs[i].options[o], values);
+      ranked[i].push_back({d, static_cast<int>(o)});
+    }
+    std::stable_sort(ranked[i].begin(), ranked[i].end(),
+                     [](const auto& x, const auto& y) { return x.first < y.first; });
+  }
+  search::Config nearest(knobs.size());
+  for (size_t i = 0; i < knobs.size(); ++i) nearest[i] = ranked[i][0].second;
+  if (space.IsValid(nearest)) return nearest;
+  // One knob moved to one of its next-nearest options: the valid one that adds the least.
+  double best_cost = kInf;
+  search::Config best;
+  for (size_t i = 0; i < knobs.size(); ++i) {
+    for (size_t r = 1; r < std::min(ranked[i].size(), kRepairOptions + 1); ++r) {
+      const double cost = ranked[i][r].first - ranked[i][0].first;
+      if (cost >= best_cost) break;
+      search::Config c = nearest;
+      c[i] = ranked[i][r].second;
+      if (space.IsValid(c)) {
+        best_cost = cost;
+        best = std::move(c);
+        break;
+      }
+    }
+  }
+  if (best.empty()) return absl::NotFoundError("no valid config near the source config");
+  return best;
+}
+
+absl::StatusOr<TransferSeeds> TransferConfigs(const dataset::RecordDatabase& db, int64_t target_id, int64_t task_id,
+                                              const codegen::Workload& workload, const codegen::Template& tmpl,
+                                              const measure::TaskFactory& factory,
+                                              const ConfigTransferOptions& options) {
+  TransferSeeds seeds;
+  if (options.max_configs <= 0) return seeds;
+  auto tasks = db.Tasks();
+  if (!tasks.ok()) return tasks.status();
+  std::vector<std::pair<double, const dataset::TaskInfo*>> similar;
+  for (const dataset::TaskInfo& info : *tasks) {
+    if (info.id == task_id || info.template_version != tmpl.version()) continue;
+    auto w = codegen::Workload::FromKey(info.workload_key);
+    if (!w.ok()) continue;
+    const double d = WorkloadDistance(workload, *w);
+    if (!std::isfinite(d)) continue;
+    auto other = factory.MakeTemplate(*w);
+    if (!other.ok() || (*other)->name() != tmpl.name()) continue;
+    similar.push_back({d, &info});
+  }
+  std::stable_sort(similar.begin(), similar.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+  std::set<search::Config> taken;
+  for (const auto& [distance, info] : similar) {
+    if (static_cast<int>(seeds.configs.size()) >= options.max_configs) break;
+    // More of the task's best than it may give: some map onto the same config, or break a
+    // constraint of the new shape.
+    auto best = db.Best(info->id, target_id, 4 * std::max(options.per_task, 1));
+    if (!best.ok()) return best.status();
+    int from_this = 0;
+    for (const dataset::Record& rec : *best) {
+      if (from_this >= options.per_task || static_cast<int>(seeds.configs.size()) >= options.max_configs) break;
+      auto config = MapConfig(rec.config_json, tmpl.space());
+      if (!config.ok() || !taken.insert(*config).second) continue;
+      seeds.configs.push_back(*config);
+      ++from_this;
+    }
+    if (from_this > 0) seeds.sources.push_back(info->workload_key);
+  }
+  return seeds;
+}
+
+}  // namespace tune::tuner

@@ -1,0 +1,57 @@
+// Config transfer: a new task's search starts from the best configs of the most similar tasks
+// already recorded on the same target with the same template, mapped into the new shape's space.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "codegen/ir/template.h"
+#include "codegen/ir/workload.h"
+#include "dataset/record_database.h"
+#include "measure/task_factory.h"
+#include "search/space.h"
+
+namespace tune::tuner {
+
+/// How far apart two workloads are for config transfer: the sum over their shape fields (batch,
+/// M, N, K; or batch, channels, height, width, output channels, kernel, stride, padding,
+/// dilation, groups) of |log2(a / b)|, plus 1 where the operators differ (dense and matmul share
+/// a template). 0: the same shape. Epilogues (bias, relu) do not count.
+double WorkloadDistance(const codegen::Workload& a, const codegen::Workload& b);
+
+/// `config_json`, a config of another task's space of the same template (ConfigSpace::ToJson),
+/// mapped into `space`: each split knob takes the option whose inner factors (all but the
+/// outermost, which follows from the extent) are nearest in log2 scale, each choice knob the
+/// same value or else the nearest one, a knob the text lacks option 0. Where that breaks a
+/// constraint, the valid config nearest to it by changing one knob to one of its next-nearest
+/// options. NotFound when there is none; InvalidArgument when the text is not a JSON object.
+absl::StatusOr<search::Config> MapConfig(const std::string& config_json, const search::ConfigSpace& space);
+
+struct ConfigTransferOptions {
+  /// Configs seeded at most.
+  int max_configs = 4;
+  /// Configs taken from any one source task at most (the rest come from the next most similar).
+  int per_task = 2;
+};
+
+/// What TransferConfigs found.
+struct TransferSeeds {
+  /// Valid distinct configs of the new task's space, most similar task first, each task's
+  /// fastest first.
+  std::vector<search::Config> configs;
+  /// The workload keys of the tasks they came from, in that order (one per task used).
+  std::vector<std::string> sources;
+};
+
+/// The best ok configs recorded on `target_id` for the tasks other than `task_id` whose template
+/// (made by `factory` for their workload) has the name and version of `tmpl`, most similar
+/// (WorkloadDistance to `workload`) first, mapped into `tmpl`'s space (MapConfig); configs that
+/// do not map are skipped.
+absl::StatusOr<TransferSeeds> TransferConfigs(const dataset::RecordDatabase& db, int64_t target_id, int64_t task_id,
+                                              const codegen::Workload& workload, const codegen::Template& tmpl,
+                                              const measure::TaskFactory& factory,
+                                              const ConfigTransferOptions& options = {});
+
+}  // namespace tune::tuner
