@@ -53,8 +53,11 @@ std::string HostFeatures() {
 
 /// True iff every store in `s` writes an index that moves with `var` (so lanes never write
 /// the same element) and `s` holds no loops: then the loop over `var` can become vector code.
+/// An If may guard stores: lanes whose condition fails are masked off.
 bool CanVectorize(const Stmt& s, const VarNode* var) {
   switch (s->kind) {
+    case StmtKind::kIf:
+      return CanVectorize(static_cast<const IfNode*>(s.get())->then_case, var);
     case StmtKind::kStore: {
       auto* n = static_cast<const StoreNode*>(s.get());
       Expr flat = FlattenIndex(n->buffer->shape, n->indices);
@@ -78,7 +81,7 @@ bool UsesGpuConstructs(const Stmt& s) {
     bool found = false;
     void VisitStmt(const Stmt& t) override {
       if (t->kind == StmtKind::kSync || t->kind == StmtKind::kFence || t->kind == StmtKind::kAtomicAdd ||
-          t->kind == StmtKind::kIf || t->kind == StmtKind::kAsyncCopy || t->kind == StmtKind::kAsyncCommit ||
+          t->kind == StmtKind::kAsyncCopy || t->kind == StmtKind::kAsyncCommit ||
           t->kind == StmtKind::kAsyncWait) {
         found = true;
       }
@@ -242,15 +245,23 @@ class Lowering {
       return {b_.CreateAlignedLoad(f32_, b_.CreateInBoundsGEP(f32_, base, {idx}), llvm::Align(4)), false};
     }
     int64_t coeff;
+    auto* vty = llvm::FixedVectorType::get(f32_, lanes_);
     if (LinearCoefficient(flat, vec_var_, &coeff) && coeff == 1) {
       Expr start = Substitute(flat, {{vec_var_, Expr(int64_t{0})}});
+      // Masked lanes may lie past the buffer: their addresses are computed without inbounds.
+      if (mask_ != nullptr) {
+        auto* ptr = b_.CreateGEP(f32_, base, {LowerExpr(start).v});
+        return {b_.CreateMaskedLoad(vty, ptr, llvm::Align(4), mask_, llvm::Constant::getNullValue(vty)), true};
+      }
       auto* ptr = b_.CreateInBoundsGEP(f32_, base, {LowerExpr(start).v});
-      auto* vty = llvm::FixedVectorType::get(f32_, lanes_);
       return {b_.CreateAlignedLoad(vty, ptr, llvm::Align(4)), true};
     }
     llvm::Value* idx = Splat(LowerExpr(flat));
+    if (mask_ != nullptr) {
+      auto* ptrs = b_.CreateGEP(f32_, base, {idx});
+      return {b_.CreateMaskedGather(vty, ptrs, llvm::Align(4), mask_, llvm::Constant::getNullValue(vty)), true};
+    }
     auto* ptrs = b_.CreateInBoundsGEP(f32_, base, {idx});
-    auto* vty = llvm::FixedVectorType::get(f32_, lanes_);
     return {b_.CreateMaskedGather(vty, ptrs, llvm::Align(4)), true};
   }
 
@@ -267,13 +278,21 @@ class Lowering {
     int64_t coeff;
     if (LinearCoefficient(flat, vec_var_, &coeff) && coeff == 1) {
       Expr start = Substitute(flat, {{vec_var_, Expr(int64_t{0})}});
-      auto* ptr = b_.CreateInBoundsGEP(f32_, base, {LowerExpr(start).v});
-      b_.CreateAlignedStore(Splat(value), ptr, llvm::Align(4));
+      if (mask_ != nullptr) {
+        auto* ptr = b_.CreateGEP(f32_, base, {LowerExpr(start).v});
+        b_.CreateMaskedStore(Splat(value), ptr, llvm::Align(4), mask_);
+      } else {
+        auto* ptr = b_.CreateInBoundsGEP(f32_, base, {LowerExpr(start).v});
+        b_.CreateAlignedStore(Splat(value), ptr, llvm::Align(4));
+      }
       return;
     }
     llvm::Value* idx = Splat(LowerExpr(flat));
-    auto* ptrs = b_.CreateInBoundsGEP(f32_, base, {idx});
-    b_.CreateMaskedScatter(Splat(value), ptrs, llvm::Align(4));
+    if (mask_ != nullptr) {
+      b_.CreateMaskedScatter(Splat(value), b_.CreateGEP(f32_, base, {idx}), llvm::Align(4), mask_);
+    } else {
+      b_.CreateMaskedScatter(Splat(value), b_.CreateInBoundsGEP(f32_, base, {idx}), llvm::Align(4));
+    }
   }
 
   void LowerStmt(const Stmt& s) {
@@ -290,15 +309,73 @@ class Lowering {
       case StmtKind::kFor:
         LowerFor(static_cast<const ForNode*>(s.get()));
         return;
+      case StmtKind::kIf:
+        LowerIf(static_cast<const IfNode*>(s.get()));
+        return;
       case StmtKind::kSync:  // these GPU statements are rejected by CompileForHost before lowering
       case StmtKind::kFence:
       case StmtKind::kAtomicAdd:
-      case StmtKind::kIf:
       case StmtKind::kAsyncCopy:
       case StmtKind::kAsyncCommit:
       case StmtKind::kAsyncWait:
         return;
     }
+  }
+
+  /// Appends the conjuncts of `e` (a && b && ...) to `out`.
+  static void Conjuncts(const Expr& e, std::vector<Expr>* out) {
+    if (e->kind == ExprKind::kAnd) {
+      auto* n = static_cast<const BinaryNode*>(e.get());
+      Conjuncts(n->a, out);
+      Conjuncts(n->b, out);
+      return;
+    }
+    out->push_back(e);
+  }
+
+  /// A branch on the conjuncts that are the same for every lane; inside a vectorized loop the
+  /// conjuncts that use its variable become a lane mask of the loads and stores below.
+  /// A condition that folds to a constant emits the body or nothing.
+  void LowerIf(const IfNode* n) {
+    std::vector<Expr> conjuncts;
+    Conjuncts(n->cond, &conjuncts);
+    Expr uniform, per_lane;
+    for (const Expr& c : conjuncts) {
+      Expr& part = vec_var_ != nullptr && UsesVar(c, vec_var_) ? per_lane : uniform;
+      part = part.defined() ? (part && c) : c;
+    }
+    if (!uniform.defined()) {
+      LowerMasked(per_lane, n->then_case);
+      return;
+    }
+    Val cond = LowerExpr(uniform);
+    TUNE_CHECK(!cond.vec);
+    llvm::Value* c = ToBool(cond.v);
+    if (auto* k = llvm::dyn_cast<llvm::ConstantInt>(c)) {
+      if (!k->isZero()) LowerMasked(per_lane, n->then_case);
+      return;
+    }
+    llvm::Function* fn = b_.GetInsertBlock()->getParent();
+    auto* then_bb = llvm::BasicBlock::Create(ctx_, "if.then", fn);
+    auto* end_bb = llvm::BasicBlock::Create(ctx_, "if.end", fn);
+    b_.CreateCondBr(c, then_bb, end_bb);
+    b_.SetInsertPoint(then_bb);
+    LowerMasked(per_lane, n->then_case);
+    b_.CreateBr(end_bb);
+    b_.SetInsertPoint(end_bb);
+  }
+
+  /// `body` with the lanes where `cond` (undefined: every lane) fails masked off.
+  void LowerMasked(const Expr& cond, const Stmt& body) {
+    if (!cond.defined()) {
+      LowerStmt(body);
+      return;
+    }
+    llvm::Value* saved = mask_;
+    llvm::Value* lanes = ToBool(Splat(LowerExpr(cond)));
+    mask_ = saved != nullptr ? b_.CreateAnd(saved, lanes) : lanes;
+    LowerStmt(body);
+    mask_ = saved;
   }
 
   void LowerAllocate(const AllocateNode* n) {
@@ -440,6 +517,7 @@ class Lowering {
   std::vector<llvm::BasicBlock*> fn_stack_;  // entry block of each function being built
   const VarNode* vec_var_ = nullptr;
   int lanes_ = 0;
+  llvm::Value* mask_ = nullptr;  // <lanes x i1>: the lanes that run, inside a guarded vector loop
 };
 
 /// InvalidArgument unless LLVM knows `cpu` and every feature of `features` for `target`.

@@ -212,7 +212,8 @@ struct AtomicAddNode : StmtNode {
         var(std::move(result)), body(std::move(b)) {}
 };
 /// if (cond) then_case. On a GPU the threads of a block may disagree on `cond` only where
-/// `then_case` holds no barrier (kSync). CUDA backend only.
+/// `then_case` holds no barrier (kSync). On a CPU `cond` is scalar: an If never sits directly
+/// in a loop that becomes vector code (the loop runs serially instead).
 struct IfNode : StmtNode {
   Expr cond;
   Stmt then_case;

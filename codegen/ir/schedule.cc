@@ -2,12 +2,155 @@
 #include "codegen/ir/schedule.h"
 
 #include <algorithm>
+#include <functional>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "base/check.h"
+#include "codegen/ir/ir_analysis.h"
 #include "codegen/ir/simplify.h"
 
 namespace tune::codegen {
+namespace {
+
+/// `body` under `cond`, folding a constant condition: `body` itself when true, nothing (null)
+/// when false. A null `body` stays null.
+Stmt GuardedBy(const Expr& cond, Stmt body) {
+  if (body == nullptr) return nullptr;
+  int64_t c;
+  if (AsInt(cond, &c)) return c ? body : nullptr;
+  return If(cond, std::move(body));
+}
+
+}  // namespace
+
+/// The lowering of a stage whose splits have tails (Stage::Lower): versioned nests and guards.
+class Stage::TailLowering {
+ public:
+  /// A split whose inner extent does not divide its parent's extent.
+  struct Tail {
+    Expr guard;                  // value(parent) < extent(parent): the indices that exist
+    Expr outer_value;            // value(outer), in leaf vars
+    const VarNode* outer_leaf;   // the outer loop's var when it is a leaf, else null
+    int64_t last;                // extent(outer) - 1: the outer index of the partial tile
+    bool reduce;                 // the parent is a reduction loop
+  };
+  enum class Mode { kUndecided, kFull, kPartial };
+  /// What holds at a point of the nest being built.
+  struct State {
+    std::vector<Mode> mode;                          // per tail
+    std::vector<bool> guarded;                       // per tail: an enclosing If checks it
+    std::unordered_map<const VarNode*, Expr> subst;  // outer leaves fixed in a partial copy
+    std::unordered_set<const VarNode*> bound;        // leaf vars of the enclosing loops
+  };
+  using Body = std::function<Stmt(const State&)>;
+
+  TailLowering(const Stage& stage, const std::vector<Expr>& values) : stage_(stage) {
+    for (const Relation& r : stage.relations_) {
+      if (!r.is_split) continue;
+      const Loop &parent = stage.loops_[r.parent], &outer = stage.loops_[r.outer], &inner = stage.loops_[r.inner];
+      if (outer.extent * inner.extent == parent.extent) continue;
+      const bool outer_is_leaf =
+          std::find(stage.leaves_.begin(), stage.leaves_.end(), r.outer) != stage.leaves_.end();
+      tails_.push_back(Tail{values[r.parent] < Expr(parent.extent), values[r.outer],
+                            outer_is_leaf ? AsVar(outer.var) : nullptr, outer.extent - 1, parent.reduce});
+    }
+  }
+  bool empty() const { return tails_.empty(); }
+  State Start() const {
+    return State{std::vector<Mode>(tails_.size(), Mode::kUndecided), std::vector<bool>(tails_.size(), false), {}, {}};
+  }
+  /// The loops `leaves` (outermost first) around body(state), where the tails that the body's
+  /// statements index through (the spatial ones, and the reduce ones too when `with_reduce`)
+  /// are versioned (full tiles / partial tile) where their outer index is known, and guarded
+  /// in the partial copy where their condition's variables are bound. `body` holds the
+  /// statements themselves when `statements`, else further nests that Build the rest.
+  Stmt Build(const std::vector<int>& leaves, bool with_reduce, const State& state, const Body& body,
+             bool statements = true) const {
+    Stmt s = Level(leaves, 0, with_reduce, statements, state, body);
+    return s != nullptr ? s : Seq({});
+  }
+
+ private:
+  bool AllBound(const Expr& e, const State& state) const {
+    for (int l : stage_.leaves_) {
+      const VarNode* v = AsVar(stage_.loops_[l].var);
+      if (!state.bound.count(v) && UsesVar(e, v)) return false;
+    }
+    return true;
+  }
+
+  /// The kind of loop `l` at this point. In a partial tile an unrolled loop stays unrolled only
+  /// where the guard of its own split becomes a constant per iteration (every other index of
+  /// the guard fixed), so the dead iterations fold away; otherwise it runs serially, which keeps
+  /// the rarely run copies of the nest small.
+  ForKind KindInPartialTile(const Loop& l, bool with_reduce, const State& state) const {
+    if (l.kind != ForKind::kUnrolled) return l.kind;
+    const VarNode* var = AsVar(l.var);
+    bool partial = false, folds = false;
+    for (size_t t = 0; t < tails_.size(); ++t) {
+      const Tail& tail = tails_[t];
+      if ((tail.reduce && !with_reduce) || state.mode[t] != Mode::kPartial) continue;
+      partial = true;
+      Expr guard = Substitute(tail.guard, state.subst);
+      if (state.guarded[t] || !UsesVar(guard, var)) continue;
+      bool only_var = true;
+      for (int other : stage_.leaves_) {
+        const VarNode* v = AsVar(stage_.loops_[other].var);
+        if (v != var && UsesVar(guard, v)) only_var = false;
+      }
+      if (!only_var) return ForKind::kSerial;
+      folds = true;
+    }
+    return partial && !folds ? ForKind::kSerial : l.kind;
+  }
+
+  Stmt Level(const std::vector<int>& leaves, size_t pos, bool with_reduce, bool statements, State state,
+             const Body& body) const {
+    // Versioning: the first tail whose outer index is known here splits the nest in two.
+    for (size_t t = 0; t < tails_.size(); ++t) {
+      const Tail& tail = tails_[t];
+      if ((tail.reduce && !with_reduce) || state.mode[t] != Mode::kUndecided) continue;
+      Expr outer = Substitute(tail.outer_value, state.subst);
+      if (!AllBound(outer, state)) continue;
+      State full = state, partial = state;
+      full.mode[t] = Mode::kFull;
+      partial.mode[t] = Mode::kPartial;
+      if (tail.outer_leaf != nullptr) partial.subst[tail.outer_leaf] = Expr(tail.last);
+      Stmt partial_nest = Level(leaves, pos, with_reduce, statements, partial, body);
+      if (tail.last == 0) return partial_nest;  // one outer iteration: only the partial tile
+      Stmt full_nest = GuardedBy(outer < Expr(tail.last), Level(leaves, pos, with_reduce, statements, full, body));
+      return Seq({full_nest, GuardedBy(Expr(tail.last) <= outer, partial_nest)});
+    }
+    // Guards of the partial tiles whose indices are all bound here.
+    Expr cond;
+    for (size_t t = 0; t < tails_.size(); ++t) {
+      const Tail& tail = tails_[t];
+      if ((tail.reduce && !with_reduce) || state.mode[t] != Mode::kPartial || state.guarded[t]) continue;
+      Expr guard = Substitute(tail.guard, state.subst);
+      if (!AllBound(guard, state)) continue;
+      state.guarded[t] = true;
+      cond = cond.defined() ? (cond && guard) : guard;
+    }
+    Stmt inner;
+    if (pos == leaves.size()) {
+      for (size_t t = 0; t < tails_.size() && statements; ++t) {
+        TUNE_CHECK_MSG((tails_[t].reduce && !with_reduce) || state.mode[t] == Mode::kFull || state.guarded[t],
+                       "a tail of stage " + stage_.output_->name + " is neither full nor guarded");
+      }
+      inner = body(state);
+    } else {
+      const Loop& l = stage_.loops_[leaves[pos]];
+      state.bound.insert(AsVar(l.var));
+      Stmt b = Level(leaves, pos + 1, with_reduce, statements, state, body);
+      if (b != nullptr) inner = For(l.var, l.extent, KindInPartialTile(l, with_reduce, state), b);
+    }
+    return cond.defined() ? GuardedBy(cond, inner) : inner;
+  }
+
+  const Stage& stage_;
+  std::vector<Tail> tails_;
+};
 
 IterVar MakeIterVar(const std::string& name, int64_t extent) { return IterVar{MakeVar(name), extent}; }
 
@@ -37,13 +180,13 @@ int Stage::AddLoop(const std::string& name, int64_t extent, bool reduce) {
   return static_cast<int>(loops_.size()) - 1;
 }
 
-std::pair<int, int> Stage::Split(int loop, int64_t factor) {
+std::pair<int, int> Stage::Split(int loop, int64_t factor, search::SplitTails tails) {
   auto it = std::find(leaves_.begin(), leaves_.end(), loop);
   TUNE_CHECK_MSG(it != leaves_.end(), "split of a non-leaf loop");
   Loop parent = loops_[loop];
-  TUNE_CHECK(factor > 0 && parent.extent % factor == 0) << "split factor " << factor
-                                                        << " does not divide " << parent.extent;
-  int outer = AddLoop(parent.name + ".o", parent.extent / factor, parent.reduce);
+  TUNE_CHECK(factor > 0 && (tails == search::SplitTails::kAllowed || parent.extent % factor == 0))
+      << "split factor " << factor << " does not divide " << parent.extent;
+  int outer = AddLoop(parent.name + ".o", (parent.extent + factor - 1) / factor, parent.reduce);
   int inner = AddLoop(parent.name + ".i", factor, parent.reduce);
   relations_.push_back(Relation{true, loop, outer, inner});
   it = std::find(leaves_.begin(), leaves_.end(), loop);
@@ -52,15 +195,20 @@ std::pair<int, int> Stage::Split(int loop, int64_t factor) {
   return {outer, inner};
 }
 
-std::vector<int> Stage::SplitFactors(int loop, const std::vector<int64_t>& factors) {
+std::vector<int> Stage::SplitFactors(int loop, const std::vector<int64_t>& factors, search::SplitTails tails) {
   TUNE_CHECK(!factors.empty());
   std::string base = loops_[loop].name;
   std::vector<int> out;
   int rest = loop;
   int64_t inner_product = 1;
   for (size_t i = 1; i < factors.size(); ++i) inner_product *= factors[i];
+  const int64_t extent = loops_[loop].extent;
+  TUNE_CHECK(factors[0] == (extent + inner_product - 1) / inner_product &&
+             (tails == search::SplitTails::kAllowed || factors[0] * inner_product == extent))
+      << "split factors of " << base << " (extent " << extent << ") start with " << factors[0];
   for (size_t i = 0; i + 1 < factors.size(); ++i) {
-    auto [o, in] = Split(rest, inner_product);
+    // Only the outermost split may have a tail; the inner ones split the inner product exactly.
+    auto [o, in] = Split(rest, inner_product, i == 0 ? tails : search::SplitTails::kNone);
     out.push_back(o);
     rest = in;
     inner_product /= factors[i + 1];
@@ -159,7 +307,16 @@ Stmt Stage::LowerNest() const {
     return Substitute(epilogue_, map);
   };
 
-  if (!is_reduce_) return Nest(leaves_, Store(output_, out_index, epilogue(value)));
+  const TailLowering tails(*this, values);
+  const TailLowering::State start = tails.Start();
+  // `stmt` built inside `leaves`, with the tails of its indices versioned and guarded.
+  auto nest = [&](const std::vector<int>& leaves, bool with_reduce, const Stmt& stmt) {
+    if (tails.empty()) return Nest(leaves, stmt);
+    return tails.Build(leaves, with_reduce, start,
+                       [&](const TailLowering::State& st) { return Substitute(stmt, st.subst); });
+  };
+
+  if (!is_reduce_) return nest(leaves_, false, Store(output_, out_index, epilogue(value)));
 
   std::vector<int> spatial;
   for (int l : leaves_) {
@@ -167,10 +324,12 @@ Stmt Stage::LowerNest() const {
   }
 
   if (!cache_write_) {
-    Stmt init = Nest(spatial, Store(output_, out_index, FloatImm(0.0)));
-    Stmt main = Nest(leaves_, Store(output_, out_index, Load(output_, out_index) + value));
+    Stmt init = nest(spatial, false, Store(output_, out_index, FloatImm(0.0)));
+    Stmt main = nest(leaves_, true, Store(output_, out_index, Load(output_, out_index) + value));
     Stmt epi;
-    if (epilogue_.defined()) epi = Nest(spatial, Store(output_, out_index, epilogue(Load(output_, out_index))));
+    if (epilogue_.defined()) {
+      epi = nest(spatial, false, Store(output_, out_index, epilogue(Load(output_, out_index))));
+    }
     return Seq({init, main, epi});
   }
 
@@ -194,10 +353,20 @@ Stmt Stage::LowerNest() const {
     local_shape.push_back(1);
   }
   Buffer acc = MakeBuffer(output_->name + ".local", local_shape, BufferScope::kLocal);
+  // The tile's initialization touches the local tile only, so it needs no guard.
   Stmt init = Nest(inner_spatial, Store(acc, local_index, FloatImm(0.0)));
-  Stmt main = Nest(inner, Store(acc, local_index, Load(acc, local_index) + value));
-  Stmt write = Nest(inner_spatial, Store(output_, out_index, epilogue(Load(acc, local_index))));
-  return Nest(outer, Allocate(acc, Seq({init, main, write})));
+  Stmt update = Store(acc, local_index, Load(acc, local_index) + value);
+  Stmt write_back = Store(output_, out_index, epilogue(Load(acc, local_index)));
+  if (tails.empty()) {
+    return Nest(outer, Allocate(acc, Seq({init, Nest(inner, update), Nest(inner_spatial, write_back)})));
+  }
+  return tails.Build(outer, true, start, [&](const TailLowering::State& st) {
+    auto body = [&](const TailLowering::State& s2, const Stmt& stmt) { return Substitute(stmt, s2.subst); };
+    Stmt main = tails.Build(inner, true, st, [&](const TailLowering::State& s2) { return body(s2, update); });
+    Stmt write = tails.Build(inner_spatial, false, st,
+                             [&](const TailLowering::State& s2) { return body(s2, write_back); });
+    return Allocate(acc, Seq({init, main, write}));
+  }, /*statements=*/false);
 }
 
 LoweredFunc Schedule::Lower() const {

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "codegen/ir/ir.h"
+#include "search/space.h"
 
 namespace tune::codegen {
 
@@ -38,11 +39,16 @@ class Stage {
   const std::vector<int>& leaves() const { return leaves_; }
   const Buffer& output() const { return output_; }
 
-  /// Splits `loop` into (outer, inner) with inner extent `factor`, which must divide the
-  /// loop's extent. The two replace `loop` in the leaf order.
-  std::pair<int, int> Split(int loop, int64_t factor);
-  /// Splits `loop` into as many loops as `factors` (outermost first, product = extent).
-  std::vector<int> SplitFactors(int loop, const std::vector<int64_t>& factors);
+  /// Splits `loop` into (outer, inner) with inner extent `factor`. The two replace `loop` in
+  /// the leaf order. With SplitTails::kNone `factor` must divide the loop's extent. With
+  /// kAllowed it need not: the outer extent is ceil(extent / factor), the last outer iteration
+  /// is a partial tile, and Lower() runs it in a guarded copy of the nest (see Lower).
+  std::pair<int, int> Split(int loop, int64_t factor, search::SplitTails tails = search::SplitTails::kNone);
+  /// Splits `loop` into as many loops as `factors` (outermost first). kNone: product = extent.
+  /// kAllowed: the inner factors (all but the first) need not divide the extent, and the first
+  /// is ceil(extent / product of the inner ones), as search::ConfigSpace::AddSplit makes them.
+  std::vector<int> SplitFactors(int loop, const std::vector<int64_t>& factors,
+                                search::SplitTails tails = search::SplitTails::kNone);
   /// Fuses two adjacent leaves (outer then inner, both spatial) into one.
   int Fuse(int outer, int inner);
   /// Sets the leaf order; `order` must be a permutation of leaves().
@@ -56,7 +62,16 @@ class Stage {
   /// zeroed before the reduction and written back (through the epilogue) after it.
   void CacheWrite(int attach);
 
-  /// The loop nest of this stage.
+  /// The loop nest of this stage. Splits with a tail (Split with kAllowed, factor not dividing
+  /// the extent): each statement that indexes through the split loop runs only where the split
+  /// loop's index is below its extent. The nest is versioned at the innermost leaf that the
+  /// split's outer index depends on: full tiles run the unguarded nest (the same statements as
+  /// without a tail), the partial last tile runs a copy where that outer index is a constant
+  /// and each statement sits under an If hoisted to the innermost loop its condition uses (a
+  /// vectorized loop whose lanes are guarded becomes serial; an unrolled one keeps its
+  /// iterations, whose conditions fold to constants). The accumulator tile of CacheWrite is
+  /// local and needs no guard on its initialization; the accumulation, the write-back and
+  /// the epilogue are guarded. Without tails the nest is exactly the untailed one.
   Stmt Lower() const;
 
  private:
@@ -76,6 +91,7 @@ class Stage {
   std::vector<Expr> LoopValues() const;
   Stmt Nest(const std::vector<int>& leaves, Stmt body) const;
   Stmt LowerNest() const;
+  class TailLowering;
 
   Buffer output_;
   std::vector<IterVar> axes_, reduce_axes_;
