@@ -15,10 +15,12 @@ Conv2dTemplate::Conv2dTemplate(Workload w) : Template(std::move(w)) {
   const Workload& wl = workload_;
   auto& s = space_;
   int64_t icg = wl.in_c / wl.groups;
-  int toc = s.AddSplit("tile_oc", wl.out_c, 3, 64);
-  s.AddSplit("tile_oh", wl.out_h(), 2);
-  int tow = s.AddSplit("tile_ow", wl.out_w(), 3, 64);
-  s.AddSplit("tile_ic", icg, 2);
+  // Tails (factors that do not divide the extent) are lowered as a guarded last tile.
+  constexpr auto kTails = search::SplitTails::kAllowed;
+  int toc = s.AddSplit("tile_oc", wl.out_c, 3, 64, kTails);
+  s.AddSplit("tile_oh", wl.out_h(), 2, 0, kTails);
+  int tow = s.AddSplit("tile_ow", wl.out_w(), 3, 64, kTails);
+  s.AddSplit("tile_ic", icg, 2, 0, kTails);
   s.AddChoice("order", {0, 1, 2}, {"oc0,oh0,ow0,oc1,oh1,ow1,ic0,kh,kw,ic1,tile",
                                    "oc0,oh0,ow0,oh1,ow1,oc1,ic0,ic1,kh,kw,tile",
                                    "oh0,oc0,ow0,oc1,oh1,ow1,ic0,kh,kw,ic1,tile"});
@@ -102,12 +104,20 @@ Schedule Conv2dTemplate::Build(const search::Config& c) const {
 
   Expr w_value;
   if (pack) {
-    Buffer packed = MakeBuffer(weight->name + ".packed", {wl.out_c / ob, icg, wl.kernel_h, wl.kernel_w, ob},
+    // ceil(OC / ob) blocks of ob output channels; where ob does not divide OC the last block
+    // is padded with zeros (the channel index clamped so nothing past the weight is read).
+    const int64_t blocks = (wl.out_c + ob - 1) / ob;
+    Buffer packed = MakeBuffer(weight->name + ".packed", {blocks, icg, wl.kernel_h, wl.kernel_w, ob},
                                BufferScope::kHeap);
     sched.scratch.push_back(packed);
-    IterVar po = MakeIterVar("po", wl.out_c / ob), pi = MakeIterVar("pi", icg);
+    IterVar po = MakeIterVar("po", blocks), pi = MakeIterVar("pi", icg);
     IterVar ph = MakeIterVar("pkh", wl.kernel_h), pw = MakeIterVar("pkw", wl.kernel_w), pb = MakeIterVar("pb", ob);
-    Stage ps(packed, {po, pi, ph, pw, pb}, Load(weight, {po.var * Expr(ob) + pb.var, pi.var, ph.var, pw.var}));
+    Expr channel = po.var * Expr(ob) + pb.var;
+    Expr src = wl.out_c % ob == 0
+                   ? Load(weight, {channel, pi.var, ph.var, pw.var})
+                   : Select(channel < Expr(wl.out_c),
+                            Load(weight, {Min(channel, Expr(wl.out_c - 1)), pi.var, ph.var, pw.var}), FloatImm(0.0));
+    Stage ps(packed, {po, pi, ph, pw, pb}, src);
     if (parallel) ps.Parallel(ps.axis(0));
     sched.stages.push_back(std::move(ps));
     w_value = Load(packed, {voc.var / Expr(ob), vic.var, vkh.var, vkw.var, voc.var % Expr(ob)});
@@ -123,10 +133,11 @@ Schedule Conv2dTemplate::Build(const search::Config& c) const {
     Expr acc = MakeVar("acc");
     st.SetEpilogue(acc, ApplyEpilogue(wl, acc, bias, voc.var));
   }
-  auto oc = st.SplitFactors(st.axis(1), foc);
-  auto oh = st.SplitFactors(st.axis(2), foh);
-  auto ow = st.SplitFactors(st.axis(3), fow);
-  auto ic = st.SplitFactors(st.reduce_axis(0), fic);
+  constexpr auto kTails = search::SplitTails::kAllowed;
+  auto oc = st.SplitFactors(st.axis(1), foc, kTails);
+  auto oh = st.SplitFactors(st.axis(2), foh, kTails);
+  auto ow = st.SplitFactors(st.axis(3), fow, kTails);
+  auto ic = st.SplitFactors(st.reduce_axis(0), fic, kTails);
   int kh = st.reduce_axis(1), kw = st.reduce_axis(2);
   int n = st.axis(0);
   // The register tile: the vectorized axis innermost.

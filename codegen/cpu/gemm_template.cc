@@ -15,9 +15,11 @@ constexpr int64_t kMaxUnrolledFma = 2048;  // bound on unrolled vector FMAs (cod
 GemmTemplate::GemmTemplate(Workload w) : Template(std::move(w)) {
   const Workload& wl = workload_;
   auto& s = space_;
-  int tm = s.AddSplit("tile_m", wl.m, 3, 16);
-  int tn = s.AddSplit("tile_n", wl.n, 3, 64);
-  int tk = s.AddSplit("tile_k", wl.k, 2, 64);
+  // Tails (factors that do not divide the extent) are lowered as a guarded last tile.
+  constexpr auto kTails = search::SplitTails::kAllowed;
+  int tm = s.AddSplit("tile_m", wl.m, 3, 16, kTails);
+  int tn = s.AddSplit("tile_n", wl.n, 3, 64, kTails);
+  int tk = s.AddSplit("tile_k", wl.k, 2, 64, kTails);
   int order = s.AddChoice("order", {0, 1, 2}, {"m0,n0,m1,n1,k0,k1,m2,n2", "n0,m0,n1,m1,k0,k1,m2,n2",
                                                "m0,n0,m1,n1,k0,m2,k1,n2"});
   int vec = s.AddChoice("vectorize", {1, 0});
@@ -90,14 +92,19 @@ Schedule GemmTemplate::Build(const search::Config& c) const {
   };
   Expr b_value;
   if (pack) {
-    std::vector<int64_t> shape = {wl.n / nb, wl.k, nb};
+    // ceil(N / nb) blocks of nb columns; where nb does not divide N the last block is padded
+    // with zeros (the column index clamped so nothing past B is read).
+    const int64_t blocks = (wl.n + nb - 1) / nb;
+    std::vector<int64_t> shape = {blocks, wl.k, nb};
     if (batched) shape.insert(shape.begin(), wl.batch);
     Buffer packed = MakeBuffer(b->name + ".packed", shape, BufferScope::kHeap);
     sched.scratch.push_back(packed);
-    IterVar po = MakeIterVar("no", wl.n / nb), pk = MakeIterVar("kk", wl.k), pi = MakeIterVar("ni", nb);
+    IterVar po = MakeIterVar("no", blocks), pk = MakeIterVar("kk", wl.k), pi = MakeIterVar("ni", nb);
     std::vector<IterVar> axes = {po, pk, pi};
     if (batched) axes.insert(axes.begin(), vb);
-    Expr src = b_at(pk.var, po.var * Expr(nb) + pi.var);
+    Expr column = po.var * Expr(nb) + pi.var;
+    Expr src = wl.n % nb == 0 ? b_at(pk.var, column)
+                              : Select(column < Expr(wl.n), b_at(pk.var, Min(column, Expr(wl.n - 1))), FloatImm(0.0));
     Stage pack_stage(packed, axes, src);
     if (parallel) pack_stage.Parallel(pack_stage.axis(0));
     if (wl.op != OpKind::kDense && nb > 1) pack_stage.Vectorize(pack_stage.axis(batched ? 3 : 2));
@@ -115,9 +122,10 @@ Schedule GemmTemplate::Build(const search::Config& c) const {
     st.SetEpilogue(acc, ApplyEpilogue(wl, acc, bias, vn.var));
   }
   int off = batched ? 1 : 0;
-  auto m = st.SplitFactors(st.axis(off), fm);
-  auto n = st.SplitFactors(st.axis(off + 1), fn);
-  auto k = st.SplitFactors(st.reduce_axis(0), fk);
+  constexpr auto kTails = search::SplitTails::kAllowed;
+  auto m = st.SplitFactors(st.axis(off), fm, kTails);
+  auto n = st.SplitFactors(st.axis(off + 1), fn, kTails);
+  auto k = st.SplitFactors(st.reduce_axis(0), fk, kTails);
   std::vector<int> leaves;
   if (batched) leaves.push_back(st.axis(0));
   int attach;
