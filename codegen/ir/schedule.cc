@@ -141,9 +141,33 @@ class Stage::TailLowering {
       inner = body(state);
     } else {
       const Loop& l = stage_.loops_[leaves[pos]];
-      state.bound.insert(AsVar(l.var));
-      Stmt b = Level(leaves, pos + 1, with_reduce, statements, state, body);
-      if (b != nullptr) inner = For(l.var, l.extent, KindInPartialTile(l, with_reduce, state), b);
+      const VarNode* var = AsVar(l.var);
+      state.bound.insert(var);
+      const ForKind kind = KindInPartialTile(l, with_reduce, state);
+      // A serial (unrolled, vectorized) loop that is the outer loop of a tail is partitioned:
+      // its full tiles run in a loop of one iteration less, then the partial tile once, with
+      // the index fixed. A parallel one keeps all iterations on the pool and is versioned
+      // inside its body.
+      size_t t = 0;
+      while (t < tails_.size() && !(tails_[t].outer_leaf == var && state.mode[t] == Mode::kUndecided &&
+                                    (with_reduce || !tails_[t].reduce))) {
+        ++t;
+      }
+      if (t < tails_.size() && kind != ForKind::kParallel) {
+        State full = state, partial = state;
+        full.mode[t] = Mode::kFull;
+        partial.mode[t] = Mode::kPartial;
+        partial.subst[var] = Expr(tails_[t].last);
+        Stmt full_nest;
+        if (tails_[t].last > 0) {
+          Stmt b = Level(leaves, pos + 1, with_reduce, statements, full, body);
+          if (b != nullptr) full_nest = For(l.var, tails_[t].last, kind, b);
+        }
+        inner = Seq({full_nest, Level(leaves, pos + 1, with_reduce, statements, partial, body)});
+      } else {
+        Stmt b = Level(leaves, pos + 1, with_reduce, statements, state, body);
+        if (b != nullptr) inner = For(l.var, l.extent, kind, b);
+      }
     }
     return cond.defined() ? GuardedBy(cond, inner) : inner;
   }

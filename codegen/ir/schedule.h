@@ -64,14 +64,15 @@ class Stage {
 
   /// The loop nest of this stage. Splits with a tail (Split with kAllowed, factor not dividing
   /// the extent): each statement that indexes through the split loop runs only where the split
-  /// loop's index is below its extent. The nest is versioned at the innermost leaf that the
-  /// split's outer index depends on: full tiles run the unguarded nest (the same statements as
-  /// without a tail), the partial last tile runs a copy where that outer index is a constant
-  /// and each statement sits under an If hoisted to the innermost loop its condition uses (a
-  /// vectorized loop whose lanes are guarded becomes serial; an unrolled one keeps its
-  /// iterations, whose conditions fold to constants). The accumulator tile of CacheWrite is
-  /// local and needs no guard on its initialization; the accumulation, the write-back and
-  /// the epilogue are guarded. Without tails the nest is exactly the untailed one.
+  /// loop's index is below its extent. Full tiles run the unguarded nest (the same statements
+  /// as without a tail); the partial last tile runs a copy of the nest below the split's outer
+  /// loop, with that index fixed and each statement under an If hoisted to the innermost loop
+  /// its condition uses (in a vectorized loop the If masks lanes; an unrolled loop keeps its
+  /// iterations where their conditions fold to constants, else runs serially). A serial outer
+  /// loop is partitioned (extent - 1 full iterations, then the partial tile); a parallel or
+  /// fused one is versioned inside its body (if full ... if partial ...). The accumulator tile
+  /// of CacheWrite is local and needs no guard on its initialization; the accumulation, the
+  /// write-back and the epilogue are guarded. Without tails the nest is exactly the untailed one.
   Stmt Lower() const;
 
  private:

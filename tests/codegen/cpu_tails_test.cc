@@ -367,17 +367,21 @@ TEST(CpuTailsStageTest, TemplateDivisorConfigsHaveNoGuards) {
   }
 }
 
-// out[i] = a[i] * 2 over 10 elements in vectors of 4: two full tiles without a guard, then the
-// partial tile with the index fixed and its lanes guarded.
+// out[i] = a[i] * 2 over 10 elements in vectors of 4: a serial outer loop is partitioned into
+// the two full tiles without a guard and the partial tile (its index fixed, its lanes
+// guarded); a parallel one keeps its three iterations and is versioned inside.
 TEST(CpuTailsStageTest, ElementwiseTailGolden) {
-  Buffer a = MakeBuffer("a", {10}, BufferScope::kArg, 0);
-  Buffer out = MakeBuffer("out", {10}, BufferScope::kArg, 1);
-  IterVar i = MakeIterVar("i", 10);
-  Stage st(out, {i}, Load(a, {i.var}) * FloatImm(2.0));
-  auto l = st.SplitFactors(st.axis(0), {3, 4}, search::SplitTails::kAllowed);
-  EXPECT_EQ(st.extent(l[0]), 3);
-  st.Vectorize(l[1]);
-  const std::string expected = R"IR(for (i0 = 0; i0 < 3; ++i0) {
+  for (bool parallel : {false, true}) {
+    Buffer a = MakeBuffer("a", {10}, BufferScope::kArg, 0);
+    Buffer out = MakeBuffer("out", {10}, BufferScope::kArg, 1);
+    IterVar i = MakeIterVar("i", 10);
+    Stage st(out, {i}, Load(a, {i.var}) * FloatImm(2.0));
+    auto l = st.SplitFactors(st.axis(0), {3, 4}, search::SplitTails::kAllowed);
+    EXPECT_EQ(st.extent(l[0]), 3);
+    st.Vectorize(l[1]);
+    if (parallel) st.Parallel(l[0]);
+    const std::string expected = parallel ? R"IR(// parallel
+for (i0 = 0; i0 < 3; ++i0) {
   if (i0 < 2) {
     // vectorized
     for (i1 = 0; i1 < 4; ++i1) {
@@ -393,8 +397,22 @@ TEST(CpuTailsStageTest, ElementwiseTailGolden) {
     }
   }
 }
+)IR"
+                                          : R"IR(for (i0 = 0; i0 < 2; ++i0) {
+  // vectorized
+  for (i1 = 0; i1 < 4; ++i1) {
+    out[i0*4 + i1] = a[i0*4 + i1]*2f;
+  }
+}
+// vectorized
+for (i1 = 0; i1 < 4; ++i1) {
+  if (8 + i1 < 10) {
+    out[8 + i1] = a[8 + i1]*2f;
+  }
+}
 )IR";
-  EXPECT_EQ(Print(st.Lower()), expected) << Print(st.Lower());
+    EXPECT_EQ(Print(st.Lower()), expected) << Print(st.Lower());
+  }
 }
 
 class CpuTailsGuardTest : public ::testing::Test {
