@@ -51,8 +51,10 @@ GemmDims GemmDimsOf(const Workload& workload);
 /// `ws` and the counters `arrivals`) follow the output in Schedule::args. Tails, decided here
 /// from the known extents: operand copies load zero for elements past [0, M) x [0, K) (A) or
 /// [0, K) x [0, N) (B) -- a `vector`-wide run wholly inside keeps its wide load, a run across
-/// the edge goes lane by lane, guarded (TileCopy::EmitGuarded); under cp.async an element past
-/// the edge is a zero stored instead of a copy -- and the output, split-K's partial tiles and
+/// the edge goes lane by lane, guarded (TileCopy::EmitGuarded); cp.async copies take no branch
+/// (one per element makes ptxas take minutes): K has no tail under the pipeline, and their rows
+/// past M / columns past N read the last row / column, values that only reach outputs never
+/// stored -- and the output, split-K's partial tiles and
 /// its fix-up are written only where row < M and col < N (a run of four columns wholly inside
 /// keeps its wide store). A config whose tiles divide the GEMM gets no guard: its kernel is
 /// the one it was before tails existed.

@@ -230,6 +230,13 @@ CudaGemmTemplate::CudaGemmTemplate(Workload w, const GpuLimits& limits) : Templa
     if (t.fma_order == kFmaOrderQuads) return t.tm % 4 == 0 && t.tn % 2 == 0;
     return true;
   });
+  // The cp.async pipeline copies without guards (see BuildGemmKernel): K has no tail under it.
+  const int64_t k_extent = dims.k;
+  s.AddConstraint("cp_async_whole_k", [sp, conv, k_extent](const search::Config& c) {
+    if (IsDirect(*sp, c, conv)) return true;
+    GemmTiles t = TilesOf(*sp, c);
+    return t.async == 0 || t.k_tiles * t.bk == k_extent;
+  });
   // Unrolling by the stages needs two or more of them.
   s.AddConstraint("unroll_stages_pipelined", [sp, conv](const search::Config& c) {
     if (IsDirect(*sp, c, conv)) return true;

@@ -56,7 +56,7 @@ namespace tune::codegen {
 /// k_split only where the output tiles give fewer than two blocks per multiprocessor, k_split
 /// dividing the K tiles, its workspace at most 64 MiB; the shared stages (1, 2 for
 /// double_buffer, or cp_async's) count in the shared memory, A's staging registers (hybrid)
-/// in the registers. Config text recorded before k_split, cp_async, cp_async_a, unroll_stages
+/// in the registers; no tail along K under cp_async (its copies are not guarded). Config text recorded before k_split, cp_async, cp_async_a, unroll_stages
 /// or fma_order existed reads as k_split 1, cp_async 0, cp_async_a async, unroll_stages 0,
 /// fma_order rows.
 ///
