@@ -157,12 +157,13 @@ std::vector<search::Config> TailsConfigs(const Template& t, uint64_t stream) {
   return test::DrawWhere(space, rng, 24, gemm, std::move(configs), 20000);
 }
 
-// Random valid configs with tails of every shape (split-K, K slices, the cp.async pipelines,
-// double buffering, vector loads and interleaved tiles among them) compute the reference, with
-// no out-of-bounds access, unwritten read or race; so does each shape's default config.
+// Random valid configs with tails of every shape (split-K, K slices, the cp.async pipelines
+// with tails along M or N, double buffering, vector loads and interleaved tiles among them)
+// compute the reference, with no out-of-bounds access, unwritten read or race; so does each
+// shape's default config.
 TEST(CudaGemmTailsTest, RandomConfigsWithTailsMatchTheReference) {
   uint64_t stream = 10;
-  int tails = 0, splits = 0, pipelined = 0, wide = 0;
+  int tails = 0, splits = 0, pipelined = 0, wide = 0, pipelined_tails = 0;
   for (const Workload& w : TailShapes()) {
     auto t = CreateTemplate(w, Backend::kCuda);
     ASSERT_TRUE(t.ok()) << t.status();
@@ -178,6 +179,7 @@ TEST(CudaGemmTailsTest, RandomConfigsWithTailsMatchTheReference) {
       tails += TailsHasTail(space, c);
       splits += space.GetInt(c, "k_split") > 1;
       pipelined += space.GetInt(c, "cp_async") > 0;
+      pipelined_tails += space.GetInt(c, "cp_async") > 0 && TailsHasTail(space, c);
       wide += space.GetInt(c, "vector") > 1;
       absl::StatusOr<LoweredFunc> f = (*t)->Lower(c, "k");
       ASSERT_TRUE(f.ok()) << f.status();
@@ -187,6 +189,7 @@ TEST(CudaGemmTailsTest, RandomConfigsWithTailsMatchTheReference) {
   EXPECT_GE(tails, 64);
   EXPECT_GT(splits, 0);
   EXPECT_GT(pipelined, 0);
+  EXPECT_GT(pipelined_tails, 0);  // clamped asynchronous copies past M or N
   EXPECT_GT(wide, 0);
 }
 
