@@ -119,7 +119,9 @@ int ConfigSpace::AddSplit(const std::string& name, int64_t extent, int parts,
   std::vector<int64_t> prefix;
   EnumerateSplits(extent, parts, max_inner, prefix, knob.options);
   if (tails == SplitTails::kAllowed && parts > 1) {
-    // Divisors first (kept in their order), then the splits with a tail, in lexicographic order.
+    // The splits with a tail join the divisor splits in one lexicographic order of the factor
+    // lists, as the divisor splits alone are: strategies that step to a neighbouring option
+    // (sa, the GP's index coordinate) see tile sizes in order.
     std::vector<int64_t> candidates = Divisors(extent);
     for (int64_t p = 2; p < extent + extent / 2; p *= 2) candidates.push_back(p);
     std::sort(candidates.begin(), candidates.end());
@@ -130,6 +132,7 @@ int ConfigSpace::AddSplit(const std::string& name, int64_t extent, int parts,
     for (auto& option : with_tails) {
       if (PaddedExtent(option) != extent) knob.options.push_back(std::move(option));
     }
+    std::sort(knob.options.begin(), knob.options.end());
   }
   // The innermost factor 1 always satisfies max_inner >= 1, so options is never empty.
   TUNE_CHECK(!knob.options.empty()) << "split '" << name << "' has no options";

@@ -65,7 +65,7 @@ class ConfigSpace {
   ///   ceil(extent / inner), inner = their product) is at most 1.5 x extent; the last tile is then
   ///   partial and the kernel must mask the indices >= extent (a tail). Options whose product is
   ///   exactly `extent` are the divisor splits of kNone, so a prime or odd extent gets about as
-  ///   many options as a power of two.
+  ///   many options as a power of two. Either way the options are in lexicographic order.
   int AddSplit(const std::string& name, int64_t extent, int parts, int64_t max_inner = 0,
                SplitTails tails = SplitTails::kNone);
   /// Adds a knob choosing one of `values` (non-empty). Returns the knob index.
