@@ -164,3 +164,45 @@ TEST(ConfigTransferTest, SeedsANewTaskFromTheMostSimilarRecordedOne) {
 
 }  // namespace
 }  // namespace tune::tuner
+
+namespace tune::tuner {
+namespace {
+
+// Shapes whose extents are prime or odd tune on the CPU: every measured config (tails among
+// them, the partial last tile masked) passes the reference check.
+TEST(PrimeShapeTuningTest, PrimeExtentsTuneAndVerifyOnTheCpu) {
+  auto db = test::OpenTestDb();
+  const std::vector<TuneTask> tasks = {
+      {"mm97", TransferMatmul("97,89,101"), 1},
+      {"conv13", test::ToyWorkload(codegen::OpKind::kConv2d, "1,13,17,19,7,3,3"), 1}};
+  TuneOptions o = TransferFastOptions(10, 5, 0);
+  o.seed = test::kTestSeed + 5;
+  Tuner tuner(db.get(), measure::Target::HostCpu(1), measure::LocalRunner::Factory(1), o);
+  auto outcomes = tuner.Run(tasks);
+  ASSERT_TRUE(outcomes.ok()) << outcomes.status();
+  ASSERT_EQ(outcomes->size(), 2u);
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    SCOPED_TRACE(tasks[i].name);
+    auto tmpl = test::MakeTemplate(tasks[i].workload);
+    const auto records = test::RecordsOf(*db, (*outcomes)[i].task_id, measure::Target::HostCpu(1).Key());
+    ASSERT_GE(records.size(), 10u);
+    int tails = 0;
+    for (const auto& r : records) {
+      EXPECT_TRUE(r.result.ok()) << r.config_json << ": " << r.result.message;
+      auto config = tmpl->space().FromJson(r.config_json);
+      ASSERT_TRUE(config.ok()) << config.status();
+      for (size_t k = 0; k < tmpl->space().knobs().size(); ++k) {
+        const search::Knob& knob = tmpl->space().knobs()[k];
+        if (knob.kind == search::Knob::Kind::kSplit && search::PaddedExtent(knob.options[(*config)[k]]) != knob.extent) {
+          ++tails;
+          break;
+        }
+      }
+    }
+    EXPECT_GT(tails, 0) << "no measured config had a partial tile";
+    EXPECT_TRUE(std::isfinite((*outcomes)[i].best_s));
+  }
+}
+
+}  // namespace
+}  // namespace tune::tuner
