@@ -29,17 +29,34 @@ Expr ThreadBlock::Linear() const {
 
 bool TileCopy::Fits() const { return vector >= 1 && cols % vector == 0; }
 
+namespace {
+
+// The loops of a cooperative copy: run `e` (unrolled) and lane `v`; `first`, the run's first
+// element, clamped to the last run when the tile is not exact; `valid`, whether the run is a
+// real one (undefined when exact).
+struct CopyRuns {
+  Expr e, v, first, valid;
+};
+
+CopyRuns RunsOf(const TileCopy& copy, const std::string& prefix) {
+  TUNE_CHECK(copy.Fits()) << "tile " << copy.rows << "x" << copy.cols << " rows are not whole runs of " << copy.vector
+                          << " lanes";
+  CopyRuns r{MakeVar(prefix + "_e"), MakeVar(prefix + "_v"), Expr(), Expr()};
+  r.first = (r.e * Expr(copy.threads.count()) + copy.threads.Linear()) * Expr(copy.vector);
+  if (!copy.Exact()) {
+    r.valid = r.first < Expr(copy.rows * copy.cols);
+    r.first = Min(r.first, Expr(copy.rows * copy.cols - copy.vector));  // the last run: a valid address
+  }
+  return r;
+}
+
+}  // namespace
+
 Stmt TileCopy::Emit(
     const std::string& prefix,
     const std::function<Stmt(const Expr& row, const Expr& col, const Expr& slot, const Expr& valid)>& body) const {
-  TUNE_CHECK(Fits()) << "tile " << rows << "x" << cols << " rows are not whole runs of " << vector << " lanes";
-  Expr e = MakeVar(prefix + "_e"), v = MakeVar(prefix + "_v");
-  Expr first = (e * Expr(threads.count()) + threads.Linear()) * Expr(vector);
-  Expr valid;
-  if (!Exact()) {
-    valid = first < Expr(rows * cols);
-    first = Min(first, Expr(rows * cols - vector));  // the last run: a valid address
-  }
+  const CopyRuns runs = RunsOf(*this, prefix);
+  const Expr &e = runs.e, &v = runs.v, &first = runs.first, &valid = runs.valid;
   Expr row = first / Expr(cols), col = first % Expr(cols) + v;
   Stmt lanes = For(v, vector, vector > 1 ? ForKind::kVectorized : ForKind::kSerial,
                    body(row, col, e * Expr(vector) + v, valid));
@@ -50,14 +67,8 @@ Stmt TileCopy::EmitGuarded(
     const std::string& prefix, const std::function<Expr(const Expr& row, const Expr& col)>& inside,
     const std::function<Stmt(const Expr& row, const Expr& col, const Expr& slot, const Expr& valid, const Expr& guard)>&
         body) const {
-  TUNE_CHECK(Fits()) << "tile " << rows << "x" << cols << " rows are not whole runs of " << vector << " lanes";
-  Expr e = MakeVar(prefix + "_e"), v = MakeVar(prefix + "_v");
-  Expr first = (e * Expr(threads.count()) + threads.Linear()) * Expr(vector);
-  Expr valid;
-  if (!Exact()) {
-    valid = first < Expr(rows * cols);
-    first = Min(first, Expr(rows * cols - vector));  // the last run: a valid address
-  }
+  const CopyRuns runs = RunsOf(*this, prefix);
+  const Expr &e = runs.e, &v = runs.v, &first = runs.first, &valid = runs.valid;
   Expr row = first / Expr(cols), run = first % Expr(cols);
   auto lane_loop = [&](const Expr& lane, ForKind kind, bool guarded) {
     Expr col = run + lane;
