@@ -17,6 +17,9 @@ namespace {
 constexpr double kInf = std::numeric_limits<double>::infinity();
 // Options of one knob tried, nearest first, when the nearest config breaks a constraint.
 constexpr size_t kRepairOptions = 8;
+// The strategy of the untuned default schedule's records (tuner.cc): a baseline, not a config
+// worth starting from.
+constexpr char kUntunedStrategy[] = "default";
 
 std::vector<int64_t> ShapeFields(const codegen::Workload& w) {
   if (w.op == codegen::OpKind::kConv2d) {
@@ -133,6 +136,7 @@ absl::StatusOr<TransferSeeds> TransferConfigs(const dataset::RecordDatabase& db,
     int from_this = 0;
     for (const dataset::Record& rec : *best) {
       if (from_this >= options.per_task || static_cast<int>(seeds.configs.size()) >= options.max_configs) break;
+      if (rec.strategy == kUntunedStrategy) continue;
       auto config = MapConfig(rec.config_json, tmpl.space());
       if (!config.ok() || !taken.insert(*config).second) continue;
       seeds.configs.push_back(*config);

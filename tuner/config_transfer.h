@@ -45,7 +45,8 @@ struct TransferSeeds {
   std::vector<std::string> sources;
 };
 
-/// The best ok configs recorded on `target_id` for the tasks other than `task_id` whose template
+/// The best ok configs (not the untuned default schedule's) recorded on `target_id` for the
+/// tasks other than `task_id` whose template
 /// (made by `factory` for their workload) has the name and version of `tmpl`, most similar
 /// (WorkloadDistance to `workload`) first, mapped into `tmpl`'s space (MapConfig); configs that
 /// do not map are skipped.

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <unordered_set>
 
 #include "absl/strings/str_cat.h"
@@ -588,7 +589,10 @@ absl::Status Tuner::SeedFromSimilar(TaskRun& t) {
   o.per_task = std::max(1, (options_.transfer_configs + 1) / 2);
   auto seeds = TransferConfigs(*db_, t.target_id, t.outcome.task_id, t.info.workload, *t.task->tmpl(), **factory_, o);
   if (!seeds.ok()) return seeds.status();
+  // Not the task's own default schedule, measured already (strategy "default").
+  const std::optional<search::Config> own_default = t.task->DefaultConfig();
   for (search::Config& c : seeds->configs) {
+    if (own_default.has_value() && c == *own_default) continue;
     if (t.seen.count(c) == 0 && std::find(t.given.begin(), t.given.end(), c) == t.given.end()) {
       t.transferred.push_back(std::move(c));
     }

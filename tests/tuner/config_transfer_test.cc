@@ -134,10 +134,13 @@ TEST(ConfigTransferTest, SeedsANewTaskFromTheMostSimilarRecordedOne) {
   ASSERT_TRUE(near_info.ok() && near_info->has_value());
   auto target_info = db->FindTarget(target);
   ASSERT_TRUE(target_info.ok() && target_info->has_value());
-  auto best = db->Best((*near_info)->id, (*target_info)->id, 1);
-  ASSERT_TRUE(best.ok() && best->size() == 1u);
+  // The untuned default schedule's record is never a source.
+  auto best = db->Best((*near_info)->id, (*target_info)->id, 12);
+  ASSERT_TRUE(best.ok());
+  auto searched = std::find_if(best->begin(), best->end(), [](const dataset::Record& r) { return r.strategy != "default"; });
+  ASSERT_NE(searched, best->end());
   auto fresh_tmpl = test::MakeTemplate(fresh.workload);
-  auto mapped = MapConfig((*best)[0].config_json, fresh_tmpl->space());
+  auto mapped = MapConfig(searched->config_json, fresh_tmpl->space());
   ASSERT_TRUE(mapped.ok()) << mapped.status();
 
   auto records = test::RecordsOf(*db, outcomes[0].task_id, target);
@@ -147,6 +150,9 @@ TEST(ConfigTransferTest, SeedsANewTaskFromTheMostSimilarRecordedOne) {
   }
   ASSERT_EQ(transferred.size(), 2u);
   EXPECT_EQ(transferred[0], fresh_tmpl->space().ToJson(*mapped));
+  // Never the fresh task's own default schedule, already measured as "default".
+  const std::string own_default = fresh_tmpl->space().ToJson(fresh_tmpl->DefaultConfig());
+  for (const std::string& json : transferred) EXPECT_NE(json, own_default);
   // They come first, before the strategy's proposals.
   size_t first_search = 0;
   while (first_search < records.size() && records[first_search].strategy == "default") ++first_search;
