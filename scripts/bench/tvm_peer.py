@@ -269,6 +269,16 @@ def run_tune(args, wid, work_dir, log):
 # ---------------------------------------------------------------------------------------------
 
 
+# Each tool of a row: its key (--tools), its name in progress lines, how it runs one workload,
+# and its line when done.
+TOOL_RUNS = [
+    ("tune", "tune", run_tune, lambda r, w: f"tune best {r['best_ms']:.4f} ms in {w:.0f} s"),
+    ("tvm", "TVM MetaSchedule", run_tvm,
+     lambda r, w: f"TVM best {r['best_ms']:.4f} ms (tuning {r['tune_s']:.0f} s, process {w:.0f} s, "
+                  f"max rel err {r['max_rel_err']:.2g})"),
+]
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -322,25 +332,19 @@ def main():
     rows, failures = [], []
     for wid in ids:
         kind, shape, label = WORKLOADS[wid]
-        tune_res = tvm_res = None
-        tune_wall = tvm_wall = float("nan")
-        if "tune" in tools:
-            print(f"[{wid}] tune ...", file=sys.stderr, flush=True)
-            tune_res, err, tune_wall = run_tune(args, wid, work_dir, os.path.join(work_dir, f"tune-{wid}.log"))
+        res = {"tune": None, "tvm": None}
+        wall = {"tune": float("nan"), "tvm": float("nan")}
+        for tool, name, run, done in TOOL_RUNS:
+            if tool not in tools:
+                continue
+            print(f"[{wid}] {name} ...", file=sys.stderr, flush=True)
+            res[tool], err, wall[tool] = run(args, wid, work_dir, os.path.join(work_dir, f"{tool}-{wid}.log"))
             if err:
                 failures.append(err)
                 print(err, file=sys.stderr)
             else:
-                print(f"[{wid}] tune best {tune_res['best_ms']:.4f} ms in {tune_wall:.0f} s", file=sys.stderr, flush=True)
-        if "tvm" in tools:
-            print(f"[{wid}] TVM MetaSchedule ...", file=sys.stderr, flush=True)
-            tvm_res, err, tvm_wall = run_tvm(args, wid, work_dir, os.path.join(work_dir, f"tvm-{wid}.log"))
-            if err:
-                failures.append(err)
-                print(err, file=sys.stderr)
-            else:
-                print(f"[{wid}] TVM best {tvm_res['best_ms']:.4f} ms (tuning {tvm_res['tune_s']:.0f} s, "
-                      f"process {tvm_wall:.0f} s, max rel err {tvm_res['max_rel_err']:.2g})", file=sys.stderr, flush=True)
+                print(f"[{wid}] {done(res[tool], wall[tool])}", file=sys.stderr, flush=True)
+        tune_res, tvm_res, tune_wall, tvm_wall = res["tune"], res["tvm"], wall["tune"], wall["tvm"]
         rows.append((wid, label, tune_res, tvm_res, tune_wall, tvm_wall))
 
     def fmt(x, spec):
