@@ -9,10 +9,14 @@ with exactly one search record per config (none lost, none twice), the cancelled
 have left on SIGTERM and be listed gone, and scancelling the daemon's job must shut it down
 and remove its address file. Everything this test started is ended in all cases.
 
+With --gpu-plumbing the node has two stand-in GPUs (gres/gpu on device files made here) and the
+test checks that GPU workers submitted by tune-workers get one GPU each and measure on
+cuda:0, with a stand-in tune (there is no GPU here to measure on).
+
 Exit status: 0 passed, 1 failed, 77 skipped (slurmctld/slurmd cannot run here for lack of
 permission, i.e. not root).
 
-  slurm_cluster_test.py --tune BUILD/bin/tune --source REPO [--keep]
+  slurm_cluster_test.py --tune BUILD/bin/tune --source REPO [--gpu-plumbing] [--keep]
 """
 
 import argparse
@@ -24,6 +28,7 @@ import shutil
 import signal
 import socket
 import sqlite3
+import stat
 import subprocess
 import sys
 import tempfile
@@ -87,9 +92,10 @@ def tail(path, n=40):
 class Cluster:
     """munged + slurmctld + slurmd in `root`, their processes children of this one."""
 
-    def __init__(self, root, env):
+    def __init__(self, root, env, gpus=0):
         self.root = root
         self.env = env
+        self.gpus = gpus
         self.procs = {}
         self.node = subprocess.run(["hostname", "-s"], capture_output=True, text=True).stdout.strip() or "localhost"
         self.conf = os.path.join(root, "slurm.conf")
@@ -113,6 +119,19 @@ class Cluster:
         wait_for("munged", lambda: self.alive("munged") and subprocess.run(
             ["munge", "--socket", sock, "--no-input"], capture_output=True, env=self.env).returncode == 0, 30)
 
+        gres = ""
+        if self.gpus:
+            # Stand-in GPUs: Slurm's gres/gpu wants character devices; these are /dev/null's
+            # and /dev/zero's numbers under other names. Nothing opens them.
+            os.makedirs(self.path("dev"))
+            for i in range(self.gpus):
+                try:
+                    os.mknod(self.path("dev", f"nvidia{i}"), 0o666 | stat.S_IFCHR, os.makedev(1, 3 + 2 * (i % 2)))
+                except PermissionError as e:
+                    raise Skip(f"cannot make stand-in GPU device files here: {e}")
+            with open(self.path("gres.conf"), "w") as f:
+                f.write(f"NodeName={self.node} Name=gpu File={self.path('dev')}/nvidia[0-{self.gpus - 1}]\n")
+            gres = f"GresTypes=gpu\n"
         ctld_port, slurmd_port = free_ports(2)
         with open(self.conf, "w") as f:
             f.write(f"""# A throwaway single-node cluster of tests/deploy/slurm_cluster_test.py.
@@ -147,7 +166,7 @@ JobCompType=jobcomp/none
 KillWait={KILL_WAIT}
 # Four CPUs on a two-core host: the daemon's job and two workers' jobs (one CPU each) at once.
 SlurmdParameters=config_overrides
-NodeName={self.node} NodeAddr=127.0.0.1 CPUs=4 State=UNKNOWN
+{gres}NodeName={self.node} NodeAddr=127.0.0.1 CPUs=4 {f"Gres=gpu:{self.gpus} " if self.gpus else ""}State=UNKNOWN
 PartitionName=test Nodes={self.node} Default=YES MaxTime=INFINITE State=UP
 """)
         self.spawn("slurmctld", ["slurmctld", "-D", "-f", self.conf])
@@ -421,11 +440,58 @@ class Scenario:
         log(f"records: 2 tasks x {TRIALS} configs, each once, all ok")
 
 
+class GpuScenario:
+    """GPU workers through tune-workers on a node with two stand-in GPUs: each array task gets
+    one GPU of its own (CUDA_VISIBLE_DEVICES) and runs `tune worker --target cuda:0`. A stand-in
+    tune prints what it was given (no GPU here to measure on); a cuda worker submitted without
+    --gres=gpu:1 refuses to start."""
+
+    def __init__(self, cluster):
+        self.c = cluster
+        self.fake = cluster.path("fake-tune")
+        with open(self.fake, "w") as f:
+            f.write('#!/bin/sh\necho "CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES tune $*"\n')
+        os.chmod(self.fake, 0o755)
+
+    def run(self, slurm_dir):
+        c = self.c
+        env = dict(c.env, TUNE_BIN=self.fake, TUNE_SERVER="127.0.0.1:9", TUNE_WORKER_TARGET="cuda")
+        r = subprocess.run([os.path.join(slurm_dir, "tune-workers"), "2", "--chdir", c.root, "--output",
+                            c.path("gpu-%A_%a.out")], capture_output=True, text=True, env=env, timeout=60)
+        if r.returncode != 0:
+            raise Failure(f"tune-workers: {r.stderr}")
+        array_id = r.stdout.strip().split(";")[0]
+        plain = subprocess.run(["sbatch", "--parsable", "--chdir", c.root, "--output", c.path("nogpu-%j.out"),
+                                os.path.join(slurm_dir, "tune-worker.sbatch")],
+                               capture_output=True, text=True, env=env, timeout=60)
+        if plain.returncode != 0:
+            raise Failure(f"sbatch tune-worker.sbatch: {plain.stderr}")
+        plain_id = plain.stdout.strip().split(";")[0]
+        tasks = [f"{array_id}_{t}" for t in (0, 1)]
+        wait_for("the GPU worker jobs to end", lambda: not set(tasks + [plain_id]) & set(c.jobs()), 60, 0.5)
+        devices = set()
+        for task in tasks:
+            text = tail(c.path(f"gpu-{task}.out"))
+            m = re.search(r"^CUDA_VISIBLE_DEVICES=(\d+) tune worker (.*)$", text, re.M)
+            if not m or "--target cuda:0" not in m.group(2) or f"/slurm-{task} " not in m.group(2) + " ":
+                raise Failure(f"GPU worker {task} did not run `tune worker --target cuda:0` on one GPU:\n{text}")
+            devices.add(m.group(1))
+        if devices != {"0", "1"}:
+            raise Failure(f"the two GPU workers got devices {sorted(devices)}, not one each of 0 and 1")
+        log(f"GPU workers {', '.join(tasks)}: one GPU each ({', '.join(sorted(devices))}), --target cuda:0")
+        text = tail(c.path(f"nogpu-{plain_id}.out"))
+        if "needs a GPU" not in text or "CUDA_VISIBLE_DEVICES=" in text:
+            raise Failure(f"a cuda worker without --gres=gpu:1 started:\n{text}")
+        log("a cuda worker without --gres=gpu:1 refused to start")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tune", required=True, help="the tune executable")
     ap.add_argument("--source", required=True, help="the repository (for scripts/slurm)")
     ap.add_argument("--keep", action="store_true", help="keep the temporary folder")
+    ap.add_argument("--gpu-plumbing", action="store_true",
+                    help="instead: GPU workers on stand-in GPUs get one each (GpuScenario)")
     args = ap.parse_args()
     tune = os.path.abspath(args.tune)
     if not os.access(tune, os.X_OK):
@@ -445,14 +511,17 @@ def main():
     for k in list(env):
         if k.startswith("SLURM_"):  # this test may itself run under Slurm: talk to our cluster only
             del env[k]
-    cluster = Cluster(root, env)
+    cluster = Cluster(root, env, gpus=2 if args.gpu_plumbing else 0)
     start = time.monotonic()
     status = 1
     try:
         log(f"cluster in {root}, node {cluster.node}")
         cluster.start()
         log("munged, slurmctld and slurmd up")
-        Scenario(cluster, tune, args.source).run()
+        if args.gpu_plumbing:
+            GpuScenario(cluster).run(os.path.join(args.source, "scripts", "slurm"))
+        else:
+            Scenario(cluster, tune, args.source).run()
         status = 0
     except Skip as e:
         print(f"SKIP: {e}")
