@@ -154,6 +154,13 @@ def check_token(pod, container, who):
         if token.startswith(m["mountPath"] + "/"):
             secret = volumes[m["name"]].get("secret", {})
             expect(secret.get("secretName") == "tune-token", f"{who}: {token} is not from the Secret tune-token")
+            # Secret files belong to root and the pod's fsGroup: a non-root container reads a
+            # file that is not world-readable only through that group.
+            mode = secret.get("defaultMode", 0o644)
+            user = pod.get("securityContext", {}).get("runAsUser", 0)
+            group_readable = mode & 0o040 and pod.get("securityContext", {}).get("fsGroup") is not None
+            expect(user == 0 or mode & 0o004 or group_readable,
+                   f"{who}: runs as user {user} but cannot read {token} (mode {oct(mode)}, no fsGroup)")
             return
     raise Failure(f"{who}: --token-file={token} is on no mounted volume")
 
