@@ -9,7 +9,7 @@
 namespace tune::codegen {
 
 absl::StatusOr<std::unique_ptr<Template>> CreateTemplate(const Workload& workload, Backend backend,
-                                                         const GpuLimits& limits) {
+                                                         const GpuLimits& limits, const std::optional<CpuLimits>& cpu) {
   if (auto st = workload.Validate(); !st.ok()) return st;
   if (workload.dtype != "float32") {
     return absl::InvalidArgumentError("unsupported dtype '" + workload.dtype + "' (only float32)");
@@ -32,7 +32,7 @@ absl::StatusOr<std::unique_ptr<Template>> CreateTemplate(const Workload& workloa
     case OpKind::kDense:
     case OpKind::kMatmul:
     case OpKind::kBatchMatmul:
-      return std::unique_ptr<Template>(new GemmTemplate(workload));
+      return std::unique_ptr<Template>(new GemmTemplate(workload, cpu ? *cpu : HostCpuLimits()));
     case OpKind::kConv2d:
       return std::unique_ptr<Template>(new Conv2dTemplate(workload));
   }

@@ -98,7 +98,12 @@ class ReplayTaskFactory final : public TaskFactory {
 
 KernelKind LlvmKind() {
   KernelKind k;
-  k.tmpl = [](const codegen::Workload& w, const Target&) { return codegen::CreateTemplate(w); };
+  k.tmpl = [](const codegen::Workload& w, const Target& target) {
+    // Register tiles for the target's CPU (a worker's, a recorded one's), not this host's.
+    std::optional<codegen::CpuLimits> cpu;
+    if (!target.features.empty()) cpu = codegen::CpuLimitsOf(target.features);
+    return codegen::CreateTemplate(w, codegen::Backend::kLlvm, {}, cpu);
+  };
   k.builder = [](const Target&, int threads) -> std::unique_ptr<Builder> {
     return std::make_unique<HostBuilder>(codegen::CodegenOptions{}, threads);
   };

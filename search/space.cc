@@ -46,10 +46,11 @@ void EnumerateSplits(int64_t remaining, int parts_left, int64_t max_inner,
 
 // Appends to `out` every split of `extent` with tails (ConfigSpace::AddSplit, kAllowed): inner
 // factors (after the outermost) drawn from `candidates`, innermost within max_inner, padded
-// extent at most 1.5 x extent; the outermost factor is ceil(extent / inner product).
+// extent at most 1.5 x extent; the outermost factor is ceil(extent / inner product). The
+// innermost factor is drawn from `innermost` instead (candidates plus the caller's extra values).
 void EnumerateTailSplits(int64_t extent, int inner_left, int64_t inner, int64_t max_inner,
-                         const std::vector<int64_t>& candidates, std::vector<int64_t>& inner_factors,
-                         std::vector<std::vector<int64_t>>& out) {
+                         const std::vector<int64_t>& candidates, const std::vector<int64_t>& innermost,
+                         std::vector<int64_t>& inner_factors, std::vector<std::vector<int64_t>>& out) {
   if (inner_left == 0) {
     const int64_t outer = (extent + inner - 1) / inner;
     if (2 * outer * inner > 3 * extent) return;
@@ -58,11 +59,11 @@ void EnumerateTailSplits(int64_t extent, int inner_left, int64_t inner, int64_t 
     out.push_back(std::move(option));
     return;
   }
-  for (int64_t f : candidates) {
+  for (int64_t f : inner_left == 1 ? innermost : candidates) {
     if (inner * f > extent + extent / 2) break;  // candidates ascend; the padded bound fails too
     if (inner_left == 1 && max_inner > 0 && f > max_inner) break;
     inner_factors.push_back(f);
-    EnumerateTailSplits(extent, inner_left - 1, inner * f, max_inner, candidates, inner_factors, out);
+    EnumerateTailSplits(extent, inner_left - 1, inner * f, max_inner, candidates, innermost, inner_factors, out);
     inner_factors.pop_back();
   }
 }
@@ -107,10 +108,12 @@ int64_t PaddedExtent(const std::vector<int64_t>& factors) {
 }
 
 int ConfigSpace::AddSplit(const std::string& name, int64_t extent, int parts,
-                          int64_t max_inner, SplitTails tails) {
+                          int64_t max_inner, SplitTails tails, const std::vector<int64_t>& innermost_values) {
   TUNE_CHECK(extent >= 1) << "split '" << name << "' of extent " << extent;
   TUNE_CHECK(parts >= 1) << "split '" << name << "' into " << parts << " parts";
   TUNE_CHECK(max_inner >= 0) << "split '" << name << "' max_inner " << max_inner;
+  TUNE_CHECK(innermost_values.empty() || (tails == SplitTails::kAllowed && parts > 1))
+      << "split '" << name << "': innermost values need tails and at least two parts";
   for (const Knob& k : knobs_) TUNE_CHECK(k.name != name) << "duplicate knob '" << name << "'";
   Knob knob;
   knob.name = name;
@@ -126,10 +129,17 @@ int ConfigSpace::AddSplit(const std::string& name, int64_t extent, int parts,
     for (int64_t p = 2; p < extent + extent / 2; p *= 2) candidates.push_back(p);
     std::sort(candidates.begin(), candidates.end());
     candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
+    std::vector<int64_t> innermost = candidates;
+    for (int64_t v : innermost_values) {
+      if (v >= 1 && v <= extent) innermost.push_back(v);
+    }
+    std::sort(innermost.begin(), innermost.end());
+    innermost.erase(std::unique(innermost.begin(), innermost.end()), innermost.end());
     std::vector<std::vector<int64_t>> with_tails;
     std::vector<int64_t> inner_factors;
-    EnumerateTailSplits(extent, parts - 1, 1, max_inner, candidates, inner_factors, with_tails);
+    EnumerateTailSplits(extent, parts - 1, 1, max_inner, candidates, innermost, inner_factors, with_tails);
     for (auto& option : with_tails) {
+      // Exact splits with an extra innermost value (6 of 1026, say) are divisor splits already.
       if (PaddedExtent(option) != extent) knob.options.push_back(std::move(option));
     }
     std::sort(knob.options.begin(), knob.options.end());

@@ -66,8 +66,11 @@ class ConfigSpace {
   ///   partial and the kernel must mask the indices >= extent (a tail). Options whose product is
   ///   exactly `extent` are the divisor splits of kNone, so a prime or odd extent gets about as
   ///   many options as a power of two. Either way the options are in lexicographic order.
+  /// `innermost_values` (kAllowed only) are also offered as the innermost factor, with a tail
+  /// where they do not divide: register-tile sizes such as 6 or 24 that are neither divisors
+  /// nor powers of two. Values above max_inner or above the extent are ignored.
   int AddSplit(const std::string& name, int64_t extent, int parts, int64_t max_inner = 0,
-               SplitTails tails = SplitTails::kNone);
+               SplitTails tails = SplitTails::kNone, const std::vector<int64_t>& innermost_values = {});
   /// Adds a knob choosing one of `values` (non-empty). Returns the knob index.
   int AddChoice(const std::string& name, std::vector<int64_t> values,
                 std::vector<std::string> labels = {});

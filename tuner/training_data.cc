@@ -116,7 +116,9 @@ TaskTemplate TemplateOf(const dataset::TaskInfo& task, const measure::Target& ta
     if (target.multiprocessors > 0) limits.multiprocessors = target.multiprocessors;
     tmpl = codegen::CreateTemplate(*workload, codegen::Backend::kCuda, limits);
   } else {
-    tmpl = codegen::CreateTemplate(*workload, codegen::Backend::kLlvm);
+    std::optional<codegen::CpuLimits> cpu;
+    if (!target.features.empty()) cpu = codegen::CpuLimitsOf(target.features);
+    tmpl = codegen::CreateTemplate(*workload, codegen::Backend::kLlvm, {}, cpu);
   }
   if (!tmpl.ok()) {
     out.why_not = std::string(tmpl.status().message());

@@ -1,24 +1,32 @@
 // The GEMM template: space definition and schedule construction for dense/matmul/batch_matmul.
 #include "codegen/cpu/gemm_template.h"
 
+#include <algorithm>
+
 #include "base/check.h"
 
 namespace tune::codegen {
 namespace {
 
 enum Order { kMNOuterMN = 0, kNMOuterNM = 1, kKBetweenMN = 2 };
-constexpr int64_t kMaxTile = 256;          // floats in the register accumulator tile
+constexpr int64_t kMaxTile = 256;          // floats in the register accumulator tile, any ISA
+constexpr int64_t kMaxRegisterRows = 16;   // mr: rows of the register tile
 constexpr int64_t kMaxUnrolledFma = 2048;  // bound on unrolled vector FMAs (code size)
 
 }  // namespace
 
-GemmTemplate::GemmTemplate(Workload w) : Template(std::move(w)) {
+GemmTemplate::GemmTemplate(Workload w, CpuLimits cpu) : Template(std::move(w)), cpu_(std::move(cpu)) {
   const Workload& wl = workload_;
   auto& s = space_;
   // Tails (factors that do not divide the extent) are lowered as a guarded last tile.
   constexpr auto kTails = search::SplitTails::kAllowed;
-  int tm = s.AddSplit("tile_m", wl.m, 3, 16, kTails);
-  int tn = s.AddSplit("tile_n", wl.n, 3, 64, kTails);
+  // Register-tile sizes beyond divisors and powers of two: every row count up to 16 and every
+  // multiple of the vector lanes up to 64 (6x16, 14x32, 8x24, ...).
+  std::vector<int64_t> rows, columns;
+  for (int64_t r = 1; r <= kMaxRegisterRows; ++r) rows.push_back(r);
+  for (int64_t c = cpu_.vector_lanes; c <= 64; c += cpu_.vector_lanes) columns.push_back(c);
+  int tm = s.AddSplit("tile_m", wl.m, 3, kMaxRegisterRows, kTails, rows);
+  int tn = s.AddSplit("tile_n", wl.n, 3, 64, kTails, columns);
   int tk = s.AddSplit("tile_k", wl.k, 2, 64, kTails);
   int order = s.AddChoice("order", {0, 1, 2}, {"m0,n0,m1,n1,k0,k1,m2,n2", "n0,m0,n1,m1,k0,k1,m2,n2",
                                                "m0,n0,m1,n1,k0,m2,k1,n2"});
@@ -28,14 +36,19 @@ GemmTemplate::GemmTemplate(Workload w) : Template(std::move(w)) {
   int pack = s.AddChoice("pack_b", {1, 0});
   int cache = s.AddChoice("acc_tile", {1, 0});
   s.AddChoice("parallel", {1, 0});
+  s.AddChoice("pack_a", {0, 1});
+  s.AllowMissing("pack_a");  // configs recorded before A could be packed read A in place
   const search::ConfigSpace* sp = &space_;
+  const int64_t lanes = cpu_.vector_lanes;
+  // Accumulators plus one B vector and one broadcast A value in registers.
+  const int64_t register_floats = std::max<int64_t>(kMaxTile, lanes * (cpu_.vector_registers - 2));
   auto inner = [sp](const search::Config& c, int knob) { return sp->knobs()[knob].options[c[knob]].back(); };
   auto value = [sp](const search::Config& c, int knob) { return sp->knobs()[knob].options[c[knob]][0]; };
   s.AddConstraint("register_tile", [=](const search::Config& c) {
-    return inner(c, tm) * inner(c, tn) <= kMaxTile;
+    return inner(c, tm) * inner(c, tn) <= register_floats;
   });
   s.AddConstraint("unroll_size", [=](const search::Config& c) {
-    int64_t n_vectors = value(c, vec) ? (inner(c, tn) + 7) / 8 : inner(c, tn);
+    int64_t n_vectors = value(c, vec) ? (inner(c, tn) + lanes - 1) / lanes : inner(c, tn);
     int64_t m = value(c, unroll_m) ? inner(c, tm) : 1;
     int64_t k = value(c, unroll_k) ? inner(c, tk) : 1;
     return m * k * n_vectors <= kMaxUnrolledFma && (!value(c, unroll_k) || inner(c, tk) <= 16);
@@ -60,7 +73,8 @@ search::Config GemmTemplate::DefaultConfig() const {
                    {"unroll_k", {0}},
                    {"pack_b", {0}},
                    {"acc_tile", {1}},
-                   {"parallel", {0}}});
+                   {"parallel", {0}},
+                   {"pack_a", {0}}});
 }
 
 Schedule GemmTemplate::Build(const search::Config& c) const {
@@ -71,6 +85,7 @@ Schedule GemmTemplate::Build(const search::Config& c) const {
   bool vectorize = s.GetInt(c, "vectorize"), unroll_m = s.GetInt(c, "unroll_m");
   bool unroll_k = s.GetInt(c, "unroll_k"), pack = s.GetInt(c, "pack_b");
   bool acc_tile = s.GetInt(c, "acc_tile"), parallel = s.GetInt(c, "parallel");
+  bool pack_a = s.GetInt(c, "pack_a");
   bool batched = wl.op == OpKind::kBatchMatmul;
   int64_t nb = fn[2];
 
@@ -114,9 +129,31 @@ Schedule GemmTemplate::Build(const search::Config& c) const {
     b_value = b_at(vk.var, vn.var);
   }
 
+  Expr a_value = Load(a, bidx({vm.var, vk.var}));
+  if (pack_a) {
+    // ceil(M / mr) panels of mr rows, each K x mr with the rows interleaved, so the register
+    // tile's broadcasts of A read consecutive floats; rows past M are zeros.
+    const int64_t mr = fm[2];
+    const int64_t panels = (wl.m + mr - 1) / mr;
+    std::vector<int64_t> shape = {panels, wl.k, mr};
+    if (batched) shape.insert(shape.begin(), wl.batch);
+    Buffer packed = MakeBuffer(a->name + ".packed", shape, BufferScope::kHeap);
+    sched.scratch.push_back(packed);
+    IterVar po = MakeIterVar("mo", panels), pk = MakeIterVar("ka", wl.k), pi = MakeIterVar("mi", mr);
+    std::vector<IterVar> pack_axes = {po, pk, pi};
+    if (batched) pack_axes.insert(pack_axes.begin(), vb);
+    Expr row = po.var * Expr(mr) + pi.var;
+    Expr src = wl.m % mr == 0 ? Load(a, bidx({row, pk.var}))
+                              : Select(row < Expr(wl.m), Load(a, bidx({Min(row, Expr(wl.m - 1)), pk.var})), FloatImm(0.0));
+    Stage pack_stage(packed, pack_axes, src);
+    if (parallel) pack_stage.Parallel(pack_stage.axis(0));
+    sched.stages.push_back(std::move(pack_stage));
+    a_value = Load(packed, bidx({vm.var / Expr(mr), vk.var, vm.var % Expr(mr)}));
+  }
+
   std::vector<IterVar> axes = {vm, vn};
   if (batched) axes.insert(axes.begin(), vb);
-  Stage st(out, axes, {vk}, Load(a, bidx({vm.var, vk.var})) * b_value);
+  Stage st(out, axes, {vk}, a_value * b_value);
   if (wl.bias || wl.relu || wl.relu6) {
     Expr acc = MakeVar("acc");
     st.SetEpilogue(acc, ApplyEpilogue(wl, acc, bias, vn.var));

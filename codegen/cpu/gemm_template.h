@@ -1,6 +1,7 @@
 // The GEMM template: dense, matmul and batch_matmul with optional bias + ReLU.
 #pragma once
 
+#include "codegen/cpu/cpu_limits.h"
 #include "codegen/ir/template.h"
 
 namespace tune::codegen {
@@ -8,16 +9,26 @@ namespace tune::codegen {
 /// out[b,m,n] = epilogue(sum_k A[b,m,k] * B(b,k,n)). Knobs: three-level tiles of M and N
 /// (the innermost pair forms the register accumulator tile), a two-level tile of K, the loop
 /// order, vectorization of the N tile, unrolling of the M tile and the inner K loop, a packed
-/// [N/nb][K][nb] copy of B, the accumulator tile on/off, and a parallel outer loop.
+/// [N/nb][K][nb] copy of B, a packed [M/mr][K][mr] copy of A, the accumulator tile on/off,
+/// and a parallel outer loop.
+///
+/// The register tile (mr x nr, the innermost factors of M and N) is sized to the CPU: mr may
+/// be any of 1..16 and nr any multiple of the vector lanes up to 64, so the canonical
+/// micro-kernels (6x16 for AVX2's 16 ymm registers, 14x32 or 6x64 for AVX-512's 32 zmm) are
+/// in the space, with tails where they do not divide M or N. Tiles of more than 256 floats
+/// are offered only where the accumulators fit the CPU's registers (AVX-512).
 class GemmTemplate : public Template {
  public:
-  explicit GemmTemplate(Workload workload);
+  explicit GemmTemplate(Workload workload, CpuLimits cpu = HostCpuLimits());
   std::string name() const override { return "gemm"; }
   int version() const override { return 1; }
   search::Config DefaultConfig() const override;
 
  protected:
   Schedule Build(const search::Config& config) const override;
+
+ private:
+  CpuLimits cpu_;
 };
 
 }  // namespace tune::codegen
