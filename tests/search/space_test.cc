@@ -94,6 +94,31 @@ TEST(SplitTest, TailsGivePrimeExtentsAsManyOptionsAsPowersOfTwo) {
   EXPECT_EQ(pow2_tails.knobs()[0].options, pow2.knobs()[0].options);
 }
 
+// Extra innermost values (register-tile sizes) join the options with tails, innermost only,
+// within max_inner and the padding bound, still in lexicographic order.
+TEST(SplitTest, InnermostValuesAreOfferedAsTheInnermostFactorOnly) {
+  ConfigSpace plain, extra;
+  plain.AddSplit("m", 128, 3, 16, SplitTails::kAllowed);
+  extra.AddSplit("m", 128, 3, 16, SplitTails::kAllowed, {6, 24, 200});
+  const auto& p = plain.knobs()[0].options;
+  const auto& e = extra.knobs()[0].options;
+  EXPECT_TRUE(std::is_sorted(e.begin(), e.end()));
+  for (const auto& option : p) EXPECT_NE(std::find(e.begin(), e.end(), option), e.end());
+  std::set<std::vector<int64_t>> seen(e.begin(), e.end());
+  EXPECT_EQ(seen.size(), e.size()) << "options repeat";
+  EXPECT_TRUE(seen.count({22, 1, 6})) << "128 rows as 21 full tiles of 6 and a tail of 2";
+  EXPECT_TRUE(seen.count({11, 2, 6}));
+  int with_six = 0;
+  for (const auto& option : e) {
+    EXPECT_NE(option[1], 6) << "6 is an innermost value, not a middle factor";
+    EXPECT_LE(option[2], 16) << "24 and 200 are over max_inner";
+    EXPECT_LE(2 * PaddedExtent(option), 3 * 128);
+    with_six += option[2] == 6;
+  }
+  EXPECT_GT(with_six, 3);
+  EXPECT_EQ(e.size(), p.size() + static_cast<size_t>(with_six));
+}
+
 TEST(SplitTest, TwelveIntoThreeHasAllEighteenFactorizations) {
   ConfigSpace space;
   int k = space.AddSplit("tile", 12, 3);
