@@ -75,6 +75,36 @@ std::optional<std::pair<uint64_t, BatchSpec>> LeaseQueue::LeaseWait(uint64_t wor
 
 absl::Status LeaseQueue::Complete(uint64_t worker_id, uint64_t batch_id, std::vector<BatchResult> results) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (auto stale = stale_.find({worker_id, batch_id}); stale != stale_.end()) {
+    // The worker lost its lease without dying and measured on: its results count unless the
+    // batch was returned meanwhile (the daemon's failed results are replaced while not taken).
+    auto it = batches_.find(batch_id);
+    Entry* e = it == batches_.end() ? nullptr : &it->second;
+    if (e != nullptr && e->cancelled) {
+      stale_.erase(stale);
+      return absl::AbortedError(absl::StrCat("batch ", batch_id, " was cancelled (its job ended)"));
+    }
+    if (e == nullptr || (e->done && !(e->failed && !e->taken))) {
+      stale_.erase(stale);
+      return absl::AbortedError(absl::StrCat("batch ", batch_id, " was returned by another worker first"));
+    }
+    if (results.size() != e->spec.configs_json.size())
+      return absl::InvalidArgumentError(absl::StrCat("batch ", batch_id, " has ", e->spec.configs_json.size(),
+                                                     " configs, got ", results.size(), " results"));
+    stale_.erase(stale);
+    if (e->worker_id != 0) {  // leased again: that worker's lease is revoked
+      UnleaseLocked(*e);
+      stale_.insert({e->worker_id, batch_id});
+      e->worker_id = 0;
+      e->deadline = 0;
+    }
+    e->done = true;  // a queued id is dropped at the next lease
+    e->failed = false;
+    stats_.results_ingested += results.size();
+    e->results = std::move(results);
+    changed_.notify_all();
+    return absl::OkStatus();
+  }
   absl::StatusOr<Entry*> held = HeldLocked(worker_id, batch_id);
   if (!held.ok()) return held.status();
   if (*held == nullptr) return absl::AbortedError(absl::StrCat("batch ", batch_id, " was cancelled (its job ended)"));
@@ -124,6 +154,7 @@ void LeaseQueue::LostLocked(uint64_t batch_id) {
 
 absl::Status LeaseQueue::Release(uint64_t worker_id, uint64_t batch_id) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (stale_.erase({worker_id, batch_id}) > 0) return absl::OkStatus();  // nothing to put back
   absl::StatusOr<Entry*> held = HeldLocked(worker_id, batch_id);
   if (!held.ok()) return held.status();
   if (*held != nullptr) RequeueLocked(batch_id);
@@ -132,6 +163,7 @@ absl::Status LeaseQueue::Release(uint64_t worker_id, uint64_t batch_id) {
 
 int LeaseQueue::ReleaseWorker(uint64_t worker_id, bool lost) {
   std::lock_guard<std::mutex> lock(mu_);
+  std::erase_if(stale_, [worker_id](const std::pair<uint64_t, uint64_t>& s) { return s.first == worker_id; });
   int n = 0;
   for (auto it = batches_.begin(); it != batches_.end();) {
     Entry& e = it->second;
@@ -163,6 +195,7 @@ std::vector<uint64_t> LeaseQueue::ExpireLeases(double now) {
       it = batches_.erase(it);
       continue;
     }
+    stale_.insert({e.worker_id, it->first});  // it may still be measuring: see Complete
     LostLocked(it->first);
     ++it;
   }

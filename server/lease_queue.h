@@ -7,6 +7,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -64,13 +65,18 @@ class LeaseQueue {
   std::optional<std::pair<uint64_t, BatchSpec>> LeaseWait(uint64_t worker_id, const std::string& target_key,
                                                           double wait_s, double (*clock)());
 
-  /// A worker's results for a batch it holds: one per config, in order. FailedPrecondition
-  /// when the worker does not hold that batch (never leased to it, requeued, or already
-  /// done); InvalidArgument when the count is wrong; Aborted when the batch was cancelled
-  /// (the results are dropped). The batch is then done.
+  /// A worker's results for a batch it holds: one per config, in order. The batch is then
+  /// done. A worker whose lease ran out (ExpireLeases) while it kept measuring still holds a
+  /// claim on the batch: its results are taken as long as no other worker has returned the
+  /// batch first, and the worker it was leased to again is then revoked. Aborted when the
+  /// results are dropped and the worker should be told so (the batch was cancelled, or another
+  /// worker returned it first after an expiry or a revocation); FailedPrecondition when the
+  /// worker has no claim on the batch (never leased to it, or it gave it back, died or
+  /// returned it already); InvalidArgument when the count is wrong.
   absl::Status Complete(uint64_t worker_id, uint64_t batch_id, std::vector<BatchResult> results);
 
-  /// Puts a batch `worker_id` holds back in front of its queue (the worker gave it back).
+  /// Puts a batch `worker_id` holds back in front of its queue (the worker gave it back). OK
+  /// also for a batch the worker lost to an expiry or a revocation (nothing to put back).
   absl::Status Release(uint64_t worker_id, uint64_t batch_id);
 
   /// Requeues every batch `worker_id` holds; returns how many. `lost`: the worker crashed,
@@ -79,7 +85,7 @@ class LeaseQueue {
   int ReleaseWorker(uint64_t worker_id, bool lost = true);
 
   /// Requeues leases past their deadline (each a loss, as above); returns the ids of the
-  /// workers that held them.
+  /// workers that held them. Such a worker may still return the batch (see Complete).
   std::vector<uint64_t> ExpireLeases(double now);
 
   /// Waits up to `wait_s` for batch `batch_id` to be done and takes its results; nullopt on
@@ -138,6 +144,10 @@ class LeaseQueue {
   std::map<uint64_t, std::condition_variable*> commit_waiters_;  // AwaitCommitted callers
   std::map<uint64_t, bool> committed_;                    // true = committed, false = discarded; not yet awaited
   std::map<uint64_t, int> leased_per_job_;                // job id -> batches leased now
+  /// (worker, batch): the worker lost its lease of the batch without dying (expired while it
+  /// kept measuring, or revoked because another worker returned the batch first); it may
+  /// still return results. Forgotten when it does, gives the batch back, or is released.
+  std::set<std::pair<uint64_t, uint64_t>> stale_;
   LeaseStats stats_;
 };
 

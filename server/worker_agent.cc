@@ -329,7 +329,7 @@ absl::Status RunWorkerAgent(const WorkerAgentOptions& o, const std::function<boo
       } else if (in.has_ack()) {
         --unacked;
         on_event(absl::StrCat("batch ", in.ack().batch_id(),
-                              in.ack().discarded() ? " discarded (its job ended)" : " committed"));
+                              in.ack().discarded() ? " discarded (not recorded: its job ended, or another worker returned it first)" : " committed"));
         if (stop.Requested() && unacked == 0) break;  // the last batch is committed: leave now
       }
     }

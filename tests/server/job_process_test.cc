@@ -106,6 +106,55 @@ TEST_F(JobProcess, ThreeWorkersTuneAModelToCompletionWithOneRecordPerConfig) {
   ExpectEachConfigOnce(3, 6);  // and measured nothing again
 }
 
+// Two workers of one target key (as cuda:0 and cuda:1 of one host): every round is split
+// between them unevenly (5 configs as 3 + 2, then 2 as 1 + 1, finalists 2 + 1), and the job
+// ends with one record per config, nothing lost or measured twice, well within the bound.
+TEST_F(JobProcess, TwoWorkersOfOneTargetFinishAJobWhoseRoundsSplitUnevenly) {
+  WriteFileBytes(dir_.Join("three.json"), R"({"name": "three", "layers": [
+      {"name": "fc", "op": "dense", "shape": "1,48,96", "bias": true},
+      {"name": "mm", "op": "matmul", "shape": "24,40,16"},
+      {"name": "conv", "op": "conv2d", "shape": "1,6,9,9,8,3,3,1,1", "relu": true}]})");
+  Subprocess serve, w1, w2;
+  ASSERT_FALSE(StartServe(serve, dir_, "serve", address_, {"--db", dir_.Join("r.db"), "--token-file", dir_.Join("token")})
+                   .empty());
+  ASSERT_TRUE(StartWorker(w1, "gpu0") && StartWorker(w2, "gpu1"));
+  ASSERT_FALSE(WaitForMatch(dir_.Join("gpu0.out"), "registered as worker").empty()) << ReadFileBytes(dir_.Join("gpu0.err"));
+  ASSERT_FALSE(WaitForMatch(dir_.Join("gpu1.out"), "registered as worker").empty()) << ReadFileBytes(dir_.Join("gpu1.err"));
+  // The default strategy (model-guided), as a user runs it; 300 s is a safety bound only.
+  ProcessResult r = RunProcess({TuneBinary(), "submit", dir_.Join("three.json"), "--server", address_, "--token-file",
+                                dir_.Join("token"), "--trials", "7", "--batch", "5"},
+                               dir_.path(), 300);
+  ASSERT_EQ(r.exit_code, 0) << r << ReadFileBytes(dir_.Join("gpu0.out")) << ReadFileBytes(dir_.Join("gpu1.out"));
+  EXPECT_NE(r.out.find("job 1 done"), std::string::npos) << r;
+  ExpectEachConfigOnce(3, 7);
+  // One default-schedule record per task; finalists are configs measured before.
+  auto db = dataset::RecordDatabase::Open(dir_.Join("r.db"), /*create=*/false);
+  ASSERT_TRUE(db.ok()) << db.status();
+  auto tasks = (*db)->Tasks();
+  auto targets = (*db)->Targets();
+  ASSERT_TRUE(tasks.ok() && targets.ok() && targets->size() == 1u);
+  for (const auto& task : *tasks) {
+    auto recs = (*db)->Records(task.id, (*targets)[0].id);
+    ASSERT_TRUE(recs.ok());
+    int defaults = 0;
+    std::set<uint64_t> searched, finalists;
+    for (const auto& rec : *recs) {
+      if (rec.strategy == "default") ++defaults;
+      else if (rec.strategy == "finalist") EXPECT_TRUE(finalists.insert(rec.config_index).second);
+      else searched.insert(rec.config_index);
+    }
+    EXPECT_EQ(defaults, 1) << "task " << task.id;
+    for (uint64_t f : finalists) EXPECT_EQ(searched.count(f), 1u) << "finalist " << f << " was never searched";
+  }
+  // Both workers measured, and rounds were split unevenly between them.
+  const std::string logs = ReadFileBytes(dir_.Join("gpu0.out")) + ReadFileBytes(dir_.Join("gpu1.out"));
+  EXPECT_TRUE(std::regex_search(ReadFileBytes(dir_.Join("gpu0.out")), std::regex("batch [0-9]+: [0-9]+ configs")));
+  EXPECT_TRUE(std::regex_search(ReadFileBytes(dir_.Join("gpu1.out")), std::regex("batch [0-9]+: [0-9]+ configs")));
+  EXPECT_TRUE(std::regex_search(logs, std::regex("batch [0-9]+: 3 configs"))) << logs;
+  EXPECT_TRUE(std::regex_search(logs, std::regex("batch [0-9]+: 2 configs"))) << logs;
+  EXPECT_EQ(logs.find("discarded"), std::string::npos) << logs;
+}
+
 TEST_F(JobProcess, AWorkerKilledMidBatchLosesNothing) {
   WriteFileBytes(dir_.Join("one.json"), R"({"name": "one", "layers": [
       {"name": "mm", "op": "matmul", "shape": "192,192,192"}]})");

@@ -60,6 +60,7 @@ TEST(LeaseQueue, ExpiredLostAndReleasedLeasesAreRequeuedAtTheFront) {
   ASSERT_EQ(q.Lease(7, "cpu", 0)->first, a);
   EXPECT_TRUE(q.ExpireLeases(5).empty());
   EXPECT_EQ(q.ExpireLeases(11), std::vector<uint64_t>{7});
+  ASSERT_TRUE(q.Release(7, a).ok());                                 // gives up its claim
   EXPECT_TRUE(absl::IsFailedPrecondition(q.Complete(7, a, Ok(1))));  // its lease is gone
   ASSERT_EQ(q.Lease(8, "cpu", 11)->first, a);                        // front of the queue
   EXPECT_EQ(q.ReleaseWorker(8), 1);
@@ -152,6 +153,7 @@ TEST(LeaseQueue, ABatchLostTooOftenIsFailedInsteadOfRequeued) {
     double now = 0;
     int losses = 0;
     uint64_t worker = 1;
+    bool last_expired = false;
     while (losses < max_losses) {
       ASSERT_EQ(q.Lease(worker, "cpu", now)->first, a) << "lost " << losses << " of " << max_losses;
       switch (std::uniform_int_distribution<int>(0, 2)(rng)) {
@@ -161,10 +163,12 @@ TEST(LeaseQueue, ABatchLostTooOftenIsFailedInsteadOfRequeued) {
           continue;
         case 1:  // the worker died or broke its stream
           EXPECT_EQ(q.ReleaseWorker(worker, /*lost=*/true), 1);
+          last_expired = false;
           break;
         default:  // its lease ran out
           now += 11;
           EXPECT_EQ(q.ExpireLeases(now), std::vector<uint64_t>{worker});
+          last_expired = true;
           break;
       }
       ++losses;
@@ -181,7 +185,11 @@ TEST(LeaseQueue, ABatchLostTooOftenIsFailedInsteadOfRequeued) {
       EXPECT_EQ(b.message, "worker lost " + std::to_string(max_losses) + " times while measuring this batch");
       EXPECT_TRUE(b.costs_s.empty());
     }
-    EXPECT_TRUE(absl::IsFailedPrecondition(q.Complete(worker - 1, a, Ok(configs))));  // a late result
+    // A late result once the failed results are taken: a worker that died has no claim left;
+    // one whose lease ran out is told its results are dropped.
+    const absl::Status late = q.Complete(worker - 1, a, Ok(configs));
+    if (last_expired) EXPECT_TRUE(absl::IsAborted(late)) << late;
+    else EXPECT_TRUE(absl::IsFailedPrecondition(late)) << late;
     q.MarkCommitted(a);
     EXPECT_EQ(q.Stats().results_committed, 0u);  // no worker's results were committed
   }
@@ -194,6 +202,89 @@ TEST(LeaseQueue, CancelSettlesReturnedBatchesAsDiscarded) {
   q.Cancel(1);  // returned, not yet taken by its job: its worker's Ack must not wait for it
   EXPECT_EQ(q.AwaitCommitted(a, 1), LeaseQueue::Outcome::kDiscarded);
   EXPECT_FALSE(q.AwaitResults(a, 0.01));
+}
+
+}  // namespace
+}  // namespace tune::server
+
+namespace tune::server {
+namespace {
+
+/// `n` ok results with random positive times (seconds), so whose results were kept shows.
+std::vector<BatchResult> RandomResults(std::mt19937_64& rng, int n) {
+  std::uniform_real_distribution<double> cost(1e-6, 1e-2);
+  std::vector<BatchResult> out;
+  for (int i = 0; i < n; ++i) out.push_back(BatchResult{"ok", "", {cost(rng), cost(rng)}, 1, 0, 0});
+  return out;
+}
+
+// A GPU batch can outlast its lease while its worker keeps measuring: the batch goes to the
+// next worker, and whichever of the two returns it first is recorded, once.
+TEST(LeaseQueue, AWorkerWhoseLeaseRanOutStillReturnsTheBatchOnce) {
+  std::mt19937_64 rng = test::TestRng();
+  for (int round = 0; round < 20; ++round) {
+    const int n = std::uniform_int_distribution<int>(1, 9)(rng);
+    const bool slow_wins = round % 2 == 0;  // the first holder returns before the second
+    LeaseQueue q(10);
+    const uint64_t a = q.Enqueue(Spec("gpu", n));
+    ASSERT_EQ(q.Lease(7, "gpu", 0)->first, a);
+    EXPECT_EQ(q.ExpireLeases(11), std::vector<uint64_t>{7});
+    ASSERT_EQ(q.Lease(8, "gpu", 11)->first, a);  // requeued at once to the idle worker
+    const std::vector<BatchResult> first = RandomResults(rng, n), second = RandomResults(rng, n);
+    const uint64_t winner = slow_wins ? 7 : 8, loser = slow_wins ? 8 : 7;
+    EXPECT_TRUE(absl::IsInvalidArgument(q.Complete(winner, a, Ok(n + 1))));  // still checked
+    ASSERT_TRUE(q.Complete(winner, a, first).ok());
+    // The other one is told its results are dropped (not a protocol error), once.
+    EXPECT_TRUE(absl::IsAborted(q.Complete(loser, a, second)));
+    EXPECT_TRUE(absl::IsFailedPrecondition(q.Complete(loser, a, second)));
+    EXPECT_FALSE(q.Lease(9, "gpu", 12));  // never measured a third time
+    auto r = q.AwaitResults(a, 1);
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->size(), static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) EXPECT_EQ((*r)[i].costs_s, first[i].costs_s) << i;
+    EXPECT_EQ(q.Stats().results_ingested, static_cast<uint64_t>(n));
+    q.MarkCommitted(a);
+    EXPECT_EQ(q.AwaitCommitted(a, 1), LeaseQueue::Outcome::kCommitted);
+    EXPECT_TRUE(q.ExpireLeases(1000).empty());  // nothing left leased
+  }
+}
+
+TEST(LeaseQueue, AnExpiredClaimEndsWithARelease) {
+  LeaseQueue q(10);
+  const uint64_t a = q.Enqueue(Spec("gpu", 2));
+  ASSERT_EQ(q.Lease(7, "gpu", 0)->first, a);
+  EXPECT_EQ(q.ExpireLeases(11), std::vector<uint64_t>{7});
+  EXPECT_EQ(q.ReleaseWorker(7), 0);  // it died: its claim goes with it
+  EXPECT_TRUE(absl::IsFailedPrecondition(q.Complete(7, a, Ok(2))));
+  ASSERT_EQ(q.Lease(8, "gpu", 11)->first, a);
+  EXPECT_EQ(q.ExpireLeases(22), std::vector<uint64_t>{8});
+  ASSERT_EQ(q.Lease(9, "gpu", 22)->first, a);
+  ASSERT_TRUE(q.Complete(8, a, Ok(2)).ok());  // 9's lease is revoked
+  ASSERT_TRUE(q.Release(9, a).ok());          // giving it back is no error
+  EXPECT_TRUE(absl::IsFailedPrecondition(q.Release(9, a)));
+  EXPECT_FALSE(q.Lease(9, "gpu", 23));
+  EXPECT_EQ(q.AwaitResults(a, 1)->size(), 2u);
+}
+
+// A batch failed after its last lease ran out gets the real results if they come before the
+// job took the failed ones.
+TEST(LeaseQueue, LateRealResultsReplaceTheFailedOnesNotYetTaken) {
+  std::mt19937_64 rng = test::TestRng();
+  LeaseQueue q(10, /*max_losses=*/1);
+  const uint64_t a = q.Enqueue(Spec("gpu", 3));
+  ASSERT_EQ(q.Lease(7, "gpu", 0)->first, a);
+  EXPECT_EQ(q.ExpireLeases(11), std::vector<uint64_t>{7});
+  const std::vector<BatchResult> real = RandomResults(rng, 3);
+  ASSERT_TRUE(q.Complete(7, a, real).ok());
+  auto r = q.AwaitResults(a, 1);
+  ASSERT_TRUE(r);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ((*r)[i].status, "ok");
+    EXPECT_EQ((*r)[i].costs_s, real[i].costs_s);
+  }
+  q.MarkCommitted(a);
+  EXPECT_EQ(q.Stats().results_committed, 3u);  // a worker's results: acknowledged
+  EXPECT_EQ(q.AwaitCommitted(a, 1), LeaseQueue::Outcome::kCommitted);
 }
 
 }  // namespace
