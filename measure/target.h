@@ -45,8 +45,19 @@ struct Target {
   /// so this process never loads the driver); Unavailable without a driver or device.
   static absl::StatusOr<Target> CudaGpu(int ordinal);
   /// Parses "llvm" (host CPU), "cuda" or "cuda:N" (GPU N, default 0); InvalidArgument for
-  /// anything else, Unavailable when the GPU cannot be opened.
+  /// anything else ("cuda:all" included: it names several devices, see PerDeviceTargets),
+  /// Unavailable when the GPU cannot be opened.
   static absl::StatusOr<Target> Parse(const std::string& text, int threads);
+
+  /// True for "cuda:all": every GPU of the host, one target per device.
+  static bool IsAllGpus(const std::string& text);
+  /// The target names `text` stands for on a host with `device_count` CUDA devices, each one a
+  /// Parse input: "cuda:all" -> "cuda:0" ... "cuda:<N-1>" (Unavailable when N is 0: no
+  /// device); any other text -> itself, unchecked (Parse checks it). Pure: touches no device.
+  static absl::StatusOr<std::vector<std::string>> PerDeviceTargets(const std::string& text, int device_count);
+  /// The number of CUDA devices on this host, counted in a short-lived child process (this
+  /// process never loads the driver); Unavailable without NVRTC, a driver or a device.
+  static absl::StatusOr<int> CudaDeviceCount();
 };
 
 /// The bytes of buffers a task of one workload holds, at their peak, while it is tuned: its

@@ -184,12 +184,17 @@ void OnStopSignal(int sig) {
 }
 
 int WorkerCommand(int argc, char** argv) {
-  CLI::App app{"tune worker: measures batches leased by a daemon on this host's device", "tune worker"};
+  CLI::App app{"tune worker: measures batches leased by a daemon on this host's device; with --target cuda:all, "
+               "on every GPU of this host (one worker per GPU, each measuring in its own child process)",
+               "tune worker"};
   ClientFlags flags;
   flags.Add(app);
   WorkerAgentOptions o;
-  app.add_option("--target", o.target, "device to measure on: llvm or cuda[:N]")->capture_default_str();
-  app.add_option("--name", o.name, "name shown by `tune workers` (default HOST/TARGET)");
+  app.add_option("--target", o.target,
+                 "device to measure on: llvm, cuda[:N] (GPU N, default 0) or cuda:all (every GPU of this host, "
+                 "registered as one worker per GPU)")
+      ->capture_default_str();
+  app.add_option("--name", o.name, "name shown by `tune workers` (default HOST/TARGET; with cuda:all NAME/cuda:N)");
   app.add_option("--threads", o.threads, "kernel threads on the CPU target (0 = all cores)")->check(CLI::Range(0, 4096));
   app.add_option("--stop-grace", o.stop_grace_s,
                  "seconds a stop (SIGTERM, Ctrl-C) waits for the batch in hand to finish and be acknowledged; "
@@ -207,7 +212,7 @@ int WorkerCommand(int argc, char** argv) {
   sa.sa_handler = OnStopSignal;
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
-  absl::Status st = RunWorkerAgent(
+  absl::Status st = RunWorkerAgents(
       o, [] { return g_stop_signal.load() != 0; },
       [](const std::string& line) {
         std::printf("tune worker: %s\n", base::EscapeControl(line).c_str());

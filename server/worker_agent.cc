@@ -201,7 +201,8 @@ absl::Status RunWorkerAgent(const WorkerAgentOptions& o, const std::function<boo
   // Shared with the measuring thread, which may outlive an abandoned batch.
   auto cache = std::make_shared<BatchCache>();
   measure::TaskFactoryOptions factory_options;
-  factory_options.build_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  factory_options.build_threads =
+      o.build_threads > 0 ? o.build_threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   auto factory = measure::TaskFactory::Create(*target, std::move(factory_options));
   if (!factory.ok()) return factory.status();
   cache->factory = std::move(*factory);
@@ -363,6 +364,57 @@ absl::Status RunWorkerAgent(const WorkerAgentOptions& o, const std::function<boo
   }
   on_event("stopping");
   return absl::OkStatus();
+}
+
+}  // namespace tune::server
+
+namespace tune::server {
+
+absl::StatusOr<std::vector<WorkerAgentOptions>> PerDeviceAgents(const WorkerAgentOptions& o, int device_count,
+                                                                int cores) {
+  absl::StatusOr<std::vector<std::string>> targets = measure::Target::PerDeviceTargets(o.target, device_count);
+  if (!targets.ok()) return targets.status();
+  if (!measure::Target::IsAllGpus(o.target)) return std::vector<WorkerAgentOptions>{o};
+  const std::string base = o.name.empty() ? HostName() : o.name;
+  const int n = static_cast<int>(targets->size());
+  std::vector<WorkerAgentOptions> out;
+  for (const std::string& t : *targets) {
+    WorkerAgentOptions one = o;
+    one.target = t;
+    one.name = absl::StrCat(base, "/", t);
+    if (one.build_threads <= 0) one.build_threads = std::max(1, cores / n);
+    out.push_back(std::move(one));
+  }
+  return out;
+}
+
+absl::Status RunWorkerAgents(const WorkerAgentOptions& o, const std::function<bool()>& should_stop,
+                             const std::function<void(const std::string&)>& on_event) {
+  if (!measure::Target::IsAllGpus(o.target)) return RunWorkerAgent(o, should_stop, on_event);
+  absl::StatusOr<int> count = measure::Target::CudaDeviceCount();
+  if (!count.ok()) return absl::UnavailableError(absl::StrCat("cuda:all: ", count.status().message()));
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  absl::StatusOr<std::vector<WorkerAgentOptions>> agents = PerDeviceAgents(o, *count, cores);
+  if (!agents.ok()) return agents.status();
+  on_event(absl::StrCat("cuda:all: ", agents->size(), " GPU(s), one worker each"));
+  // One agent per GPU; the first to fail stops the others.
+  std::mutex mu;
+  absl::Status first = absl::OkStatus();
+  std::atomic<bool> failed{false};
+  auto stop = [&] { return failed.load() || should_stop(); };
+  std::vector<std::thread> threads;
+  for (const WorkerAgentOptions& one : *agents) {
+    threads.emplace_back([&, one] {
+      const std::string prefix = absl::StrCat("[", one.target, "] ");
+      absl::Status st = RunWorkerAgent(one, stop, [&](const std::string& line) { on_event(prefix + line); });
+      if (st.ok()) return;
+      std::lock_guard<std::mutex> lock(mu);
+      if (first.ok()) first = absl::Status(st.code(), absl::StrCat(one.target, ": ", st.message()));
+      failed = true;
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  return first;
 }
 
 }  // namespace tune::server

@@ -3,8 +3,9 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
-#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 namespace tune::server {
 
@@ -12,9 +13,10 @@ struct WorkerAgentOptions {
   std::string server = "127.0.0.1:7117";
   std::string token;
   std::string tls_ca_pem;   // "" = plaintext
-  std::string target = "llvm";  // "llvm" or "cuda[:N]"
+  std::string target = "llvm";  // "llvm", "cuda[:N]" or "cuda:all" (RunWorkerAgents only)
   std::string name;         // "" = host name + target
   int threads = 0;          // kernel threads on the CPU target; 0 = all cores
+  int build_threads = 0;    // threads compiling a batch's kernels; 0 = all cores
   double max_backoff_s = 10;
   double stop_grace_s = 10;  // after a stop request: time to finish the batch in hand and get its Ack
 };
@@ -35,5 +37,23 @@ struct WorkerAgentOptions {
 /// it leaves (Leave, with a deadline). `on_event` says which of these happened.
 absl::Status RunWorkerAgent(const WorkerAgentOptions& options, const std::function<bool()>& should_stop,
                             const std::function<void(const std::string&)>& on_event);
+
+/// The agents `options` stands for on a host with `device_count` CUDA devices and `cores` CPU
+/// cores: for "cuda:all" one per GPU (target "cuda:I"; named NAME/cuda:I, or HOST/cuda:I by
+/// default; each compiling on its share of the cores, at least one), else `options` alone.
+/// Unavailable when "cuda:all" finds no device. Pure: touches no device.
+absl::StatusOr<std::vector<WorkerAgentOptions>> PerDeviceAgents(const WorkerAgentOptions& options, int device_count,
+                                                                int cores);
+
+/// `tune worker`: RunWorkerAgent for `options`, or for "cuda:all" one agent per GPU of this host,
+/// each on its own thread, registered as a worker of its own (its own Work stream, lease and
+/// measuring child bound to its ordinal; GPUs of one model share a target key, so a job's
+/// rounds are split across them). Their `on_event` lines start with "[cuda:I] " and come from
+/// the agents' threads (`on_event` must be thread-safe). Returns once
+/// every agent has ended: OK after a requested stop; the first agent's error (naming its GPU)
+/// otherwise, after which the others are stopped too. "cuda:all" without a driver or device
+/// is Unavailable before anything registers.
+absl::Status RunWorkerAgents(const WorkerAgentOptions& options, const std::function<bool()>& should_stop,
+                             const std::function<void(const std::string&)>& on_event);
 
 }  // namespace tune::server

@@ -31,6 +31,64 @@ TEST(TargetParseTest, UnknownAndMalformedTargets) {
   }
 }
 
+// "cuda:all" is only a worker's shorthand for every GPU: Parse refuses it, and near misses
+// are malformed targets, not "all".
+TEST(TargetParseTest, CudaAllIsRecognisedExactlyAndRefusedWhereOneDeviceIsMeant) {
+  EXPECT_TRUE(Target::IsAllGpus("cuda:all"));
+  EXPECT_TRUE(Target::IsAllGpus(" cuda:all "));
+  for (const char* other : {"cuda:alll", "cuda:al", "cuda:", "cuda:ALL", "cuda:all0", "cuda", "cuda:0", "llvm", "all",
+                            "cuda::all", ""}) {
+    EXPECT_FALSE(Target::IsAllGpus(other)) << other;
+  }
+  absl::StatusOr<Target> all = Target::Parse("cuda:all", 1);
+  EXPECT_EQ(all.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(all.status().message()), ::testing::HasSubstr("only `tune worker` takes it"));
+  for (const char* bad : {"cuda:alll", "cuda:al", "cuda:all0", "cuda::all", "cuda:ALL"}) {
+    absl::StatusOr<Target> t = Target::Parse(bad, 1);
+    EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(std::string(t.status().message()), ::testing::HasSubstr("expected cuda:N")) << bad;
+  }
+}
+
+// The per-GPU split of "cuda:all" for N devices, without touching a GPU: one target per
+// ordinal, in order, each one a target Parse takes; other targets stand for themselves.
+TEST(TargetParseTest, CudaAllSplitsIntoOneTargetPerDevice) {
+  for (int n : {1, 2, 4}) {
+    absl::StatusOr<std::vector<std::string>> split = Target::PerDeviceTargets("cuda:all", n);
+    ASSERT_TRUE(split.ok()) << split.status();
+    ASSERT_EQ(split->size(), static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) {
+      EXPECT_EQ((*split)[i], "cuda:" + std::to_string(i));
+      EXPECT_FALSE(Target::IsAllGpus((*split)[i]));
+    }
+  }
+  absl::StatusOr<std::vector<std::string>> none = Target::PerDeviceTargets("cuda:all", 0);
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(none.status().message()), ::testing::HasSubstr("no CUDA device"));
+  for (const char* one : {"llvm", "cuda", "cuda:1", "cuda:alll"}) {
+    absl::StatusOr<std::vector<std::string>> same = Target::PerDeviceTargets(one, 4);
+    ASSERT_TRUE(same.ok()) << one;
+    EXPECT_EQ(*same, std::vector<std::string>{one});
+  }
+}
+
+// Counting devices never fails hard: a number where a driver is, Unavailable with the reason
+// otherwise; "cuda:all" on a host without a GPU therefore fails with a clear message.
+TEST(TargetParseTest, CudaDeviceCountIsANumberOrSaysWhyNot) {
+  absl::StatusOr<int> count = Target::CudaDeviceCount();
+  if (!count.ok()) {
+    EXPECT_EQ(count.status().code(), absl::StatusCode::kUnavailable) << count.status();
+    EXPECT_FALSE(count.status().message().empty());
+    GTEST_SKIP() << "no CUDA driver: " << count.status();
+  }
+  EXPECT_GE(*count, 0);
+  if (*count > 0) {
+    absl::StatusOr<Target> last = Target::Parse("cuda:" + std::to_string(*count - 1), 1);
+    EXPECT_TRUE(last.ok()) << last.status();
+    EXPECT_FALSE(Target::Parse("cuda:" + std::to_string(*count), 1).ok());
+  }
+}
+
 // "cuda" describes the GPU when there is one; without a driver or device it is Unavailable
 // with the reason (and this process never loads the driver either way).
 TEST(TargetParseTest, CudaDescribesTheGpuOrSaysWhyNot) {

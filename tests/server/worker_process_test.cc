@@ -2,10 +2,14 @@
 // waiting for a daemon that is not up yet, re-registering after a daemon restart, a wrong token.
 #include <signal.h>
 
+#include <algorithm>
 #include <regex>
+#include <set>
 #include <thread>
 
 #include "gtest/gtest.h"
+#include "measure/target.h"
+#include "server/worker_agent.h"
 #include "tests/common/subprocess.h"
 #include "tests/common/temp_dir.h"
 #include "tests/server/serve_helper.h"
@@ -142,6 +146,72 @@ TEST_F(WorkerProcess, WaitsForTheDaemonAndRegistersAgainAfterARestart) {
   EXPECT_FALSE(worker.Finished());
   worker.Kill(SIGTERM);
   EXPECT_EQ(worker.Wait().exit_code, 0);
+}
+
+// `--target cuda:all` for N GPUs: N agents, one per ordinal, each a worker of its own with a
+// distinct name and its share of the cores for compiling; everything else as given.
+TEST(PerDeviceAgents, CudaAllMakesOneAgentPerGpu) {
+  server::WorkerAgentOptions o;
+  o.server = "10.0.0.7:7117";
+  o.token = "t0k3n";
+  o.target = "cuda:all";
+  o.stop_grace_s = 3.5;
+  for (const std::string& name : {std::string(), std::string("rack4")}) {
+    o.name = name;
+    for (int n : {1, 2, 4}) {
+      absl::StatusOr<std::vector<server::WorkerAgentOptions>> agents = server::PerDeviceAgents(o, n, 16);
+      ASSERT_TRUE(agents.ok()) << agents.status();
+      ASSERT_EQ(agents->size(), static_cast<size_t>(n));
+      std::set<std::string> names;
+      for (int i = 0; i < n; ++i) {
+        const server::WorkerAgentOptions& a = (*agents)[i];
+        EXPECT_EQ(a.target, "cuda:" + std::to_string(i));
+        EXPECT_FALSE(measure::Target::IsAllGpus(a.target));
+        EXPECT_TRUE(a.name.ends_with("/cuda:" + std::to_string(i))) << a.name;
+        if (!name.empty()) EXPECT_EQ(a.name, name + "/cuda:" + std::to_string(i));
+        EXPECT_TRUE(names.insert(a.name).second) << a.name;
+        EXPECT_EQ(a.build_threads, 16 / n);
+        EXPECT_EQ(a.server, o.server);
+        EXPECT_EQ(a.token, o.token);
+        EXPECT_EQ(a.stop_grace_s, o.stop_grace_s);
+      }
+    }
+  }
+  // More GPUs than cores: each still compiles on one thread; a given thread count is kept.
+  EXPECT_EQ((*server::PerDeviceAgents(o, 4, 2))[3].build_threads, 1);
+  o.build_threads = 5;
+  EXPECT_EQ((*server::PerDeviceAgents(o, 2, 16))[1].build_threads, 5);
+  // No GPU: refused; a single device or the CPU: the options themselves.
+  EXPECT_EQ(server::PerDeviceAgents(o, 0, 16).status().code(), absl::StatusCode::kUnavailable);
+  for (const char* one : {"cuda:1", "cuda", "llvm"}) {
+    o.target = one;
+    absl::StatusOr<std::vector<server::WorkerAgentOptions>> same = server::PerDeviceAgents(o, 4, 16);
+    ASSERT_TRUE(same.ok()) << one;
+    ASSERT_EQ(same->size(), 1u);
+    EXPECT_EQ((*same)[0].target, one);
+    EXPECT_EQ((*same)[0].name, "rack4");
+  }
+}
+
+// Without a GPU (no driver or no device), `tune worker --target cuda:all` says so in one line
+// and exits non-zero before registering anything.
+TEST_F(WorkerProcess, CudaAllWithoutAGpuFailsWithAClearMessage) {
+  if (measure::Target::CudaDeviceCount().value_or(0) > 0) GTEST_SKIP() << "this host has a GPU";
+  Subprocess serve;
+  ASSERT_EQ(StartServe(serve, dir_, "serve", address_, ServeFlags()), port_);
+  ProcessResult r = RunProcess({TuneBinary(), "worker", "--server", address_, "--target", "cuda:all", "--token-file",
+                                dir_.Join("token")},
+                               dir_.path(), 60);
+  EXPECT_NE(r.exit_code, 0) << r;
+  EXPECT_TRUE(std::regex_search(r.err, std::regex("^tune: cuda:all: .*(driver|device)"))) << r;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r;
+  ProcessResult list = Workers();
+  EXPECT_NE(list.out.find("(no workers)"), std::string::npos) << list;
+  ProcessResult typo = RunProcess({TuneBinary(), "worker", "--server", address_, "--target", "cuda:alll",
+                                   "--token-file", dir_.Join("token")},
+                                  dir_.path(), 60);
+  EXPECT_EQ(typo.exit_code, 2) << typo;
+  EXPECT_NE(typo.err.find("bad target 'cuda:alll'"), std::string::npos) << typo;
 }
 
 TEST_F(WorkerProcess, AWrongTokenEndsTheWorkerWithAClearError) {
