@@ -200,9 +200,11 @@ constexpr const char* kCpuRuntime = R"(// Runtime of the exported kernels: the t
 // aligned scratch memory they allocate (packed weights, padded inputs). Plain C++17.
 #include <atomic>
 #include <condition_variable>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -308,19 +310,60 @@ extern "C" void tune_rt_parallel_for(int64_t n, void (*body)(int64_t, void*), vo
   t_in_parallel = false;
 }
 
+namespace {
+
+// Scratch blocks freed on this thread, kept for the next call of a kernel (which allocates the
+// same sizes every call) instead of fresh pages: up to 8 blocks, 1 GiB. Each block has a
+// 64-byte header holding its size.
+struct ScratchCache {
+  static constexpr size_t kHeader = 64;
+  std::vector<char*> blocks;
+  size_t bytes = 0;
+  ~ScratchCache() {
+    for (char* block : blocks) std::free(block);
+  }
+  static size_t SizeOf(const char* block) {
+    size_t size;
+    std::memcpy(&size, block, sizeof size);
+    return size;
+  }
+};
+thread_local ScratchCache t_scratch;
+
+}  // namespace
+
 // 64-byte aligned scratch memory; never returns null (aborts when memory runs out).
 extern "C" void* tune_rt_alloc(int64_t bytes) {
   const size_t size = (static_cast<size_t>(bytes < 64 ? 64 : bytes) + 63) / 64 * 64;
-  void* p = std::aligned_alloc(64, size);
-  if (p == nullptr) {
+  std::vector<char*>& blocks = t_scratch.blocks;
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    if (ScratchCache::SizeOf(blocks[i]) != size) continue;
+    char* block = blocks[i];
+    blocks.erase(blocks.begin() + static_cast<std::ptrdiff_t>(i));
+    t_scratch.bytes -= size;
+    return block + ScratchCache::kHeader;
+  }
+  char* block = static_cast<char*>(std::aligned_alloc(64, ScratchCache::kHeader + size));
+  if (block == nullptr) {
     std::fprintf(stderr, "tune_kernels: out of memory allocating %lld bytes of kernel scratch\n",
                  static_cast<long long>(bytes));
     std::abort();
   }
-  return p;
+  std::memcpy(block, &size, sizeof size);
+  return block + ScratchCache::kHeader;
 }
 
-extern "C" void tune_rt_free(void* p) { std::free(p); }
+extern "C" void tune_rt_free(void* p) {
+  if (p == nullptr) return;
+  char* block = static_cast<char*>(p) - ScratchCache::kHeader;
+  t_scratch.blocks.push_back(block);
+  t_scratch.bytes += ScratchCache::SizeOf(block);
+  while (t_scratch.blocks.size() > 8 || t_scratch.bytes > (size_t{1} << 30)) {
+    t_scratch.bytes -= ScratchCache::SizeOf(t_scratch.blocks.front());
+    std::free(t_scratch.blocks.front());
+    t_scratch.blocks.erase(t_scratch.blocks.begin());
+  }
+}
 )";
 
 /// CMake's names of the processors the objects of this build run on.

@@ -5,7 +5,9 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <cstddef>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -132,11 +134,66 @@ extern "C" void tune_rt_parallel_for(int64_t n, void (*body)(int64_t, void*), vo
   t_in_parallel = false;
 }
 
+namespace {
+
+/// Scratch blocks freed by kernels on this thread, kept for the next call: a kernel that packs
+/// or pads allocates the same sizes on every call, and fresh pages from the system would cost
+/// it page faults and zeroing each time (megabytes for a packed GEMM operand). Each block has a
+/// 64-byte header holding its size. Thread-local: no lock, and a forked child owns its copy.
+class ScratchCache {
+ public:
+  static constexpr size_t kHeader = 64;
+  static constexpr size_t kMaxBlocks = 8;
+  static constexpr size_t kMaxBytes = size_t{1} << 30;
+
+  ~ScratchCache() {
+    for (char* block : blocks_) std::free(block);
+  }
+  void* Alloc(size_t size) {
+    for (size_t i = 0; i < blocks_.size(); ++i) {
+      if (SizeOf(blocks_[i]) != size) continue;
+      char* block = blocks_[i];
+      blocks_.erase(blocks_.begin() + static_cast<std::ptrdiff_t>(i));
+      bytes_ -= size;
+      return block + kHeader;
+    }
+    char* block = static_cast<char*>(std::aligned_alloc(64, kHeader + size));
+    TUNE_CHECK_MSG(block != nullptr, "out of memory allocating kernel scratch");
+    std::memcpy(block, &size, sizeof size);
+    return block + kHeader;
+  }
+  void Free(void* ptr) {
+    char* block = static_cast<char*>(ptr) - kHeader;
+    const size_t size = SizeOf(block);
+    // Keep the newest blocks; the oldest go back to the system first.
+    blocks_.push_back(block);
+    bytes_ += size;
+    while (blocks_.size() > kMaxBlocks || bytes_ > kMaxBytes) {
+      bytes_ -= SizeOf(blocks_.front());
+      std::free(blocks_.front());
+      blocks_.erase(blocks_.begin());
+    }
+  }
+
+ private:
+  static size_t SizeOf(const char* block) {
+    size_t size;
+    std::memcpy(&size, block, sizeof size);
+    return size;
+  }
+  std::vector<char*> blocks_;
+  size_t bytes_ = 0;
+};
+
+thread_local ScratchCache t_scratch;
+
+}  // namespace
+
 extern "C" void* tune_rt_alloc(int64_t bytes) {
-  size_t size = (static_cast<size_t>(bytes < 64 ? 64 : bytes) + 63) / 64 * 64;
-  void* p = std::aligned_alloc(64, size);
-  TUNE_CHECK_MSG(p != nullptr, "out of memory allocating kernel scratch");
-  return p;
+  const size_t size = (static_cast<size_t>(bytes < 64 ? 64 : bytes) + 63) / 64 * 64;
+  return t_scratch.Alloc(size);
 }
 
-extern "C" void tune_rt_free(void* ptr) { std::free(ptr); }
+extern "C" void tune_rt_free(void* ptr) {
+  if (ptr != nullptr) t_scratch.Free(ptr);
+}

@@ -1,7 +1,9 @@
 // Tests of the LLVM backend: hand-built kernels JIT-compiled and run in this process.
 #include "codegen/cpu/llvm_codegen.h"
 
+#include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <random>
 #include <string>
@@ -243,6 +245,35 @@ TEST_F(LlvmCodegenTest, HeapAndLocalAllocate) {
     }
     EXPECT_NEAR(tv[0], want_total, 1e-4);
   }
+}
+
+// Scratch freed by a kernel is handed out again for the same size (no fresh pages per call),
+// aligned, never to two holders at once, and the cache stays bounded.
+TEST(RuntimeScratchTest, FreedBlocksAreReusedForTheSameSize) {
+  constexpr int64_t kBig = 4 << 20;
+  void* first = tune_rt_alloc(kBig);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(first) % 64, 0u);
+  std::memset(first, 1, kBig);
+  tune_rt_free(first);
+  void* again = tune_rt_alloc(kBig);
+  EXPECT_EQ(again, first) << "a freed block of the same size is reused";
+  void* other = tune_rt_alloc(kBig);
+  EXPECT_NE(other, again) << "a block in use is never handed out twice";
+  void* small = tune_rt_alloc(100);
+  EXPECT_NE(small, again);
+  EXPECT_NE(small, other);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(small) % 64, 0u);
+  tune_rt_free(other);
+  tune_rt_free(again);
+  tune_rt_free(small);
+  tune_rt_free(nullptr);
+  // Twenty blocks of distinct sizes freed: only the newest few are kept, the first is gone.
+  std::vector<void*> many;
+  for (int i = 0; i < 20; ++i) many.push_back(tune_rt_alloc(1024 * (i + 1)));
+  for (void* p : many) tune_rt_free(p);
+  void* newest = tune_rt_alloc(1024 * 20);
+  EXPECT_EQ(newest, many.back());
+  tune_rt_free(newest);
 }
 
 // kernel.h promises that a kernel may be called from several threads at once. With a
