@@ -1,6 +1,6 @@
 // cpu_vendor_bench: tuned kernels against OpenBLAS SGEMM and oneDNN convolution on this CPU.
 //
-// For each workload: tune it (random search, records in a database, resumable), rebuild the
+// For each workload: tune it (the chosen search strategy, records in a database, resumable), rebuild the
 // best config, check it against the naive reference and time it in this process; then time
 // the vendor library on the same inputs with the same rule (warm-up, then `repeats` samples
 // of back-to-back calls lasting >= min-sample-ms each, the kernels' samples interleaved,
@@ -63,6 +63,7 @@ struct Options {
   std::vector<std::string> only;         // workload ids to run; empty = all
   std::vector<std::string> config_json;  // "ID=JSON": extra hand-picked rows
   int finalists = 1;                     // search records re-measured here to pick the tuned config
+  std::string strategy = "auto";         // the search strategy (tune's default unless told)
 };
 
 struct Bench {
@@ -473,7 +474,8 @@ class Progress {
 int main(int argc, char** argv) {
   Options o;
   CLI::App app{"Tuned kernels vs OpenBLAS SGEMM and oneDNN convolution on this CPU."};
-  app.add_option("--trials", o.trials, "tuning trials per workload (random search)")->check(CLI::NonNegativeNumber);
+  app.add_option("--trials", o.trials, "tuning trials per workload")->check(CLI::NonNegativeNumber);
+  app.add_option("--strategy", o.strategy, "search strategy (auto = tune's default; random, sa, bo_ucb, ...)");
   app.add_option("--threads", o.threads, "threads for tune's kernels, OpenBLAS and oneDNN")->check(CLI::Range(1, 256));
   app.add_option("--repeats", o.repeats, "timed samples per kernel (median reported)")->check(CLI::Range(1, 1000));
   app.add_option("--seed", o.seed, "search and data seed");
@@ -527,7 +529,7 @@ int main(int argc, char** argv) {
   tuner::TuneOptions to;
   to.trials_per_task = o.trials;
   to.seed = o.seed;
-  to.strategy = "random";
+  to.strategy = o.strategy;
   to.threads = o.threads;
   to.resume = true;
   to.protocol.timeout_s = o.timeout_s;
@@ -633,8 +635,8 @@ int main(int argc, char** argv) {
   std::printf("date: %s\n", Today().c_str());
   std::printf("threads: %d (tune runtime %d, OpenBLAS %d, oneDNN %s %d)\n", o.threads,
               codegen::runtime::NumThreads(), openblas_get_num_threads(), dnnl_threads.runtime.c_str(), dnnl_nthr);
-  std::printf("trials: %d per workload (random search, seed %llu, database %s; records already there count,\n"
-              "        see the trial counts below)\n", o.trials,
+  std::printf("trials: %d per workload (strategy %s, seed %llu, database %s; records already there count,\n"
+              "        see the trial counts below)\n", o.trials, o.strategy.c_str(),
               static_cast<unsigned long long>(o.seed), o.db_path.c_str());
   std::printf("vendors: OpenBLAS %s; oneDNN %d.%d.%d\n", openblas_get_config(), dv->major, dv->minor, dv->patch);
   std::printf("load average: %s before timing, %s after\n", load_before.c_str(), LoadAverage().c_str());
