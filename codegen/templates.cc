@@ -34,7 +34,7 @@ absl::StatusOr<std::unique_ptr<Template>> CreateTemplate(const Workload& workloa
     case OpKind::kBatchMatmul:
       return std::unique_ptr<Template>(new GemmTemplate(workload, cpu ? *cpu : HostCpuLimits()));
     case OpKind::kConv2d:
-      return std::unique_ptr<Template>(new Conv2dTemplate(workload));
+      return std::unique_ptr<Template>(new Conv2dTemplate(workload, cpu ? *cpu : HostCpuLimits()));
   }
   return absl::InvalidArgumentError("no template for operator " + OpName(workload.op));
 }

@@ -1,25 +1,35 @@
 // The conv2d template: space definition and schedule construction for NCHW convolution.
 #include "codegen/cpu/conv2d_template.h"
 
+#include <algorithm>
+
 #include "base/check.h"
 
 namespace tune::codegen {
 namespace {
 
-constexpr int64_t kMaxTile = 256;          // floats in the register accumulator tile
+constexpr int64_t kMaxTile = 256;          // floats in the register accumulator tile, any ISA
+constexpr int64_t kMaxTileRows = 16;       // ow2: output columns of the register tile
+constexpr int64_t kMaxTileChannels = 64;   // ob: output channels of the register tile
 constexpr int64_t kMaxUnrolledOps = 2048;  // bound on unrolled vector FMAs (code size)
+enum Layout { kNchw = 0, kBlocked = 1 };
 
 }  // namespace
 
-Conv2dTemplate::Conv2dTemplate(Workload w) : Template(std::move(w)) {
+Conv2dTemplate::Conv2dTemplate(Workload w, CpuLimits cpu) : Template(std::move(w)), cpu_(std::move(cpu)) {
   const Workload& wl = workload_;
   auto& s = space_;
   int64_t icg = wl.in_c / wl.groups;
   // Tails (factors that do not divide the extent) are lowered as a guarded last tile.
   constexpr auto kTails = search::SplitTails::kAllowed;
-  int toc = s.AddSplit("tile_oc", wl.out_c, 3, 64, kTails);
+  // Register-tile sizes beyond divisors and powers of two: every column count up to 16 and
+  // every multiple of the vector lanes up to 64 channels.
+  std::vector<int64_t> rows, channels;
+  for (int64_t r = 1; r <= kMaxTileRows; ++r) rows.push_back(r);
+  for (int64_t c = cpu_.vector_lanes; c <= kMaxTileChannels; c += cpu_.vector_lanes) channels.push_back(c);
+  int toc = s.AddSplit("tile_oc", wl.out_c, 3, kMaxTileChannels, kTails, channels);
   s.AddSplit("tile_oh", wl.out_h(), 2, 0, kTails);
-  int tow = s.AddSplit("tile_ow", wl.out_w(), 3, 64, kTails);
+  int tow = s.AddSplit("tile_ow", wl.out_w(), 3, 64, kTails, rows);
   s.AddSplit("tile_ic", icg, 2, 0, kTails);
   s.AddChoice("order", {0, 1, 2}, {"oc0,oh0,ow0,oc1,oh1,ow1,ic0,kh,kw,ic1,tile",
                                    "oc0,oh0,ow0,oh1,ow1,oc1,ic0,ic1,kh,kw,tile",
@@ -29,24 +39,35 @@ Conv2dTemplate::Conv2dTemplate(Workload w) : Template(std::move(w)) {
   s.AddChoice("pack_weight", {1, 0});
   s.AddChoice("acc_tile", {1, 0});
   s.AddChoice("parallel", {1, 0});
+  int layout = s.AddChoice("layout", {kNchw, kBlocked}, {"nchw", "blocked"});
+  s.AllowMissing("layout");  // configs recorded before the blocked layout wrote NCHW in place
+  // The blocked layout always vectorizes its channel block and reads the packed weight.
+  s.AddCondition("vector_axis", "layout", {kNchw});
+  s.AddCondition("pack_weight", "layout", {kNchw});
   const search::ConfigSpace* sp = &space_;
+  const int64_t lanes = cpu_.vector_lanes, registers = cpu_.vector_registers;
+  // Accumulators plus one weight vector and one broadcast input value in registers.
+  const int64_t register_floats = std::max<int64_t>(kMaxTile, lanes * (registers - 2));
   auto inner = [sp](const search::Config& c, int knob) { return sp->knobs()[knob].options[c[knob]].back(); };
   auto value = [sp](const search::Config& c, int knob) { return sp->knobs()[knob].options[c[knob]][0]; };
   s.AddConstraint("register_tile", [=](const search::Config& c) {
-    return inner(c, toc) * inner(c, tow) <= kMaxTile;
+    if (value(c, layout) == kBlocked) return (inner(c, toc) + lanes - 1) / lanes * inner(c, tow) <= registers - 2;
+    return inner(c, toc) * inner(c, tow) <= register_floats;
   });
   int64_t kw = wl.kernel_w;
   s.AddConstraint("unroll_size", [=](const search::Config& c) {
     if (!value(c, unroll)) return true;
     int64_t oc = inner(c, toc), ow = inner(c, tow);
     int64_t v = value(c, vec);
-    int64_t ops = v == 1 ? (oc + 7) / 8 * ow : v == 2 ? (ow + 7) / 8 * oc : oc * ow;
+    int64_t ops = v == 1 ? (oc + lanes - 1) / lanes * ow : v == 2 ? (ow + lanes - 1) / lanes * oc : oc * ow;
     return ops * kw <= kMaxUnrolledOps;
   });
   s.AddConstraint("vector_width", [=](const search::Config& c) {
     int64_t v = value(c, vec);
     return v == 0 || (v == 1 ? inner(c, toc) : inner(c, tow)) > 1;
   });
+  const bool blocked_ok = wl.groups == 1 || wl.depthwise();
+  s.AddConstraint("blocked_groups", [=](const search::Config& c) { return blocked_ok || value(c, layout) == kNchw; });
 }
 
 search::Config Conv2dTemplate::DefaultConfig() const {
@@ -60,7 +81,8 @@ search::Config Conv2dTemplate::DefaultConfig() const {
                    {"unroll", {0}},
                    {"pack_weight", {0}},
                    {"acc_tile", {1}},
-                   {"parallel", {0}}});
+                   {"parallel", {0}},
+                   {"layout", {kNchw}}});
 }
 
 Schedule Conv2dTemplate::Build(const search::Config& c) const {
@@ -71,8 +93,18 @@ Schedule Conv2dTemplate::Build(const search::Config& c) const {
   int64_t order = s.GetInt(c, "order"), vec = s.GetInt(c, "vector_axis");
   bool unroll = s.GetInt(c, "unroll"), pack = s.GetInt(c, "pack_weight");
   bool acc_tile = s.GetInt(c, "acc_tile"), parallel = s.GetInt(c, "parallel");
+  const bool blocked = s.GetInt(c, "layout") == kBlocked;
   int64_t icg = wl.in_c / wl.groups, ocg = wl.out_c / wl.groups;
   int64_t ob = foc[2];
+  // ceil(OC / ob) blocks of ob output channels (the packed weight's and the blocked output's).
+  const int64_t blocks = (wl.out_c + ob - 1) / ob;
+  if (blocked) {
+    TUNE_CHECK(wl.groups == 1 || wl.depthwise()) << "blocked layout of a grouped convolution";
+    pack = true;
+    vec = 1;
+  }
+  // A depthwise convolution in the blocked layout reads its input channel-blocked as well.
+  const bool blocked_input = blocked && wl.depthwise();
 
   Schedule sched;
   const ArgBuffers buffers = MakeArgBuffers();
@@ -82,7 +114,33 @@ Schedule Conv2dTemplate::Build(const search::Config& c) const {
   // Padding stage: a zero-bordered copy of the input (indices clamped so no load is out of
   // bounds; the select picks zero outside).
   Buffer src = data;
-  if (wl.pad_h > 0 || wl.pad_w > 0) {
+  if (blocked_input) {
+    // [N][ceil(C/ob)][H+2ph][W+2pw][ob]: the padded input with its channels in blocks of ob,
+    // zero past C, so the tile's input vectors are contiguous like its weight vectors.
+    int64_t ph = wl.in_h + 2 * wl.pad_h, pw = wl.in_w + 2 * wl.pad_w;
+    Buffer copy = MakeBuffer(data->name + ".blocked", {wl.batch, blocks, ph, pw, ob}, BufferScope::kHeap);
+    sched.scratch.push_back(copy);
+    IterVar n = MakeIterVar("pn", wl.batch), cb = MakeIterVar("pc", blocks);
+    IterVar h = MakeIterVar("ph", ph), x = MakeIterVar("pw", pw), cv = MakeIterVar("pb", ob);
+    Expr ch = cb.var * Expr(ob) + cv.var;
+    Expr inside, ih = h.var, iw = x.var;
+    if (wl.pad_h > 0 || wl.pad_w > 0) {
+      inside = (Expr(wl.pad_h) <= h.var) && (h.var < Expr(wl.pad_h + wl.in_h)) && (Expr(wl.pad_w) <= x.var) &&
+               (x.var < Expr(wl.pad_w + wl.in_w));
+      ih = Min(Max(h.var - Expr(wl.pad_h), 0), wl.in_h - 1);
+      iw = Min(Max(x.var - Expr(wl.pad_w), 0), wl.in_w - 1);
+    }
+    if (wl.in_c % ob != 0) {
+      inside = inside.defined() ? (inside && ch < Expr(wl.in_c)) : ch < Expr(wl.in_c);
+      ch = Min(ch, Expr(wl.in_c - 1));
+    }
+    Expr load = Load(data, {n.var, ch, ih, iw});
+    Stage copy_stage(copy, {n, cb, h, x, cv}, inside.defined() ? Select(inside, load, FloatImm(0.0)) : load);
+    copy_stage.Vectorize(copy_stage.axis(4));
+    if (parallel) copy_stage.Parallel(copy_stage.Fuse(copy_stage.axis(0), copy_stage.axis(1)));
+    sched.stages.push_back(std::move(copy_stage));
+    src = copy;
+  } else if (wl.pad_h > 0 || wl.pad_w > 0) {
     int64_t ph = wl.in_h + 2 * wl.pad_h, pw = wl.in_w + 2 * wl.pad_w;
     Buffer padded = MakeBuffer(data->name + ".pad", {wl.batch, wl.in_c, ph, pw}, BufferScope::kHeap);
     sched.scratch.push_back(padded);
@@ -98,15 +156,16 @@ Schedule Conv2dTemplate::Build(const search::Config& c) const {
     src = padded;
   }
 
-  IterVar vn = MakeIterVar("n", wl.batch), voc = MakeIterVar("oc", wl.out_c);
+  IterVar vn = MakeIterVar("n", wl.batch), voc = MakeIterVar("oc", blocked ? blocks : wl.out_c);
   IterVar voh = MakeIterVar("oh", wl.out_h()), vow = MakeIterVar("ow", wl.out_w());
   IterVar vic = MakeIterVar("ic", icg), vkh = MakeIterVar("kh", wl.kernel_h), vkw = MakeIterVar("kw", wl.kernel_w);
+  // The blocked layout's channel within a block (its oc axis counts blocks).
+  IterVar vob = MakeIterVar("ob", ob);
 
   Expr w_value;
   if (pack) {
-    // ceil(OC / ob) blocks of ob output channels; where ob does not divide OC the last block
-    // is padded with zeros (the channel index clamped so nothing past the weight is read).
-    const int64_t blocks = (wl.out_c + ob - 1) / ob;
+    // Where ob does not divide OC the last block is padded with zeros (the channel index
+    // clamped so nothing past the weight is read).
     Buffer packed = MakeBuffer(weight->name + ".packed", {blocks, icg, wl.kernel_h, wl.kernel_w, ob},
                                BufferScope::kHeap);
     sched.scratch.push_back(packed);
@@ -118,23 +177,47 @@ Schedule Conv2dTemplate::Build(const search::Config& c) const {
                    : Select(channel < Expr(wl.out_c),
                             Load(weight, {Min(channel, Expr(wl.out_c - 1)), pi.var, ph.var, pw.var}), FloatImm(0.0));
     Stage ps(packed, {po, pi, ph, pw, pb}, src);
+    if (blocked) ps.Vectorize(ps.axis(4));
     if (parallel) ps.Parallel(ps.axis(0));
     sched.stages.push_back(std::move(ps));
-    w_value = Load(packed, {voc.var / Expr(ob), vic.var, vkh.var, vkw.var, voc.var % Expr(ob)});
+    w_value = blocked ? Load(packed, {voc.var, vic.var, vkh.var, vkw.var, vob.var})
+                      : Load(packed, {voc.var / Expr(ob), vic.var, vkh.var, vkw.var, voc.var % Expr(ob)});
   } else {
     w_value = Load(weight, {voc.var, vic.var, vkh.var, vkw.var});
   }
-  Expr channel = vic.var;
-  if (wl.groups > 1) channel = voc.var / Expr(ocg) * Expr(icg) + vic.var;
-  Expr x_value = Load(src, {vn.var, channel, voh.var * Expr(wl.stride_h) + vkh.var * Expr(wl.dilation_h),
-                            vow.var * Expr(wl.stride_w) + vkw.var * Expr(wl.dilation_w)});
-  Stage st(out, {vn, voc, voh, vow}, {vic, vkh, vkw}, x_value * w_value);
-  if (wl.bias || wl.relu || wl.relu6) {
+  Expr ih = voh.var * Expr(wl.stride_h) + vkh.var * Expr(wl.dilation_h);
+  Expr iw = vow.var * Expr(wl.stride_w) + vkw.var * Expr(wl.dilation_w);
+  Expr x_value;
+  if (blocked_input) {
+    x_value = Load(src, {vn.var, voc.var, ih, iw, vob.var});
+  } else {
+    Expr channel = vic.var;
+    if (wl.groups > 1) channel = voc.var / Expr(ocg) * Expr(icg) + vic.var;
+    x_value = Load(src, {vn.var, channel, ih, iw});
+  }
+
+  // The blocked layout accumulates into [N][ceil(OC/ob)][OH][OW][ob]; the epilogue is applied
+  // where the NCHW output is written (by the last stage), so padded channels need no bias.
+  Buffer blocked_out;
+  if (blocked) {
+    blocked_out = MakeBuffer(out->name + ".blocked", {wl.batch, blocks, wl.out_h(), wl.out_w(), ob}, BufferScope::kHeap);
+    sched.scratch.push_back(blocked_out);
+  }
+  Stage st = blocked ? Stage(blocked_out, {vn, voc, voh, vow, vob}, {vic, vkh, vkw}, x_value * w_value)
+                     : Stage(out, {vn, voc, voh, vow}, {vic, vkh, vkw}, x_value * w_value);
+  if (!blocked && (wl.bias || wl.relu || wl.relu6)) {
     Expr acc = MakeVar("acc");
     st.SetEpilogue(acc, ApplyEpilogue(wl, acc, bias, voc.var));
   }
   constexpr auto kTails = search::SplitTails::kAllowed;
-  auto oc = st.SplitFactors(st.axis(1), foc, kTails);
+  std::vector<int> oc;
+  if (blocked) {
+    // The blocks split as the channels would: ceil(ceil(OC/ob)/oc1) == ceil(OC/(oc1*ob)).
+    oc = st.SplitFactors(st.axis(1), {(blocks + foc[1] - 1) / foc[1], foc[1]}, kTails);
+    oc.push_back(st.axis(4));
+  } else {
+    oc = st.SplitFactors(st.axis(1), foc, kTails);
+  }
   auto oh = st.SplitFactors(st.axis(2), foh, kTails);
   auto ow = st.SplitFactors(st.axis(3), fow, kTails);
   auto ic = st.SplitFactors(st.reduce_axis(0), fic, kTails);
@@ -169,6 +252,32 @@ Schedule Conv2dTemplate::Build(const search::Config& c) const {
   if (acc_tile) st.CacheWrite(attach);
   if (parallel) st.Parallel(st.Fuse(leaves[0], leaves[1]));
   sched.stages.push_back(std::move(st));
+
+  if (blocked) {
+    // The NCHW output from the blocked one, with the epilogue: vectors along OW (contiguous
+    // stores, loads strided by ob), one channel of a block after the other; the channels past
+    // OC of the last block are guarded off.
+    IterVar tn = MakeIterVar("bn", wl.batch), toc = MakeIterVar("boc", wl.out_c);
+    IterVar toh = MakeIterVar("boh", wl.out_h()), tow = MakeIterVar("bow", wl.out_w());
+    Expr v = Load(blocked_out, {tn.var, toc.var / Expr(ob), toh.var, tow.var, toc.var % Expr(ob)});
+    Stage tr(out, {tn, toc, toh, tow}, ApplyEpilogue(wl, v, bias, toc.var));
+    // The vector width: a divisor of OW between half and twice the lanes where there is one
+    // (no partial tile unless the config has a tail), else the lanes with a guarded tail.
+    const int64_t lanes = cpu_.vector_lanes, ow_extent = wl.out_w();
+    int64_t width = std::min(lanes, ow_extent);
+    for (int64_t d = std::min(2 * lanes, ow_extent); d >= std::max<int64_t>(lanes / 2, 1); --d) {
+      if (ow_extent % d == 0) {
+        width = d;
+        break;
+      }
+    }
+    auto tc = tr.SplitFactors(tr.axis(1), {blocks, ob}, kTails);
+    auto tw = tr.SplitFactors(tr.axis(3), {(ow_extent + width - 1) / width, width}, kTails);
+    tr.Reorder({tr.axis(0), tc[0], tr.axis(2), tw[0], tc[1], tw[1]});
+    if (width > 1) tr.Vectorize(tw[1]);
+    if (parallel) tr.Parallel(tr.Fuse(tr.axis(0), tc[0]));
+    sched.stages.push_back(std::move(tr));
+  }
   return sched;
 }
 

@@ -1,6 +1,7 @@
 // The conv2d template: NCHW convolution with stride, padding, dilation, groups, bias + ReLU.
 #pragma once
 
+#include "codegen/cpu/cpu_limits.h"
 #include "codegen/ir/template.h"
 
 namespace tune::codegen {
@@ -9,16 +10,34 @@ namespace tune::codegen {
 /// weight[oc,ic,kh,kw]). Knobs: three-level tiles of OC and OW, two-level tiles of OH and the
 /// per-group input channels, the loop order, which register-tile axis (OW or OC) is
 /// vectorized, unrolling, a packed [OC/ob][ICg][KH][KW][ob] weight copy, the accumulator tile
-/// on/off, and a parallel outer loop. Padding is materialized in a scratch buffer first.
+/// on/off, a parallel outer loop, and the layout the convolution writes. Padding is
+/// materialized in a scratch buffer first.
+///
+/// `layout` 0 (nchw) writes the output in place. `layout` 1 (blocked, NCHWc) accumulates
+/// register tiles of ow2 x ob (ob = the innermost OC factor, the vector axis) into a scratch
+/// buffer [N][ceil(OC/ob)][OH][OW][ob] with contiguous vector stores, reading the packed
+/// weight, and a last stage copies it to the NCHW output and applies the epilogue; channels
+/// past OC in the last block are zero-weighted and never copied. Whatever the layout, the
+/// kernel reads NCHW data and writes NCHW output. The blocked layout takes groups == 1 and
+/// depthwise convolutions (groups == in_c == out_c: the channel block then also blocks the
+/// input, copied into [N][ceil(C/ob)][H+2ph][W+2pw][ob]); other grouped ones stay nchw.
+///
+/// Register tiles follow `cpu`: ow2 may be any of 1..16 and ob any multiple of the vector
+/// lanes up to 64 (with tails); a blocked tile's accumulators, ceil(ob/lanes) x ow2 vectors,
+/// must fit the vector registers but two. The nchw layout keeps its bound of 256 floats (or
+/// the registers' capacity where that is larger), so configs recorded before stay valid.
 class Conv2dTemplate : public Template {
  public:
-  explicit Conv2dTemplate(Workload workload);
+  explicit Conv2dTemplate(Workload workload, CpuLimits cpu = HostCpuLimits());
   std::string name() const override { return "conv2d"; }
   int version() const override { return 1; }
   search::Config DefaultConfig() const override;
 
  protected:
   Schedule Build(const search::Config& config) const override;
+
+ private:
+  CpuLimits cpu_;
 };
 
 }  // namespace tune::codegen
