@@ -2,14 +2,20 @@
 // `tune jobs`, `tune cancel`.
 #include "server/cli.h"
 
+#include <fcntl.h>
 #include <pthread.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -24,6 +30,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "grpcpp/grpcpp.h"
+#include "measure/target.h"
 #include "server/daemon.h"
 #include "server/grpc_status.h"
 #include "server/proto_convert.h"
@@ -183,6 +190,119 @@ void OnStopSignal(int sig) {
   }
 }
 
+/// "tune worker: X" -> "tune worker: [cuda:I] X", "tune: X" -> "tune: [cuda:I] X".
+std::string Tagged(const std::string& line, const std::string& tag) {
+  for (const char* head : {"tune worker: ", "tune: "}) {
+    if (line.rfind(head, 0) == 0) return absl::StrCat(head, "[", tag, "] ", line.substr(std::strlen(head)));
+  }
+  return absl::StrCat("[", tag, "] ", line);
+}
+
+/// Copies the lines read from `fd` to `out`, tagged, until the writer closes it; closes `fd`.
+void ForwardLines(int fd, FILE* out, const std::string& tag) {
+  std::string pending;
+  char buf[4096];
+  while (true) {
+    const ssize_t n = ::read(fd, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    pending.append(buf, static_cast<size_t>(n));
+    for (size_t nl; (nl = pending.find('\n')) != std::string::npos; pending.erase(0, nl + 1)) {
+      const std::string line = Tagged(pending.substr(0, nl), tag) + "\n";
+      std::fwrite(line.data(), 1, line.size(), out);
+      std::fflush(out);
+    }
+  }
+  if (!pending.empty()) {
+    const std::string line = Tagged(pending, tag) + "\n";
+    std::fwrite(line.data(), 1, line.size(), out);
+    std::fflush(out);
+  }
+  ::close(fd);
+}
+
+/// One `tune worker --target cuda:I` process of `tune worker --target cuda:all`.
+struct GpuWorkerProcess {
+  std::string target;
+  pid_t pid = -1;
+  int exit_code = -1;  // -1 while it runs
+  std::thread out, err;
+};
+
+/// Runs each of `agents` as a `tune worker` process of this executable: its own process group
+/// (a terminal's Ctrl-C reaches this process only, which passes one SIGTERM on), killed with
+/// this process (PR_SET_PDEATHSIG), its output lines tagged with its target. A stop (`stop`
+/// turns true) is passed on as SIGTERM; a worker that ends before a stop stops the others.
+/// Returns 0 once all ended after a stop, else the first failing worker's exit code.
+int RunGpuWorkerProcesses(const std::vector<WorkerAgentOptions>& agents, const ClientFlags& flags,
+                          const std::function<bool()>& stop) {
+  char exe[4096] = {};
+  const ssize_t len = ::readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  if (len <= 0) return base::Fail("tune", base::kExitFailure, "cuda:all: cannot find the tune executable");
+  std::vector<GpuWorkerProcess> procs(agents.size());
+  for (size_t i = 0; i < agents.size(); ++i) {
+    const WorkerAgentOptions& a = agents[i];
+    std::vector<std::string> args = {exe, "worker", "--server", a.server, "--target", a.target, "--name", a.name,
+                                     "--threads", absl::StrCat(a.threads), "--build-threads",
+                                     absl::StrCat(a.build_threads), "--stop-grace", absl::StrCat(a.stop_grace_s)};
+    if (!flags.token_file.empty()) args.insert(args.end(), {"--token-file", flags.token_file});
+    if (!flags.tls_ca.empty()) args.insert(args.end(), {"--tls-ca", flags.tls_ca});
+    std::vector<char*> argv;
+    for (std::string& arg : args) argv.push_back(arg.data());
+    argv.push_back(nullptr);
+    int out_pipe[2], err_pipe[2];
+    if (::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0)
+      return base::Fail("tune", base::kExitFailure, absl::StrCat("cuda:all: pipe: ", std::strerror(errno)));
+    const pid_t parent = ::getpid();
+    const pid_t pid = ::fork();
+    if (pid < 0) return base::Fail("tune", base::kExitFailure, absl::StrCat("cuda:all: fork: ", std::strerror(errno)));
+    if (pid == 0) {  // only async-signal-safe calls until exec
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != parent) ::_exit(127);
+      ::setpgid(0, 0);
+      ::dup2(out_pipe[1], STDOUT_FILENO);
+      ::dup2(err_pipe[1], STDERR_FILENO);
+      ::execv(exe, argv.data());
+      ::_exit(127);
+    }
+    ::close(out_pipe[1]);
+    ::close(err_pipe[1]);
+    GpuWorkerProcess& p = procs[i];
+    p.target = a.target;
+    p.pid = pid;
+    p.out = std::thread(ForwardLines, out_pipe[0], stdout, a.target);
+    p.err = std::thread(ForwardLines, err_pipe[0], stderr, a.target);
+  }
+  int first_error = 0;
+  bool stopping = false;
+  for (size_t running = procs.size(); running > 0;) {
+    if (!stopping && stop()) {
+      stopping = true;
+      for (GpuWorkerProcess& p : procs)
+        if (p.exit_code < 0) ::kill(p.pid, SIGTERM);
+    }
+    for (GpuWorkerProcess& p : procs) {
+      int status = 0;
+      if (p.exit_code >= 0 || ::waitpid(p.pid, &status, WNOHANG) != p.pid) continue;
+      p.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      --running;
+      if (stopping) continue;
+      // Ended by itself (a wrong token, a protocol mismatch, a GPU that cannot be opened):
+      // the others stop too, and its exit code is the command's.
+      first_error = p.exit_code != 0 ? p.exit_code : base::kExitFailure;
+      stopping = true;
+      for (GpuWorkerProcess& q : procs)
+        if (q.exit_code < 0) ::kill(q.pid, SIGTERM);
+    }
+    if (running > 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  for (GpuWorkerProcess& p : procs) {
+    p.out.join();
+    p.err.join();
+  }
+  return first_error;
+}
+
 int WorkerCommand(int argc, char** argv) {
   CLI::App app{"tune worker: measures batches leased by a daemon on this host's device; with --target cuda:all, "
                "on every GPU of this host (one worker per GPU, each measuring in its own child process)",
@@ -196,6 +316,9 @@ int WorkerCommand(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--name", o.name, "name shown by `tune workers` (default HOST/TARGET; with cuda:all NAME/cuda:N)");
   app.add_option("--threads", o.threads, "kernel threads on the CPU target (0 = all cores)")->check(CLI::Range(0, 4096));
+  app.add_option("--build-threads", o.build_threads,
+                 "threads compiling a batch's kernels (0 = all cores; with cuda:all, each GPU's share)")
+      ->check(CLI::Range(0, 4096));
   app.add_option("--stop-grace", o.stop_grace_s,
                  "seconds a stop (SIGTERM, Ctrl-C) waits for the batch in hand to finish and be acknowledged; "
                  "then the batch is given back unmeasured")
@@ -212,13 +335,27 @@ int WorkerCommand(int argc, char** argv) {
   sa.sa_handler = OnStopSignal;
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
-  absl::Status st = RunWorkerAgents(
-      o, [] { return g_stop_signal.load() != 0; },
-      [](const std::string& line) {
-        std::printf("tune worker: %s\n", base::EscapeControl(line).c_str());
-        std::fflush(stdout);
-      });
-  const int rc = st.ok() ? 0 : base::Fail("tune", st);
+  auto event = [](const std::string& line) {
+    std::printf("tune worker: %s\n", base::EscapeControl(line).c_str());
+    std::fflush(stdout);
+  };
+  auto stop = [] { return g_stop_signal.load() != 0; };
+  int rc = 0;
+  if (measure::Target::IsAllGpus(o.target)) {
+    // One `tune worker --target cuda:I` process per GPU: each forks its measuring children
+    // from a process of its own (see PerDeviceAgents).
+    absl::StatusOr<int> count = measure::Target::CudaDeviceCount();
+    absl::StatusOr<std::vector<WorkerAgentOptions>> agents =
+        count.ok() ? PerDeviceAgents(o, *count, static_cast<int>(std::max(1u, std::thread::hardware_concurrency())))
+                   : absl::StatusOr<std::vector<WorkerAgentOptions>>(count.status());
+    if (!agents.ok()) return base::Fail("tune", absl::Status(agents.status().code(),
+                                                             absl::StrCat("cuda:all: ", agents.status().message())));
+    event(absl::StrCat("cuda:all: ", agents->size(), " GPU(s), one worker process each"));
+    rc = RunGpuWorkerProcesses(*agents, flags, stop);
+  } else {
+    absl::Status st = RunWorkerAgent(o, stop, event);
+    rc = st.ok() ? 0 : base::Fail("tune", st);
+  }
   // An abandoned batch may still be measured on a thread of its own: end the process without
   // running destructors under it.
   std::fflush(stdout);

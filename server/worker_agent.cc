@@ -388,33 +388,4 @@ absl::StatusOr<std::vector<WorkerAgentOptions>> PerDeviceAgents(const WorkerAgen
   return out;
 }
 
-absl::Status RunWorkerAgents(const WorkerAgentOptions& o, const std::function<bool()>& should_stop,
-                             const std::function<void(const std::string&)>& on_event) {
-  if (!measure::Target::IsAllGpus(o.target)) return RunWorkerAgent(o, should_stop, on_event);
-  absl::StatusOr<int> count = measure::Target::CudaDeviceCount();
-  if (!count.ok()) return absl::UnavailableError(absl::StrCat("cuda:all: ", count.status().message()));
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  absl::StatusOr<std::vector<WorkerAgentOptions>> agents = PerDeviceAgents(o, *count, cores);
-  if (!agents.ok()) return agents.status();
-  on_event(absl::StrCat("cuda:all: ", agents->size(), " GPU(s), one worker each"));
-  // One agent per GPU; the first to fail stops the others.
-  std::mutex mu;
-  absl::Status first = absl::OkStatus();
-  std::atomic<bool> failed{false};
-  auto stop = [&] { return failed.load() || should_stop(); };
-  std::vector<std::thread> threads;
-  for (const WorkerAgentOptions& one : *agents) {
-    threads.emplace_back([&, one] {
-      const std::string prefix = absl::StrCat("[", one.target, "] ");
-      absl::Status st = RunWorkerAgent(one, stop, [&](const std::string& line) { on_event(prefix + line); });
-      if (st.ok()) return;
-      std::lock_guard<std::mutex> lock(mu);
-      if (first.ok()) first = absl::Status(st.code(), absl::StrCat(one.target, ": ", st.message()));
-      failed = true;
-    });
-  }
-  for (std::thread& t : threads) t.join();
-  return first;
-}
-
 }  // namespace tune::server

@@ -13,7 +13,7 @@ struct WorkerAgentOptions {
   std::string server = "127.0.0.1:7117";
   std::string token;
   std::string tls_ca_pem;   // "" = plaintext
-  std::string target = "llvm";  // "llvm", "cuda[:N]" or "cuda:all" (RunWorkerAgents only)
+  std::string target = "llvm";  // "llvm" or "cuda[:N]" ("cuda:all": see PerDeviceAgents)
   std::string name;         // "" = host name + target
   int threads = 0;          // kernel threads on the CPU target; 0 = all cores
   int build_threads = 0;    // threads compiling a batch's kernels; 0 = all cores
@@ -41,19 +41,11 @@ absl::Status RunWorkerAgent(const WorkerAgentOptions& options, const std::functi
 /// The agents `options` stands for on a host with `device_count` CUDA devices and `cores` CPU
 /// cores: for "cuda:all" one per GPU (target "cuda:I"; named NAME/cuda:I, or HOST/cuda:I by
 /// default; each compiling on its share of the cores, at least one), else `options` alone.
-/// Unavailable when "cuda:all" finds no device. Pure: touches no device.
+/// Unavailable when "cuda:all" finds no device. Pure: touches no device. `tune worker
+/// --target cuda:all` runs each of them as a `tune worker` process of its own (server/cli.cc):
+/// an agent forks its measuring children, which must not inherit another agent's threads
+/// mid-way (a lock held by a compile on another thread deadlocks a forked child).
 absl::StatusOr<std::vector<WorkerAgentOptions>> PerDeviceAgents(const WorkerAgentOptions& options, int device_count,
                                                                 int cores);
-
-/// `tune worker`: RunWorkerAgent for `options`, or for "cuda:all" one agent per GPU of this host,
-/// each on its own thread, registered as a worker of its own (its own Work stream, lease and
-/// measuring child bound to its ordinal; GPUs of one model share a target key, so a job's
-/// rounds are split across them). Their `on_event` lines start with "[cuda:I] " and come from
-/// the agents' threads (`on_event` must be thread-safe). Returns once
-/// every agent has ended: OK after a requested stop; the first agent's error (naming its GPU)
-/// otherwise, after which the others are stopped too. "cuda:all" without a driver or device
-/// is Unavailable before anything registers.
-absl::Status RunWorkerAgents(const WorkerAgentOptions& options, const std::function<bool()>& should_stop,
-                             const std::function<void(const std::string&)>& on_event);
 
 }  // namespace tune::server
