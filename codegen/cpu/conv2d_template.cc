@@ -46,12 +46,17 @@ Conv2dTemplate::Conv2dTemplate(Workload w, CpuLimits cpu) : Template(std::move(w
   s.AddCondition("pack_weight", "layout", {kNchw});
   const search::ConfigSpace* sp = &space_;
   const int64_t lanes = cpu_.vector_lanes, registers = cpu_.vector_registers;
-  // Accumulators plus one weight vector and one broadcast input value in registers.
+  // nchw: accumulators plus one weight vector and one broadcast input value in registers.
   const int64_t register_floats = std::max<int64_t>(kMaxTile, lanes * (registers - 2));
   auto inner = [sp](const search::Config& c, int knob) { return sp->knobs()[knob].options[c[knob]].back(); };
   auto value = [sp](const search::Config& c, int knob) { return sp->knobs()[knob].options[c[knob]][0]; };
   s.AddConstraint("register_tile", [=](const search::Config& c) {
-    if (value(c, layout) == kBlocked) return (inner(c, toc) + lanes - 1) / lanes * inner(c, tow) <= registers - 2;
+    if (value(c, layout) == kBlocked) {
+      // ow2 accumulator vectors per weight vector of the block, the weight vectors and one
+      // broadcast input value, all in registers (no spills in the reduction loop).
+      const int64_t weight_vectors = (inner(c, toc) + lanes - 1) / lanes;
+      return weight_vectors * inner(c, tow) + weight_vectors + 1 <= registers;
+    }
     return inner(c, toc) * inner(c, tow) <= register_floats;
   });
   int64_t kw = wl.kernel_w;

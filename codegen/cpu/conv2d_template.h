@@ -23,9 +23,11 @@ namespace tune::codegen {
 /// input, copied into [N][ceil(C/ob)][H+2ph][W+2pw][ob]); other grouped ones stay nchw.
 ///
 /// Register tiles follow `cpu`: ow2 may be any of 1..16 and ob any multiple of the vector
-/// lanes up to 64 (with tails); a blocked tile's accumulators, ceil(ob/lanes) x ow2 vectors,
-/// must fit the vector registers but two. The nchw layout keeps its bound of 256 floats (or
-/// the registers' capacity where that is larger), so configs recorded before stay valid.
+/// lanes up to 64 (with tails); a blocked tile's ceil(ob/lanes) x ow2 accumulator vectors, its
+/// ceil(ob/lanes) weight vectors and one broadcast input must fit the vector registers (8x14,
+/// 16x6 or 24x4 with AVX2's 16; 32x14 or 64x6 with AVX-512's 32). The nchw layout keeps its
+/// bound of 256 floats (or the registers' capacity where that is larger), so configs recorded
+/// before stay valid.
 class Conv2dTemplate : public Template {
  public:
   explicit Conv2dTemplate(Workload workload, CpuLimits cpu = HostCpuLimits());

@@ -499,17 +499,21 @@ TEST(CpuConvBlockedLimitsTest, RegisterTilesFollowTheCpu) {
   const Workload w = BlockedConvWorkload("1,16,56,56,64,3,3,1,1", /*bias=*/true, /*relu=*/true);
   const Conv2dTemplate avx2(w, CpuLimitsOf("+avx2,+fma"));
   const Conv2dTemplate avx512(w, CpuLimitsOf("+avx2,+avx512f,+fma"));
-  // Blocked: ceil(ob / lanes) * ow2 accumulator vectors in the registers but two.
-  EXPECT_EQ(BlockedTileWhyInvalid(avx512, BlockedTileJson(32, 14, 1)), "");  // 28 zmm of 32
+  // Blocked: ceil(ob / lanes) * (ow2 + 1) accumulator and weight vectors, and a broadcast.
+  EXPECT_EQ(BlockedTileWhyInvalid(avx512, BlockedTileJson(32, 14, 1)), "");  // 28 + 2 + 1 zmm of 32
   EXPECT_EQ(BlockedTileWhyInvalid(avx2, BlockedTileJson(32, 14, 1)), "register_tile");
-  EXPECT_EQ(BlockedTileWhyInvalid(avx512, BlockedTileJson(48, 10, 1)), "");  // 30 zmm
-  EXPECT_EQ(BlockedTileWhyInvalid(avx512, BlockedTileJson(48, 11, 1)), "register_tile");
-  EXPECT_EQ(BlockedTileWhyInvalid(avx2, BlockedTileJson(8, 14, 1)), "");  // 14 ymm of 16
+  EXPECT_EQ(BlockedTileWhyInvalid(avx512, BlockedTileJson(64, 6, 1)), "");  // 24 + 4 + 1
+  EXPECT_EQ(BlockedTileWhyInvalid(avx512, BlockedTileJson(64, 7, 1)), "register_tile");
+  EXPECT_EQ(BlockedTileWhyInvalid(avx512, BlockedTileJson(48, 9, 1)), "");  // 27 + 3 + 1
+  EXPECT_EQ(BlockedTileWhyInvalid(avx512, BlockedTileJson(48, 10, 1)), "register_tile");
+  EXPECT_EQ(BlockedTileWhyInvalid(avx2, BlockedTileJson(8, 14, 1)), "");  // 14 + 1 + 1 ymm of 16
   EXPECT_EQ(BlockedTileWhyInvalid(avx2, BlockedTileJson(8, 15, 1)), "register_tile");
-  EXPECT_EQ(BlockedTileWhyInvalid(avx2, BlockedTileJson(16, 7, 1)), "");
-  EXPECT_EQ(BlockedTileWhyInvalid(avx2, BlockedTileJson(16, 8, 1)), "register_tile");
-  EXPECT_EQ(BlockedTileWhyInvalid(avx2, BlockedTileJson(24, 4, 1)), "");
+  EXPECT_EQ(BlockedTileWhyInvalid(avx2, BlockedTileJson(16, 6, 1)), "");  // 12 + 2 + 1
+  EXPECT_EQ(BlockedTileWhyInvalid(avx2, BlockedTileJson(16, 7, 1)), "register_tile");
+  EXPECT_EQ(BlockedTileWhyInvalid(avx2, BlockedTileJson(24, 4, 1)), "");  // 12 + 3 + 1
   EXPECT_EQ(BlockedTileWhyInvalid(avx2, BlockedTileJson(24, 5, 1)), "register_tile");
+  EXPECT_EQ(BlockedTileWhyInvalid(avx2, BlockedTileJson(32, 3, 1)), "register_tile");  // 12 + 4 + 1
+  EXPECT_EQ(BlockedTileWhyInvalid(avx2, BlockedTileJson(32, 2, 1)), "");
   // nchw keeps its 256 floats (16 x 16 valid on both), or the registers' 480 on AVX-512.
   EXPECT_EQ(BlockedTileWhyInvalid(avx2, BlockedTileJson(16, 16, 0)), "");
   EXPECT_EQ(BlockedTileWhyInvalid(avx512, BlockedTileJson(16, 16, 0)), "");
