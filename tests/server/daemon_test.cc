@@ -18,6 +18,7 @@
 #include <limits>
 #include <map>
 #include <random>
+#include <set>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -47,9 +48,10 @@ class DaemonTest : public ::testing::Test {
   void SetUp() override { StartDaemon(); }
 
   /// (Re)starts the daemon on a free port over the same database.
-  void StartDaemon(uint32_t max_batch_losses = 3) {
+  void StartDaemon(uint32_t max_batch_losses = 3, double lease_s = 600) {
     daemon_.reset();
     DaemonOptions o;
+    o.lease_s = lease_s;
     o.listen = "127.0.0.1:0";
     o.db_path = dir_.Join("records.db");
     o.token = kToken;
@@ -549,6 +551,70 @@ TEST_F(DaemonTest, ABatchWhoseWorkersKeepDyingIsRecordedAsFailedAndTheJobEnds) {
   }
   StartDaemon();  // and it stays done
   EXPECT_EQ(JobState(job_id), v1::JOB_DONE);
+}
+
+// A batch that outlasts its lease while its worker keeps measuring (a long GPU batch) goes to
+// the next worker; the first of the two to return it is recorded, the other gets an Ack that
+// says discarded (its stream goes on, no protocol error), and no config is recorded twice.
+TEST_F(DaemonTest, ABatchPastItsLeaseIsRecordedOnceFromWhoeverReturnsItFirst) {
+  StartDaemon(/*max_batch_losses=*/3, /*lease_s=*/1);
+  const uint64_t job_id = SubmitSmallJob();
+  ASSERT_NE(job_id, 0u);
+  std::mt19937_64 rng = test::TestRng();
+  std::uniform_real_distribution<double> cost(1e-6, 1e-3);
+  FakeWork slow(*worker_, RegisterRealCpu("slow"));
+  ASSERT_NE(slow.batch.batch_id(), 0u);
+  // Its lease runs out (the janitor looks twice a second): the next worker gets the batch.
+  FakeWork fast(*worker_, RegisterRealCpu("fast"));
+  ASSERT_EQ(fast.batch.batch_id(), slow.batch.batch_id());
+  v1::WorkerMessage slow_results = OkResults(slow.batch), fast_results = OkResults(fast.batch);
+  for (auto* m : {&slow_results, &fast_results})
+    for (auto& r : *m->mutable_results()->mutable_results()) r.set_costs_s(0, cost(rng));
+  ASSERT_TRUE(slow.stream->Write(slow_results));  // the slow one returns first
+  v1::HealthReply health;
+  for (int i = 0; i < 3000 && health.results_ingested() < static_cast<uint64_t>(slow.batch.configs_json_size()); ++i) {
+    ASSERT_TRUE(Health(kToken, &health).ok());
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_TRUE(fast.stream->Write(fast_results));
+  v1::DaemonMessage ack;
+  ASSERT_TRUE(fast.stream->Read(&ack));
+  EXPECT_EQ(ack.ack().batch_id(), fast.batch.batch_id());
+  EXPECT_TRUE(ack.ack().discarded());
+  slow.ctx.TryCancel();
+  fast.ctx.TryCancel();
+  // Honest workers finish the job (a round may be split across them: their Acks come once
+  // the whole round is in, which they do not wait for).
+  for (int i = 0; i < 40 && JobState(job_id) != v1::JOB_DONE; ++i) {
+    FakeWork work(*worker_, RegisterRealCpu("honest" + std::to_string(i)), /*wait_s=*/2);
+    if (work.batch.batch_id() == 0) continue;
+    ASSERT_TRUE(work.stream->Write(OkResults(work.batch)));
+    work.stream->WritesDone();
+    (void)work.stream->Finish();
+  }
+  ASSERT_TRUE(AwaitJobState(job_id, v1::JOB_DONE));
+  auto db = dataset::RecordDatabase::Open(dir_.Join("records.db"), /*create=*/false);
+  ASSERT_TRUE(db.ok()) << db.status();
+  auto tasks = (*db)->Tasks();
+  auto targets = (*db)->Targets();
+  ASSERT_TRUE(tasks.ok() && targets.ok() && tasks->size() == 1u);
+  auto records = (*db)->Records((*tasks)[0].id, (*targets)[0].id);
+  ASSERT_TRUE(records.ok());
+  int defaults = 0;
+  std::set<uint64_t> searched;
+  for (const auto& r : *records) {
+    if (r.strategy == "default") {
+      ++defaults;  // the first batch: the slow worker's results, not the fast one's
+      ASSERT_EQ(r.result.costs_s.size(), 1u);
+      EXPECT_EQ(r.result.costs_s[0], slow_results.results().results(0).costs_s(0));
+    } else if (r.strategy != "finalist") {
+      EXPECT_TRUE(searched.insert(r.config_index).second) << "config " << r.config_index << " recorded twice";
+    }
+  }
+  EXPECT_EQ(defaults, 1);
+  EXPECT_EQ(searched.size(), 2u);
+  ASSERT_TRUE(Health(kToken, &health).ok());
+  EXPECT_EQ(health.results_ingested(), health.results_committed());  // the fast one's never counted
 }
 
 TEST_F(DaemonTest, AWorkerThatLeavesIsGoneAtOnceAndItsBatchGoesBack) {
