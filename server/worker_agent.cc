@@ -366,10 +366,6 @@ absl::Status RunWorkerAgent(const WorkerAgentOptions& o, const std::function<boo
   return absl::OkStatus();
 }
 
-}  // namespace tune::server
-
-namespace tune::server {
-
 absl::StatusOr<std::vector<WorkerAgentOptions>> PerDeviceAgents(const WorkerAgentOptions& o, int device_count,
                                                                 int cores) {
   absl::StatusOr<std::vector<std::string>> targets = measure::Target::PerDeviceTargets(o.target, device_count);

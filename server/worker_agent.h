@@ -43,8 +43,8 @@ absl::Status RunWorkerAgent(const WorkerAgentOptions& options, const std::functi
 /// default; each compiling on its share of the cores, at least one), else `options` alone.
 /// Unavailable when "cuda:all" finds no device. Pure: touches no device. `tune worker
 /// --target cuda:all` runs each of them as a `tune worker` process of its own (server/cli.cc):
-/// an agent forks its measuring children, which must not inherit another agent's threads
-/// mid-way (a lock held by a compile on another thread deadlocks a forked child).
+/// an agent forks its measuring children, and a fork while another agent's thread compiles
+/// can leave the child holding a lock it never gets back (hung until its deadline).
 absl::StatusOr<std::vector<WorkerAgentOptions>> PerDeviceAgents(const WorkerAgentOptions& options, int device_count,
                                                                 int cores);
 
