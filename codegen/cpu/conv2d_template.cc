@@ -39,7 +39,10 @@ Conv2dTemplate::Conv2dTemplate(Workload w, CpuLimits cpu) : Template(std::move(w
   s.AddChoice("pack_weight", {1, 0});
   s.AddChoice("acc_tile", {1, 0});
   s.AddChoice("parallel", {1, 0});
-  int layout = s.AddChoice("layout", {kNchw, kBlocked}, {"nchw", "blocked"});
+  // Grouped convolutions other than depthwise ones have the nchw layout only.
+  const bool blocked_ok = wl.groups == 1 || wl.depthwise();
+  int layout = blocked_ok ? s.AddChoice("layout", {kNchw, kBlocked}, {"nchw", "blocked"})
+                          : s.AddChoice("layout", {kNchw}, {"nchw"});
   s.AllowMissing("layout");  // configs recorded before the blocked layout wrote NCHW in place
   // The blocked layout always vectorizes its channel block and reads the packed weight.
   s.AddCondition("vector_axis", "layout", {kNchw});
@@ -71,8 +74,6 @@ Conv2dTemplate::Conv2dTemplate(Workload w, CpuLimits cpu) : Template(std::move(w
     int64_t v = value(c, vec);
     return v == 0 || (v == 1 ? inner(c, toc) : inner(c, tow)) > 1;
   });
-  const bool blocked_ok = wl.groups == 1 || wl.depthwise();
-  s.AddConstraint("blocked_groups", [=](const search::Config& c) { return blocked_ok || value(c, layout) == kNchw; });
 }
 
 search::Config Conv2dTemplate::DefaultConfig() const {

@@ -553,10 +553,13 @@ TEST(CpuConvBlockedLimitsTest, BlockedLayoutTakesDenseAndDepthwiseConvolutions) 
       ASSERT_TRUE(c.ok()) << c.status();
       blocked += space.GetInt(*c, "layout") == 1;
     }
+    const search::Knob& layout = space.knobs()[space.KnobIndex("layout")];
     if (tmpl == &grouped) {
       EXPECT_EQ(blocked, 0);
+      EXPECT_EQ(layout.options.size(), 1u);
     } else {
       EXPECT_GT(blocked, 30);
+      EXPECT_EQ(layout.options.size(), 2u);
     }
   }
 }
