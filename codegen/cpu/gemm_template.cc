@@ -2,6 +2,8 @@
 #include "codegen/cpu/gemm_template.h"
 
 #include <algorithm>
+#include <array>
+#include <functional>
 
 #include "base/check.h"
 
@@ -105,49 +107,43 @@ Schedule GemmTemplate::Build(const search::Config& c) const {
     if (wl.op == OpKind::kDense) return Load(b, {n, k});
     return Load(b, bidx({k, n}));
   };
-  Expr b_value;
-  if (pack) {
-    // ceil(N / nb) blocks of nb columns; where nb does not divide N the last block is padded
-    // with zeros (the column index clamped so nothing past B is read).
-    const int64_t blocks = (wl.n + nb - 1) / nb;
-    std::vector<int64_t> shape = {blocks, wl.k, nb};
+  // Copies `count` rows or columns of an operand (at(i, k): element i at depth k) into
+  // ceil(count / width) panels of [K][width]; where width does not divide count the last
+  // panel is padded with zeros (the index clamped so nothing past the operand is read).
+  auto pack_panels = [&](const Buffer& operand, int64_t count, int64_t width, const std::array<const char*, 3>& names,
+                         const std::function<Expr(Expr, Expr)>& at, bool vectorize) {
+    const int64_t panels = (count + width - 1) / width;
+    std::vector<int64_t> shape = {panels, wl.k, width};
     if (batched) shape.insert(shape.begin(), wl.batch);
-    Buffer packed = MakeBuffer(b->name + ".packed", shape, BufferScope::kHeap);
+    Buffer packed = MakeBuffer(operand->name + ".packed", shape, BufferScope::kHeap);
     sched.scratch.push_back(packed);
-    IterVar po = MakeIterVar("no", blocks), pk = MakeIterVar("kk", wl.k), pi = MakeIterVar("ni", nb);
-    std::vector<IterVar> axes = {po, pk, pi};
-    if (batched) axes.insert(axes.begin(), vb);
-    Expr column = po.var * Expr(nb) + pi.var;
-    Expr src = wl.n % nb == 0 ? b_at(pk.var, column)
-                              : Select(column < Expr(wl.n), b_at(pk.var, Min(column, Expr(wl.n - 1))), FloatImm(0.0));
-    Stage pack_stage(packed, axes, src);
-    if (parallel) pack_stage.Parallel(pack_stage.axis(0));
-    if (wl.op != OpKind::kDense && nb > 1) pack_stage.Vectorize(pack_stage.axis(batched ? 3 : 2));
-    sched.stages.push_back(std::move(pack_stage));
-    b_value = Load(packed, bidx({vn.var / Expr(nb), vk.var, vn.var % Expr(nb)}));
-  } else {
-    b_value = b_at(vk.var, vn.var);
-  }
-
-  Expr a_value = Load(a, bidx({vm.var, vk.var}));
-  if (pack_a) {
-    // ceil(M / mr) panels of mr rows, each K x mr with the rows interleaved, so the register
-    // tile's broadcasts of A read consecutive floats; rows past M are zeros.
-    const int64_t mr = fm[2];
-    const int64_t panels = (wl.m + mr - 1) / mr;
-    std::vector<int64_t> shape = {panels, wl.k, mr};
-    if (batched) shape.insert(shape.begin(), wl.batch);
-    Buffer packed = MakeBuffer(a->name + ".packed", shape, BufferScope::kHeap);
-    sched.scratch.push_back(packed);
-    IterVar po = MakeIterVar("mo", panels), pk = MakeIterVar("ka", wl.k), pi = MakeIterVar("mi", mr);
+    IterVar po = MakeIterVar(names[0], panels), pk = MakeIterVar(names[1], wl.k), pi = MakeIterVar(names[2], width);
     std::vector<IterVar> pack_axes = {po, pk, pi};
     if (batched) pack_axes.insert(pack_axes.begin(), vb);
-    Expr row = po.var * Expr(mr) + pi.var;
-    Expr src = wl.m % mr == 0 ? Load(a, bidx({row, pk.var}))
-                              : Select(row < Expr(wl.m), Load(a, bidx({Min(row, Expr(wl.m - 1)), pk.var})), FloatImm(0.0));
+    Expr index = po.var * Expr(width) + pi.var;
+    Expr src = count % width == 0
+                   ? at(index, pk.var)
+                   : Select(index < Expr(count), at(Min(index, Expr(count - 1)), pk.var), FloatImm(0.0));
     Stage pack_stage(packed, pack_axes, src);
     if (parallel) pack_stage.Parallel(pack_stage.axis(0));
+    if (vectorize) pack_stage.Vectorize(pack_stage.axis(batched ? 3 : 2));
     sched.stages.push_back(std::move(pack_stage));
+    return packed;
+  };
+  // B in [N/nb][K][nb] blocks: the register tile's nb columns are one contiguous vector.
+  Expr b_value = b_at(vk.var, vn.var);
+  if (pack) {
+    Buffer packed = pack_panels(b, wl.n, nb, {"no", "kk", "ni"}, [&](Expr n, Expr k) { return b_at(k, n); },
+                                wl.op != OpKind::kDense && nb > 1);
+    b_value = Load(packed, bidx({vn.var / Expr(nb), vk.var, vn.var % Expr(nb)}));
+  }
+  // A in [M/mr][K][mr] panels with the rows interleaved, so the register tile's broadcasts of A
+  // read consecutive floats.
+  Expr a_value = Load(a, bidx({vm.var, vk.var}));
+  if (pack_a) {
+    const int64_t mr = fm[2];
+    Buffer packed = pack_panels(a, wl.m, mr, {"mo", "ka", "mi"}, [&](Expr m, Expr k) { return Load(a, bidx({m, k})); },
+                                false);
     a_value = Load(packed, bidx({vm.var / Expr(mr), vk.var, vm.var % Expr(mr)}));
   }
 
