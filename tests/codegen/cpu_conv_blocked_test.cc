@@ -28,6 +28,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "search/space.h"
+#include "tests/common/cpu_kernel_check.h"
 #include "tests/common/golden.h"
 
 namespace tune::codegen {
@@ -36,78 +37,6 @@ namespace {
 using ::testing::HasSubstr;
 
 constexpr uint64_t kBlockedSeed = 20261128;
-constexpr float kBlockedSentinel = -5555.0f;
-
-/// An fp32 array, 64-byte aligned, that ends less than 64 bytes before an inaccessible page
-/// (and starts after one): a kernel that reads or writes past either end crashes or changes
-/// the sentinel held in the slack after the last element (Intact()).
-class BlockedFencedArray {
- public:
-  explicit BlockedFencedArray(int64_t n) : n_(n) {
-    const int64_t page = sysconf(_SC_PAGESIZE);
-    const int64_t data_pages = (n * 4 + 64 + page - 1) / page;
-    bytes_ = (data_pages + 2) * page;
-    void* p = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    EXPECT_NE(p, MAP_FAILED);
-    base_ = static_cast<char*>(p);
-    mprotect(base_, page, PROT_NONE);
-    char* end = base_ + (data_pages + 1) * page;
-    mprotect(end, page, PROT_NONE);
-    data_ = reinterpret_cast<float*>(reinterpret_cast<uintptr_t>(end - n * 4) & ~uintptr_t{63});
-    slack_ = (end - reinterpret_cast<char*>(data_ + n)) / 4;
-    for (int64_t i = 0; i < slack_; ++i) data_[n + i] = kBlockedSentinel;
-  }
-  ~BlockedFencedArray() { munmap(base_, bytes_); }
-  BlockedFencedArray(const BlockedFencedArray&) = delete;
-  BlockedFencedArray& operator=(const BlockedFencedArray&) = delete;
-
-  float* data() const { return data_; }
-  bool Intact() const {
-    for (int64_t i = 0; i < slack_; ++i) {
-      if (data_[n_ + i] != kBlockedSentinel) return false;
-    }
-    return true;
-  }
-
- private:
-  int64_t n_;
-  int64_t bytes_ = 0;
-  int64_t slack_ = 0;
-  char* base_ = nullptr;
-  float* data_ = nullptr;
-};
-
-/// NCHW convolution (workload.h's definition) by plain loops in double precision.
-std::vector<float> BlockedConvReference(const Workload& w, const std::vector<std::vector<float>>& in) {
-  const int64_t oh = w.out_h(), ow = w.out_w(), icg = w.in_c / w.groups, ocg = w.out_c / w.groups;
-  std::vector<float> out(w.Output().NumElements());
-  for (int64_t n = 0; n < w.batch; ++n) {
-    for (int64_t oc = 0; oc < w.out_c; ++oc) {
-      for (int64_t y = 0; y < oh; ++y) {
-        for (int64_t x = 0; x < ow; ++x) {
-          double acc = 0;
-          for (int64_t ic = 0; ic < icg; ++ic) {
-            const int64_t c = oc / ocg * icg + ic;
-            for (int64_t kh = 0; kh < w.kernel_h; ++kh) {
-              for (int64_t kw = 0; kw < w.kernel_w; ++kw) {
-                const int64_t ih = y * w.stride_h + kh * w.dilation_h - w.pad_h;
-                const int64_t iw = x * w.stride_w + kw * w.dilation_w - w.pad_w;
-                if (ih < 0 || ih >= w.in_h || iw < 0 || iw >= w.in_w) continue;
-                acc += static_cast<double>(in[0][((n * w.in_c + c) * w.in_h + ih) * w.in_w + iw]) *
-                       in[1][((oc * icg + ic) * w.kernel_h + kh) * w.kernel_w + kw];
-              }
-            }
-          }
-          if (w.bias) acc += in[2][oc];
-          if (w.relu) acc = std::max(acc, 0.0);
-          if (w.relu6) acc = std::min(std::max(acc, 0.0), 6.0);
-          out[((n * w.out_c + oc) * oh + y) * ow + x] = static_cast<float>(acc);
-        }
-      }
-    }
-  }
-  return out;
-}
 
 Workload BlockedConvWorkload(const std::string& shape, bool bias, bool relu, bool relu6 = false) {
   absl::StatusOr<Workload> w = Workload::Parse(OpKind::kConv2d, shape);
@@ -239,21 +168,21 @@ TEST_P(CpuConvBlockedTest, RandomBlockedConfigsMatchReference) {
     std::mt19937_64 data_rng(kBlockedSeed + 1000 + i);
     std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
     std::vector<std::vector<float>> values;
-    std::vector<std::unique_ptr<BlockedFencedArray>> arrays;
+    std::vector<std::unique_ptr<test::FencedArray>> arrays;
     std::vector<float*> args;
     for (const TensorSpec& spec : inputs) {
       values.emplace_back(spec.NumElements());
       for (float& v : values.back()) v = dist(data_rng);
-      arrays.push_back(std::make_unique<BlockedFencedArray>(spec.NumElements()));
+      arrays.push_back(std::make_unique<test::FencedArray>(spec.NumElements()));
       std::memcpy(arrays.back()->data(), values.back().data(), values.back().size() * 4);
       args.push_back(arrays.back()->data());
     }
-    arrays.push_back(std::make_unique<BlockedFencedArray>(out_n));
+    arrays.push_back(std::make_unique<test::FencedArray>(out_n));
     for (int64_t j = 0; j < out_n; ++j) arrays.back()->data()[j] = std::nanf("");
     args.push_back(arrays.back()->data());
     (*loaded)->fn()(args.data());
 
-    const std::vector<float> want = BlockedConvReference(w, values);
+    const std::vector<float> want = test::ReferenceOutput(w, values);
     const float* got = arrays.back()->data();
     int64_t bad = -1;
     for (int64_t j = 0; j < out_n && bad < 0; ++j) {

@@ -27,117 +27,18 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "search/space.h"
+#include "tests/common/cpu_kernel_check.h"
 
 namespace tune::codegen {
 namespace {
 
 using ::testing::HasSubstr;
 using ::testing::Not;
+using test::FencedArray;
+using test::RandomValues;
+using test::ReferenceOutput;
 
 constexpr uint64_t kTailSeed = 20261127;
-constexpr float kTailSentinel = -7777.0f;
-
-/// An fp32 array, 64-byte aligned as the kernel ABI requires, that ends less than 64 bytes
-/// before an inaccessible page (and starts after one): a kernel that reads or writes more than
-/// a few elements past either end crashes instead of passing. The slack between the end and
-/// the page holds a sentinel that Intact() checks.
-class FencedArray {
- public:
-  explicit FencedArray(int64_t n) : n_(n) {
-    const int64_t page = sysconf(_SC_PAGESIZE);
-    const int64_t data_pages = (n * 4 + 64 + page - 1) / page;
-    bytes_ = (data_pages + 2) * page;
-    void* p = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    EXPECT_NE(p, MAP_FAILED);
-    base_ = static_cast<char*>(p);
-    mprotect(base_, page, PROT_NONE);
-    char* end = base_ + (data_pages + 1) * page;
-    mprotect(end, page, PROT_NONE);
-    data_ = reinterpret_cast<float*>(reinterpret_cast<uintptr_t>(end - n * 4) & ~uintptr_t{63});
-    slack_ = (end - reinterpret_cast<char*>(data_ + n)) / 4;
-    for (int64_t i = 0; i < slack_; ++i) data_[n + i] = kTailSentinel;
-  }
-  ~FencedArray() { munmap(base_, bytes_); }
-  FencedArray(const FencedArray&) = delete;
-  FencedArray& operator=(const FencedArray&) = delete;
-
-  float* data() const { return data_; }
-  int64_t size() const { return n_; }
-  /// True iff the slack after the last element still holds the sentinel.
-  bool Intact() const {
-    for (int64_t i = 0; i < slack_; ++i) {
-      if (data_[n_ + i] != kTailSentinel) return false;
-    }
-    return true;
-  }
-
- private:
-  int64_t n_;
-  int64_t bytes_ = 0;
-  int64_t slack_ = 0;
-  char* base_ = nullptr;
-  float* data_ = nullptr;
-};
-
-std::vector<float> RandomValues(int64_t n, std::mt19937_64& rng) {
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
-}
-
-float TailEpilogue(const Workload& w, double v, const std::vector<float>* bias, int64_t channel) {
-  if (w.bias) v += (*bias)[channel];
-  if (w.relu) v = std::max(v, 0.0);
-  if (w.relu6) v = std::min(std::max(v, 0.0), 6.0);
-  return static_cast<float>(v);
-}
-
-/// The workload's output by plain loops in double precision (the definitions of workload.h).
-std::vector<float> TailReference(const Workload& w, const std::vector<std::vector<float>>& in) {
-  const std::vector<float>* bias = w.bias ? &in[2] : nullptr;
-  std::vector<float> out(w.Output().NumElements());
-  if (w.op != OpKind::kConv2d) {
-    for (int64_t b = 0; b < w.batch; ++b) {
-      for (int64_t m = 0; m < w.m; ++m) {
-        for (int64_t n = 0; n < w.n; ++n) {
-          double acc = 0;
-          for (int64_t k = 0; k < w.k; ++k) {
-            double x = in[0][(b * w.m + m) * w.k + k];
-            double y = w.op == OpKind::kDense ? in[1][n * w.k + k] : in[1][(b * w.k + k) * w.n + n];
-            acc += x * y;
-          }
-          out[(b * w.m + m) * w.n + n] = TailEpilogue(w, acc, bias, n);
-        }
-      }
-    }
-    return out;
-  }
-  const int64_t oh = w.out_h(), ow = w.out_w(), icg = w.in_c / w.groups, ocg = w.out_c / w.groups;
-  for (int64_t n = 0; n < w.batch; ++n) {
-    for (int64_t oc = 0; oc < w.out_c; ++oc) {
-      for (int64_t y = 0; y < oh; ++y) {
-        for (int64_t x = 0; x < ow; ++x) {
-          double acc = 0;
-          for (int64_t ic = 0; ic < icg; ++ic) {
-            const int64_t c = oc / ocg * icg + ic;
-            for (int64_t kh = 0; kh < w.kernel_h; ++kh) {
-              for (int64_t kw = 0; kw < w.kernel_w; ++kw) {
-                const int64_t ih = y * w.stride_h + kh * w.dilation_h - w.pad_h;
-                const int64_t iw = x * w.stride_w + kw * w.dilation_w - w.pad_w;
-                if (ih < 0 || ih >= w.in_h || iw < 0 || iw >= w.in_w) continue;
-                acc += static_cast<double>(in[0][((n * w.in_c + c) * w.in_h + ih) * w.in_w + iw]) *
-                       in[1][((oc * icg + ic) * w.kernel_h + kh) * w.kernel_w + kw];
-              }
-            }
-          }
-          out[((n * w.out_c + oc) * oh + y) * ow + x] = TailEpilogue(w, acc, bias, oc);
-        }
-      }
-    }
-  }
-  return out;
-}
 
 /// True iff some split knob of `config` has a tail (its padded extent exceeds its extent).
 bool HasTail(const search::ConfigSpace& space, const search::Config& config) {
@@ -267,7 +168,7 @@ TEST_P(CpuTailsTest, RandomConfigsWithTailsMatchReference) {
     args.push_back(arrays.back()->data());
     (*loaded)->fn()(args.data());
 
-    const std::vector<float> want = TailReference(w, values);
+    const std::vector<float> want = ReferenceOutput(w, values);
     const float* got = arrays.back()->data();
     int64_t bad = -1;
     for (int64_t j = 0; j < out_n && bad < 0; ++j) {

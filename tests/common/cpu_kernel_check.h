@@ -1,0 +1,123 @@
+// CPU kernel checks shared by codegen tests: fenced fp32 arrays that catch out-of-bounds
+// accesses, random inputs, and every workload's output by plain loops in double precision.
+#pragma once
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "codegen/ir/workload.h"
+#include "gtest/gtest.h"
+
+namespace tune::test {
+
+/// What FencedArray keeps in the slack after the last element.
+inline constexpr float kFenceSentinel = -7777.0f;
+
+/// An fp32 array, 64-byte aligned as the kernel ABI requires, that ends less than 64 bytes
+/// before an inaccessible page (and starts after one): a kernel that reads or writes more than
+/// a few elements past either end crashes instead of passing. The slack between the end and
+/// the page holds a sentinel that Intact() checks.
+class FencedArray {
+ public:
+  explicit FencedArray(int64_t n) : n_(n) {
+    const int64_t page = sysconf(_SC_PAGESIZE);
+    const int64_t data_pages = (n * 4 + 64 + page - 1) / page;
+    bytes_ = (data_pages + 2) * page;
+    void* p = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    EXPECT_NE(p, MAP_FAILED);
+    base_ = static_cast<char*>(p);
+    mprotect(base_, page, PROT_NONE);
+    char* end = base_ + (data_pages + 1) * page;
+    mprotect(end, page, PROT_NONE);
+    data_ = reinterpret_cast<float*>(reinterpret_cast<uintptr_t>(end - n * 4) & ~uintptr_t{63});
+    slack_ = (end - reinterpret_cast<char*>(data_ + n)) / 4;
+    for (int64_t i = 0; i < slack_; ++i) data_[n + i] = kFenceSentinel;
+  }
+  ~FencedArray() { munmap(base_, bytes_); }
+  FencedArray(const FencedArray&) = delete;
+  FencedArray& operator=(const FencedArray&) = delete;
+
+  float* data() const { return data_; }
+  int64_t size() const { return n_; }
+  /// True iff the slack after the last element still holds the sentinel.
+  bool Intact() const {
+    for (int64_t i = 0; i < slack_; ++i) {
+      if (data_[n_ + i] != kFenceSentinel) return false;
+    }
+    return true;
+  }
+
+ private:
+  int64_t n_;
+  int64_t bytes_ = 0;
+  int64_t slack_ = 0;
+  char* base_ = nullptr;
+  float* data_ = nullptr;
+};
+
+inline std::vector<float> RandomValues(int64_t n, std::mt19937_64& rng) {
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+inline float ReferenceEpilogue(const codegen::Workload& w, double v, const std::vector<float>* bias, int64_t channel) {
+  if (w.bias) v += (*bias)[channel];
+  if (w.relu) v = std::max(v, 0.0);
+  if (w.relu6) v = std::min(std::max(v, 0.0), 6.0);
+  return static_cast<float>(v);
+}
+
+/// The workload's output by plain loops in double precision (the definitions of workload.h).
+inline std::vector<float> ReferenceOutput(const codegen::Workload& w, const std::vector<std::vector<float>>& in) {
+  const std::vector<float>* bias = w.bias ? &in[2] : nullptr;
+  std::vector<float> out(w.Output().NumElements());
+  if (w.op != codegen::OpKind::kConv2d) {
+    for (int64_t b = 0; b < w.batch; ++b) {
+      for (int64_t m = 0; m < w.m; ++m) {
+        for (int64_t n = 0; n < w.n; ++n) {
+          double acc = 0;
+          for (int64_t k = 0; k < w.k; ++k) {
+            double x = in[0][(b * w.m + m) * w.k + k];
+            double y = w.op == codegen::OpKind::kDense ? in[1][n * w.k + k] : in[1][(b * w.k + k) * w.n + n];
+            acc += x * y;
+          }
+          out[(b * w.m + m) * w.n + n] = ReferenceEpilogue(w, acc, bias, n);
+        }
+      }
+    }
+    return out;
+  }
+  const int64_t oh = w.out_h(), ow = w.out_w(), icg = w.in_c / w.groups, ocg = w.out_c / w.groups;
+  for (int64_t n = 0; n < w.batch; ++n) {
+    for (int64_t oc = 0; oc < w.out_c; ++oc) {
+      for (int64_t y = 0; y < oh; ++y) {
+        for (int64_t x = 0; x < ow; ++x) {
+          double acc = 0;
+          for (int64_t ic = 0; ic < icg; ++ic) {
+            const int64_t c = oc / ocg * icg + ic;
+            for (int64_t kh = 0; kh < w.kernel_h; ++kh) {
+              for (int64_t kw = 0; kw < w.kernel_w; ++kw) {
+                const int64_t ih = y * w.stride_h + kh * w.dilation_h - w.pad_h;
+                const int64_t iw = x * w.stride_w + kw * w.dilation_w - w.pad_w;
+                if (ih < 0 || ih >= w.in_h || iw < 0 || iw >= w.in_w) continue;
+                acc += static_cast<double>(in[0][((n * w.in_c + c) * w.in_h + ih) * w.in_w + iw]) *
+                       in[1][((oc * icg + ic) * w.kernel_h + kh) * w.kernel_w + kw];
+              }
+            }
+          }
+          out[((n * w.out_c + oc) * oh + y) * ow + x] = ReferenceEpilogue(w, acc, bias, oc);
+        }
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace tune::test
