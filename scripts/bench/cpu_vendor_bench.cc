@@ -540,12 +540,18 @@ int main(int argc, char** argv) {
   Progress progress;
   tuner::Tuner tuner(db->get(), target, measure::LocalRunner::Factory(o.threads), to,
                      [&progress](const tuner::ProgressEvent& e) { progress(e); });
-  auto out = tuner.Run(tasks);
-  if (!out.ok()) {
-    std::fprintf(stderr, "tuning failed: %s\n", out.status().ToString().c_str());
-    return 1;
+  if (o.trials > 0) {
+    auto out = tuner.Run(tasks);
+    if (!out.ok()) {
+      std::fprintf(stderr, "tuning failed: %s\n", out.status().ToString().c_str());
+      return 1;
+    }
+    outcomes = std::move(*out);
+  } else {
+    // --trials 0: no search and no tuned row (its untuned default would take seconds a call);
+    // only the vendors and the hand-picked configs are timed.
+    outcomes.resize(benches.size());
   }
-  outcomes = std::move(*out);
 
   // 2. Time everything in this process.
   DnnlThreads dnnl_threads = FindDnnlThreads();
@@ -598,7 +604,9 @@ int main(int argc, char** argv) {
       }
     }
 
-    Kernel tuned = best.empty() ? Failed("no kernel", "no successful trial") : TuneKernel(b, best, data, o);
+    Kernel tuned = o.trials == 0   ? Failed("not tuned", "--trials 0")
+                   : best.empty() ? Failed("no kernel", "no successful trial")
+                                  : TuneKernel(b, best, data, o);
     std::vector<Kernel> picked;
     auto [lo, hi] = hand_picked.equal_range(b.id);
     for (auto it = lo; it != hi; ++it) picked.push_back(TuneKernel(b, it->second, data, o));
