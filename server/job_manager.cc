@@ -46,6 +46,7 @@ struct JobManager::Job {
   std::string target_key;   // of the worker that gave the job its target (set when it runs)
   bool resumed = false;     // restarted from the database after a daemon restart
   std::thread thread;
+  std::atomic<bool> thread_ended{false};  // Run has returned: the thread can be joined at once
 
   mutable std::mutex mu;    // guards what follows
   v1::JobState state = v1::JOB_QUEUED;
@@ -292,16 +293,28 @@ absl::StatusOr<JobManager::Job*> JobManager::Launch(uint64_t id, const v1::Submi
   job->tasks = tuner::ExtractTasks(*model);
   job->submitted_at = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   Job* raw = job.get();
+  std::string thread_error;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    // Threads of jobs that ended are joined here, so a daemon that runs job after job does not
+    // keep every ended thread's stack until it stops. The new thread starts under the same
+    // lock, so no reaper reads its std::thread while it is being assigned.
+    for (auto& ended : jobs_) {
+      if (ended->thread_ended && ended->thread.joinable()) ended->thread.join();
+    }
     jobs_.push_back(std::move(job));
+    try {
+      raw->thread = std::thread([this, raw] {
+        Run(raw);
+        raw->thread_ended = true;
+      });
+    } catch (const std::system_error& e) {  // out of threads: the job fails, the daemon goes on
+      thread_error = absl::StrCat("cannot start the job's thread: ", e.what());
+    }
   }
-  try {
-    raw->thread = std::thread([this, raw] { Run(raw); });
-  } catch (const std::system_error& e) {  // out of threads: the job fails, the daemon goes on
-    const std::string why = absl::StrCat("cannot start the job's thread: ", e.what());
-    SetState(raw, v1::JOB_FAILED, why);
-    return absl::ResourceExhaustedError(why);
+  if (!thread_error.empty()) {
+    SetState(raw, v1::JOB_FAILED, thread_error);
+    return absl::ResourceExhaustedError(thread_error);
   }
   return raw;
 }
