@@ -115,26 +115,9 @@ TEST_P(CpuTailsTest, RandomConfigsWithTailsMatchReference) {
     EXPECT_EQ(tail_choices[i].size(), knob.options.size()) << "not every option of " << knob.name << " drawn with a tail";
   }
 
-  // Compile on two threads (each compile has its own LLVM context).
-  std::vector<absl::StatusOr<CompiledKernel>> compiled(configs.size(), absl::UnknownError("not compiled"));
-  std::vector<std::string> texts(configs.size());
-  {
-    std::vector<std::thread> workers;
-    for (int t = 0; t < 2; ++t) {
-      workers.emplace_back([&, t] {
-        for (size_t i = t; i < configs.size(); i += 2) {
-          absl::StatusOr<LoweredFunc> f = tmpl.Lower(configs[i], absl::StrCat("tail_kernel_", i));
-          if (!f.ok()) {
-            compiled[i] = f.status();
-            continue;
-          }
-          texts[i] = Print(*f);
-          compiled[i] = CompileForHost(*f, CodegenOptions{});
-        }
-      });
-    }
-    for (auto& worker : workers) worker.join();
-  }
+  const test::CompiledConfigs compiled_configs = test::CompileConfigs(tmpl, configs, "tail_kernel_");
+  const auto& compiled = compiled_configs.kernels;
+  const auto& texts = compiled_configs.texts;
 
   const std::vector<TensorSpec> inputs = w.Inputs();
   const int64_t out_n = w.Output().NumElements();

@@ -8,10 +8,18 @@
 #include <algorithm>
 #include <cstdint>
 #include <random>
+#include <string>
+#include <thread>
 #include <vector>
 
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "codegen/cpu/llvm_codegen.h"
+#include "codegen/ir/ir_printer.h"
+#include "codegen/ir/template.h"
 #include "codegen/ir/workload.h"
 #include "gtest/gtest.h"
+#include "search/space.h"
 
 namespace tune::test {
 
@@ -117,6 +125,35 @@ inline std::vector<float> ReferenceOutput(const codegen::Workload& w, const std:
       }
     }
   }
+  return out;
+}
+
+/// Each config of `tmpl` lowered (its pseudo-C in `texts`, named prefix + index) and compiled
+/// for the host, on two threads (each compile has its own LLVM context).
+struct CompiledConfigs {
+  std::vector<absl::StatusOr<codegen::CompiledKernel>> kernels;
+  std::vector<std::string> texts;
+};
+inline CompiledConfigs CompileConfigs(const codegen::Template& tmpl, const std::vector<search::Config>& configs,
+                                      const std::string& prefix) {
+  CompiledConfigs out;
+  out.kernels.assign(configs.size(), absl::UnknownError("not compiled"));
+  out.texts.resize(configs.size());
+  std::vector<std::thread> workers;
+  for (size_t t = 0; t < 2; ++t) {
+    workers.emplace_back([&, t] {
+      for (size_t i = t; i < configs.size(); i += 2) {
+        absl::StatusOr<codegen::LoweredFunc> f = tmpl.Lower(configs[i], absl::StrCat(prefix, i));
+        if (!f.ok()) {
+          out.kernels[i] = f.status();
+          continue;
+        }
+        out.texts[i] = codegen::Print(*f);
+        out.kernels[i] = codegen::CompileForHost(*f, codegen::CodegenOptions{});
+      }
+    });
+  }
+  for (auto& worker : workers) worker.join();
   return out;
 }
 
