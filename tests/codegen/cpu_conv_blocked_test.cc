@@ -130,8 +130,6 @@ TEST_P(CpuConvBlockedTest, RandomBlockedConfigsMatchReference) {
   const auto& compiled = compiled_configs.kernels;
   const auto& texts = compiled_configs.texts;
 
-  const std::vector<TensorSpec> inputs = w.Inputs();
-  const int64_t out_n = w.Output().NumElements();
   int failures = 0;
   for (size_t i = 0; i < configs.size(); ++i) {
     const std::string context = absl::StrCat(w.Key(), " config #", i, " ", space.ToJson(configs[i]));
@@ -149,38 +147,10 @@ TEST_P(CpuConvBlockedTest, RandomBlockedConfigsMatchReference) {
     }
     // Fresh random inputs per config, in fenced arrays; the output starts as NaN.
     std::mt19937_64 data_rng(kBlockedSeed + 1000 + i);
-    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-    std::vector<std::vector<float>> values;
-    std::vector<std::unique_ptr<test::FencedArray>> arrays;
-    std::vector<float*> args;
-    for (const TensorSpec& spec : inputs) {
-      values.emplace_back(spec.NumElements());
-      for (float& v : values.back()) v = dist(data_rng);
-      arrays.push_back(std::make_unique<test::FencedArray>(spec.NumElements()));
-      std::memcpy(arrays.back()->data(), values.back().data(), values.back().size() * 4);
-      args.push_back(arrays.back()->data());
-    }
-    arrays.push_back(std::make_unique<test::FencedArray>(out_n));
-    for (int64_t j = 0; j < out_n; ++j) arrays.back()->data()[j] = std::nanf("");
-    args.push_back(arrays.back()->data());
-    (*loaded)->fn()(args.data());
-
-    const std::vector<float> want = test::ReferenceOutput(w, values);
-    const float* got = arrays.back()->data();
-    int64_t bad = -1;
-    for (int64_t j = 0; j < out_n && bad < 0; ++j) {
-      if (!(std::fabs(got[j] - want[j]) <= 1e-4 + 1e-3 * std::fabs(want[j]))) bad = j;
-    }
-    bool intact = true;
-    for (const auto& a : arrays) intact = intact && a->Intact();
-    for (size_t a = 0; a < values.size(); ++a) {
-      intact = intact && std::memcmp(arrays[a]->data(), values[a].data(), values[a].size() * 4) == 0;
-    }
-    if (bad >= 0 || !intact) {
+    const std::string why = test::RunFencedAgainstReference((*loaded)->fn(), w, data_rng);
+    if (!why.empty()) {
       ++failures;
-      ADD_FAILURE() << (bad >= 0 ? absl::StrCat("wrong result at ", bad, ": ", got[bad], " vs ", want[bad])
-                                 : std::string("wrote past a buffer or into an input"))
-                    << "\n" << context << (failures <= 1 ? "\n" + texts[i] : std::string());
+      ADD_FAILURE() << why << "\n" << context << (failures <= 1 ? "\n" + texts[i] : std::string());
     }
   }
   EXPECT_EQ(failures, 0) << failures << " of " << configs.size() << " configs failed";

@@ -119,8 +119,6 @@ TEST_P(CpuTailsTest, RandomConfigsWithTailsMatchReference) {
   const auto& compiled = compiled_configs.kernels;
   const auto& texts = compiled_configs.texts;
 
-  const std::vector<TensorSpec> inputs = w.Inputs();
-  const int64_t out_n = w.Output().NumElements();
   int failures = 0;
   for (size_t i = 0; i < configs.size(); ++i) {
     const std::string context = absl::StrCat(w.Key(), " config #", i, " ", space.ToJson(configs[i]));
@@ -137,33 +135,10 @@ TEST_P(CpuTailsTest, RandomConfigsWithTailsMatchReference) {
     }
     // Fresh random inputs per config, in fenced arrays; the output starts as NaN.
     std::mt19937_64 data_rng(kTailSeed + 1000 + i);
-    std::vector<std::vector<float>> values;
-    std::vector<std::unique_ptr<FencedArray>> arrays;
-    std::vector<float*> args;
-    for (const TensorSpec& spec : inputs) {
-      values.push_back(RandomValues(spec.NumElements(), data_rng));
-      arrays.push_back(std::make_unique<FencedArray>(spec.NumElements()));
-      std::memcpy(arrays.back()->data(), values.back().data(), values.back().size() * 4);
-      args.push_back(arrays.back()->data());
-    }
-    arrays.push_back(std::make_unique<FencedArray>(out_n));
-    for (int64_t j = 0; j < out_n; ++j) arrays.back()->data()[j] = std::nanf("");
-    args.push_back(arrays.back()->data());
-    (*loaded)->fn()(args.data());
-
-    const std::vector<float> want = ReferenceOutput(w, values);
-    const float* got = arrays.back()->data();
-    int64_t bad = -1;
-    for (int64_t j = 0; j < out_n && bad < 0; ++j) {
-      if (!(std::fabs(got[j] - want[j]) <= 1e-4 + 1e-3 * std::fabs(want[j]))) bad = j;
-    }
-    bool intact = true;
-    for (const auto& a : arrays) intact = intact && a->Intact();
-    if (bad >= 0 || !intact) {
+    const std::string why = test::RunFencedAgainstReference((*loaded)->fn(), w, data_rng);
+    if (!why.empty()) {
       ++failures;
-      ADD_FAILURE() << (bad >= 0 ? absl::StrCat("wrong result at ", bad, ": ", got[bad], " vs ", want[bad])
-                                 : std::string("wrote past a buffer"))
-                    << "\n" << context << (failures <= 2 ? "\n" + texts[i] : std::string());
+      ADD_FAILURE() << why << "\n" << context << (failures <= 2 ? "\n" + texts[i] : std::string());
     }
   }
   EXPECT_EQ(failures, 0) << failures << " of " << configs.size() << " configs failed";

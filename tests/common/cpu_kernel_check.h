@@ -6,6 +6,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <memory>
 #include <cstdint>
 #include <random>
 #include <string>
@@ -155,6 +158,42 @@ inline CompiledConfigs CompileConfigs(const codegen::Template& tmpl, const std::
   }
   for (auto& worker : workers) worker.join();
   return out;
+}
+
+/// Runs `fn` once on fresh random inputs of `w` (drawn from `rng`) in fenced arrays, the output
+/// starting as NaN, and checks it against ReferenceOutput. Empty when all is well, else why
+/// not: a wrong element, a write past a buffer, or a write into an input.
+inline std::string RunFencedAgainstReference(void (*fn)(float* const*), const codegen::Workload& w,
+                                             std::mt19937_64& rng) {
+  std::vector<std::vector<float>> values;
+  std::vector<std::unique_ptr<FencedArray>> arrays;
+  std::vector<float*> args;
+  for (const codegen::TensorSpec& spec : w.Inputs()) {
+    values.push_back(RandomValues(spec.NumElements(), rng));
+    arrays.push_back(std::make_unique<FencedArray>(spec.NumElements()));
+    std::memcpy(arrays.back()->data(), values.back().data(), values.back().size() * 4);
+    args.push_back(arrays.back()->data());
+  }
+  const int64_t out_n = w.Output().NumElements();
+  arrays.push_back(std::make_unique<FencedArray>(out_n));
+  for (int64_t j = 0; j < out_n; ++j) arrays.back()->data()[j] = std::nanf("");
+  args.push_back(arrays.back()->data());
+  fn(args.data());
+
+  const std::vector<float> want = ReferenceOutput(w, values);
+  const float* got = arrays.back()->data();
+  for (int64_t j = 0; j < out_n; ++j) {
+    if (!(std::fabs(got[j] - want[j]) <= 1e-4 + 1e-3 * std::fabs(want[j]))) {
+      return absl::StrCat("wrong result at ", j, ": ", got[j], " vs ", want[j]);
+    }
+  }
+  for (const auto& a : arrays) {
+    if (!a->Intact()) return "wrote past a buffer";
+  }
+  for (size_t a = 0; a < values.size(); ++a) {
+    if (std::memcmp(arrays[a]->data(), values[a].data(), values[a].size() * 4) != 0) return "wrote into an input";
+  }
+  return "";
 }
 
 }  // namespace tune::test
