@@ -7,12 +7,14 @@
 #include <chrono>
 #include <cmath>
 #include <deque>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "codegen/cuda/nvrtc.h"
 #include "measure/child_message.h"
 #include "measure/child_process.h"
 #include "measure/cuda_reference.h"
+#include "measure/device_lock.h"
 #include "measure/reference.h"
 
 namespace tune::measure {
@@ -27,11 +29,15 @@ constexpr int kFatalExit = 2;   // the device could not be set up (after a kFata
 constexpr int kStickyExit = 3;  // after the result of a build that lost the context
 constexpr double kSetupAllowanceS = 120;  // device open, upload and the reference kernel
 constexpr double kExitGraceS = 10;        // for a worker's exit after its last message
+// How long a worker waits for its GPU's lock (DeviceLock) before it gives up on the device:
+// another process measuring on the same GPU holds it for one build at a time.
+constexpr double kLockWaitS = 600;
 constexpr int kMaxNumber = 1 << 16;
 constexpr uint32_t kNanPattern = 0x7fc00000u;
 
 // Messages from the worker: a kind (i32), then its payload.
-constexpr int32_t kResult = 1, kReference = 2, kFatal = 3;
+// kStarted: the worker holds the GPU's lock and runs build i now (its timeout starts).
+constexpr int32_t kResult = 1, kReference = 2, kFatal = 3, kStarted = 4;
 
 // ---- The worker (child) ------------------------------------------------------------------
 
@@ -48,6 +54,7 @@ struct Worker {
   const CudaRunnerOptions& options;
   ChildProcess::Channel& channel;
   std::unique_ptr<CudaDevice> device;
+  std::optional<DeviceLock> lock;  // the GPU's, held while kernels run
   std::vector<DeviceBuffer> buffers;  // inputs, then the output
   std::vector<float> reference;
   std::unique_ptr<DeviceBuffer> flush;
@@ -62,6 +69,11 @@ struct Worker {
     auto dev = CudaDevice::Open(options.device);
     if (!dev.ok()) Fatal(absl::StrCat("cannot open CUDA device ", options.device, ": ", dev.status().ToString()));
     device = std::move(*dev);
+    auto opened = DeviceLock::Open(DeviceLock::PathFor(device->info().pci_bus_id));
+    if (!opened.ok()) Fatal(std::string(opened.status().message()));
+    lock.emplace(std::move(*opened));
+    if (auto st = lock->Acquire(kLockWaitS); !st.ok()) Fatal(std::string(st.message()));
+    DeviceLockRelease unlock(*lock);
     for (const std::vector<float>& input : task.inputs) {
       auto b = device->Alloc(static_cast<int64_t>(input.size() * sizeof(float)));
       if (!b.ok()) Fatal("allocating an input: " + b.status().ToString());
@@ -125,8 +137,9 @@ struct Worker {
     return "";
   }
 
-  // Measures one build; sets *sticky when the context is lost.
-  MeasureResult Measure(const BuildResult& build, bool* sticky) {
+  // Measures build `index`; sets *sticky when the context is lost. Loads its module first, then
+  // takes the GPU's lock (and says so: kStarted) for everything that runs on the device.
+  MeasureResult Measure(const BuildResult& build, uint64_t index, bool* sticky) {
     MeasureResult r;
     const codegen::CompiledKernel& k = build.kernel;
     const MeasureProtocol& p = options.protocol;
@@ -140,6 +153,9 @@ struct Worker {
     if (!module.ok()) return fail(MeasureStatus::kCompileError, "loading the cubin", module.status());
     auto fn = module->GetFunction(k.symbol);
     if (!fn.ok()) return fail(MeasureStatus::kCompileError, "finding the kernel", fn.status());
+    if (auto st = lock->Acquire(kLockWaitS); !st.ok()) Fatal(std::string(st.message()));
+    DeviceLockRelease unlock(*lock);
+    Send(channel, kStarted, MessageWriter().Put(index));
     // The kernel's scratch memory, allocated for this build and kept across all its launches
     // (a kernel that leaves its counters dirty fails the check after the repeated launches).
     std::vector<DeviceBuffer> scratch;
@@ -231,7 +247,7 @@ int WorkerMain(ChildProcess::Channel& channel, const TaskData& task, const std::
   w.Setup(known_reference);
   for (size_t i : order) {
     bool sticky = false;
-    const MeasureResult r = w.Measure(builds[i], &sticky);
+    const MeasureResult r = w.Measure(builds[i], static_cast<uint64_t>(i), &sticky);
     Send(channel, kResult, MessageWriter().Put(static_cast<uint64_t>(i)).PutResult(r));
     if (sticky) return kStickyExit;
   }
@@ -280,7 +296,8 @@ std::vector<MeasureResult> CudaRunner::Run(const TaskData& task, const std::vect
     }
     ChildProcess& child = **worker;
     const size_t pending_before = pending.size();
-    Clock::time_point deadline = build_start + Seconds(kSetupAllowanceS + timeout_s);
+    // Until a build has started (its kStarted), the worker may be waiting for the GPU's lock.
+    Clock::time_point deadline = build_start + Seconds(kSetupAllowanceS + kLockWaitS + timeout_s);
     ChildProcess::Read read = ChildProcess::Read::kMessage;
     bool fatal = false, garbage = false;
     std::string fatal_message;
@@ -297,6 +314,9 @@ std::vector<MeasureResult> CudaRunner::Run(const TaskData& task, const std::vect
         fatal = true;
       } else if (kind == kReference && reader.GetFloats(&reference) && reader.Done()) {
         references_[key] = std::move(reference);
+      } else if (kind == kStarted && reader.Get(&index) && reader.Done() && index == pending.front()) {
+        deadline = Clock::now() + Seconds(timeout_s);
+        continue;  // the build's time so far (loading, waiting for the lock) stays in its wall_s
       } else if (kind == kResult && reader.Get(&index) && reader.GetResult(&r) && reader.Done() &&
                  index == pending.front()) {
         r.build_s = builds[index].build_s;
@@ -307,7 +327,7 @@ std::vector<MeasureResult> CudaRunner::Run(const TaskData& task, const std::vect
         garbage = true;  // a worker that broke the protocol is treated like a dead one
       }
       build_start = Clock::now();
-      deadline = build_start + Seconds(timeout_s);
+      deadline = build_start + Seconds(kLockWaitS + timeout_s);
     }
     if (fatal) {  // the device is unusable for every build
       child.Wait(Clock::now() + Seconds(kExitGraceS));

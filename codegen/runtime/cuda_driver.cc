@@ -126,6 +126,7 @@ struct CudaDriverApi {
   CUresult (*cuDeviceGetCount)(int* count);
   CUresult (*cuDeviceGet)(CUdevice* device, int ordinal);
   CUresult (*cuDeviceGetName)(char* name, int length, CUdevice device);
+  CUresult (*cuDeviceGetPCIBusId)(char* id, int length, CUdevice device);
   CUresult (*cuDeviceGetAttribute)(int* value, int attribute, CUdevice device);
   CUresult (*cuDeviceTotalMem)(size_t* bytes, CUdevice device);  // _v2
   CUresult (*cuDevicePrimaryCtxRetain)(CUcontext* context, CUdevice device);
@@ -191,6 +192,7 @@ LoadedDriver* LoadDriver() {
   resolve(a.cuDeviceGetCount, "cuDeviceGetCount");
   resolve(a.cuDeviceGet, "cuDeviceGet");
   resolve(a.cuDeviceGetName, "cuDeviceGetName");
+  resolve(a.cuDeviceGetPCIBusId, "cuDeviceGetPCIBusId");
   resolve(a.cuDeviceGetAttribute, "cuDeviceGetAttribute");
   resolve(a.cuDeviceTotalMem, "cuDeviceTotalMem_v2");
   resolve(a.cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
@@ -484,6 +486,10 @@ absl::StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::Open(int ordinal) {
   TUNE_CU_RETURN_IF_ERROR(Check(api, api.cuDeviceGetName(name, sizeof(name) - 1, device), "cuDeviceGetName",
                                 "reading the device name"));
   info.name = name;
+  char bus_id[64] = {};
+  TUNE_CU_RETURN_IF_ERROR(Check(api, api.cuDeviceGetPCIBusId(bus_id, sizeof(bus_id) - 1, device),
+                                "cuDeviceGetPCIBusId", "reading the PCI bus id"));
+  info.pci_bus_id = bus_id;
   TUNE_CU_RETURN_IF_ERROR(Check(api, api.cuDriverGetVersion(&info.driver_version), "cuDriverGetVersion",
                                 "reading the driver version"));
   size_t total = 0;

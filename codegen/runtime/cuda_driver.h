@@ -33,6 +33,7 @@ struct Dim3 {
 
 struct CudaDeviceInfo {
   std::string name;                        // e.g. "NVIDIA H100 80GB HBM3"
+  std::string pci_bus_id;                  // cuDeviceGetPCIBusId, e.g. "0000:1B:00.0": one physical GPU
   int ordinal = -1;                        // the driver's device index
   int sm_count = 0;                        // streaming multiprocessors
   int cc_major = 0, cc_minor = 0;          // compute capability (9.0 for Hopper)

@@ -4,7 +4,10 @@
 // while the next kernel still measures.
 #include "measure/cuda_runner.h"
 
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <future>
 #include <functional>
 #include <random>
 #include <string>
@@ -17,6 +20,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "measure/cuda_builder.h"
+#include "measure/device_lock.h"
 #include "measure/target.h"
 #include "tests/common/measure_cuda_configs.h"
 
@@ -301,6 +305,39 @@ TEST_F(GpuRunnerTest, PlantedBadKernelsBecomeRecords) {
   EXPECT_EQ(r[3].status, MeasureStatus::kOk) << r[3].message;
   EXPECT_EQ(r[4].status, MeasureStatus::kTimeout) << r[4].message;
   EXPECT_EQ(r[5].status, MeasureStatus::kOk) << r[5].message;
+}
+
+// While another holder has the GPU's lock (a second tune process measuring on it), a runner's
+// worker runs nothing on the GPU: its batch is still out a second later, and once the lock is
+// given up it measures normally. The other holder's time does not count against the build's
+// timeout (2 s here).
+TEST_F(GpuRunnerTest, WaitsForTheGpuLockOfAnotherProcess) {
+  char pattern[] = "/tmp/tune-gpu-lock-XXXXXX";
+  ASSERT_NE(::mkdtemp(pattern), nullptr);
+  ::setenv("TUNE_LOCK_DIR", pattern, 1);
+  auto info = CudaRunner::Probe(target_.device);
+  ASSERT_TRUE(info.ok()) << info.status();
+  ASSERT_FALSE(info->pci_bus_id.empty());
+  auto other = DeviceLock::Open(DeviceLock::PathFor(info->pci_bus_id));
+  ASSERT_TRUE(other.ok()) << other.status();
+  ASSERT_TRUE(other->Acquire(5).ok());
+  codegen::Workload w = Matmul("256,256,256");
+  auto tmpl = codegen::CreateTemplate(w, codegen::Backend::kCuda);
+  ASSERT_TRUE(tmpl.ok());
+  CudaBuilder builder(target_.cpu, 2);
+  std::vector<BuildResult> builds = {builder.Build(**tmpl, (*tmpl)->DefaultConfig())};
+  MeasureProtocol p = Quick();
+  p.timeout_s = 2;
+  CudaRunner runner({p, target_.device});
+  const TaskData data = TaskData::Create(w, 5, false);
+  auto run = std::async(std::launch::async, [&] { return runner.Run(data, builds); });
+  EXPECT_EQ(run.wait_for(std::chrono::milliseconds(3000)), std::future_status::timeout);
+  other->Release();
+  std::vector<MeasureResult> r = run.get();
+  ::unsetenv("TUNE_LOCK_DIR");
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].status, MeasureStatus::kOk) << r[0].message;
+  EXPECT_GT(r[0].Median(), 0);
 }
 
 }  // namespace
