@@ -21,12 +21,11 @@ absl::StatusOr<std::unique_ptr<Template>> CreateTemplate(const Workload& workloa
       case OpKind::kBatchMatmul:
         return std::unique_ptr<Template>(new CudaGemmTemplate(workload, limits));
       case OpKind::kConv2d:
-        if (CudaGemmTemplate::Handles(workload)) return std::unique_ptr<Template>(new CudaGemmTemplate(workload, limits));
+        // Depthwise has its own template; every other conv2d (grouped too) is an implicit GEMM.
         if (workload.depthwise()) return std::unique_ptr<Template>(new CudaDepthwiseTemplate(workload, limits));
-        break;
+        return std::unique_ptr<Template>(new CudaGemmTemplate(workload, limits));
     }
-    return absl::InvalidArgumentError("no CUDA template for " + workload.Label() +
-                                      " yet (grouped convolution that is not depthwise)");
+    return absl::InvalidArgumentError("no CUDA template for operator " + OpName(workload.op));
   }
   switch (workload.op) {
     case OpKind::kDense:

@@ -12,7 +12,9 @@
 namespace tune::codegen {
 
 GemmDims GemmDimsOf(const Workload& w) {
-  if (w.op == OpKind::kConv2d) return {w.out_c, w.batch * w.out_h() * w.out_w(), w.in_c * w.kernel_h * w.kernel_w};
+  if (w.op == OpKind::kConv2d) {
+    return {w.out_c / w.groups, w.batch * w.out_h() * w.out_w(), w.in_c / w.groups * w.kernel_h * w.kernel_w};
+  }
   return {w.m, w.n, w.k};
 }
 
@@ -80,6 +82,7 @@ class GemmKernel {
  private:
   // Block and thread tiling.
   std::vector<Expr> AtBatch(std::vector<Expr> rest) const;
+  std::vector<Expr> AtLayer(std::vector<Expr> rest) const;
   Expr KTile(const Expr& tile) const;
   Expr RowOf(const Expr& i, const Expr& quad, const Expr& lane) const;
   Expr ColOf(const Expr& j, const Expr& quad, const Expr& lane) const;
@@ -109,6 +112,10 @@ class GemmKernel {
   const Workload& wl_;
   const GemmTiles& t_;
   bool batched_, dense_, conv_;
+  // A grouped convolution: one GEMM per group, on blockIdx.z as batch_matmul's batch; layered_:
+  // batched or grouped, blockIdx.z (before the K splits) runs over `layers_` GEMMs.
+  bool grouped_, layered_;
+  int64_t layers_;
   GemmDims dims_;
   // Tails: the tiles cover more than the extent (the last block or K tile is partial), so
   // copies guard what lies past the matrix and the output stores what lies inside it.
@@ -118,6 +125,7 @@ class GemmKernel {
   std::vector<Buffer> args_;
   Buffer ws_, arrivals_;  // split-K's partial tiles and per-tile counters
   Expr bx_, by_, bz_, batch_index_, split_index_, row0_, col0_;
+  Expr oc0_;  // a grouped convolution's first output channel: group * M (undefined otherwise)
   ThreadBlock threads_;
   TileCopy copy_a_, copy_b_;
   Buffer as_, bs_, acc_, af_, bf_;
@@ -129,6 +137,9 @@ GemmKernel::GemmKernel(const Workload& wl, const GemmTiles& t, const ArgBuffers&
   batched_ = wl.op == OpKind::kBatchMatmul;
   dense_ = wl.op == OpKind::kDense;
   conv_ = wl.op == OpKind::kConv2d;
+  grouped_ = conv_ && wl.groups > 1;
+  layered_ = batched_ || grouped_;
+  layers_ = batched_ ? wl.batch : grouped_ ? wl.groups : 1;
   bm_ = t.bm(), bn_ = t.bn(), bk_ = t.bk;
   split_ = t.split, tiles_per_split_ = t.k_tiles / split_;
   slice_k_ = bk_ / t.slices;  // k values of a BK step each slice accumulates
@@ -137,9 +148,10 @@ GemmKernel::GemmKernel(const Workload& wl, const GemmTiles& t, const ArgBuffers&
   m_tail_ = t.grid_m * bm_ > dims.m, n_tail_ = t.grid_n * bn_ > dims.n, k_tail_ = t.k_tiles * bk_ > dims.k;
   Buffer input0 = args.input0, input1 = args.input1, out = args.out;
   if (conv_) {
-    // The kernel's pointers seen as the GEMM's matrices: weight[OC][C*KH*KW] (the same bytes
-    // as [OC][C][KH][KW]) and the output flat; the input stays 4-D for the window gather.
-    input1 = MakeBuffer(input1->name, {dims.m, dims.k}, BufferScope::kArg, input1->arg_index);
+    // The kernel's pointers seen as the GEMM's matrices: weight[OC][C/G*KH*KW] (the same bytes
+    // as [OC][C/G][KH][KW]; group g's A is rows g * M on) and the output flat; the input stays
+    // 4-D for the window gather.
+    input1 = MakeBuffer(input1->name, {wl.out_c, dims.k}, BufferScope::kArg, input1->arg_index);
     out = MakeBuffer(out->name, {out->NumElements()}, BufferScope::kArg, out->arg_index);
   }
   a_ = conv_ ? input1 : input0, b_ = conv_ ? input0 : input1;
@@ -153,9 +165,9 @@ GemmKernel::GemmKernel(const Workload& wl, const GemmTiles& t, const ArgBuffers&
   if (split_ > 1) {
     const int arg = static_cast<int>(args_.size());
     std::vector<int64_t> ws_shape = {split_, dims.m, dims.n}, count_shape = {t.grid_m, t.grid_n};
-    if (batched_) {
-      ws_shape.insert(ws_shape.begin(), wl.batch);
-      count_shape.insert(count_shape.begin(), wl.batch);
+    if (layered_) {
+      ws_shape.insert(ws_shape.begin(), layers_);
+      count_shape.insert(count_shape.begin(), layers_);
     }
     ws_ = MakeScratchBuffer("ws", ws_shape, arg, DType::kFloat32, /*zero_init=*/false, /*coherent=*/true);
     arrivals_ = MakeScratchBuffer("arrivals", count_shape, arg + 1, DType::kInt32, /*zero_init=*/true,
@@ -164,12 +176,13 @@ GemmKernel::GemmKernel(const Workload& wl, const GemmTiles& t, const ArgBuffers&
     args_.push_back(arrivals_);
   }
 
-  // One block per BM x BN output tile (blockIdx.z over the batch and the K splits), TX x TY
-  // threads of TM x TN outputs each, K slices on threadIdx.z.
-  if (batched_ || split_ > 1) bz_ = MakeVar("bz");
+  // One block per BM x BN output tile (blockIdx.z over the batch or the groups and the K
+  // splits), TX x TY threads of TM x TN outputs each, K slices on threadIdx.z.
+  if (layered_ || split_ > 1) bz_ = MakeVar("bz");
   by_ = MakeVar("by"), bx_ = MakeVar("bx");
-  batch_index_ = batched_ && split_ > 1 ? bz_ / Expr(split_) : bz_;
-  split_index_ = split_ == 1 ? Expr() : batched_ ? bz_ % Expr(split_) : bz_;
+  batch_index_ = layered_ && split_ > 1 ? bz_ / Expr(split_) : bz_;
+  split_index_ = split_ == 1 ? Expr() : layered_ ? bz_ % Expr(split_) : bz_;
+  if (grouped_) oc0_ = batch_index_ * Expr(dims.m);
   threads_ = ThreadBlock{MakeVar("tx"), MakeVar("ty"), t.tx, t.ty, t.slices > 1 ? MakeVar("tz") : Expr(), t.slices};
   row0_ = by_ * Expr(bm_), col0_ = bx_ * Expr(bn_);
 
@@ -211,6 +224,12 @@ Schedule GemmKernel::Build() const {
 
 std::vector<Expr> GemmKernel::AtBatch(std::vector<Expr> rest) const {
   if (batched_) rest.insert(rest.begin(), batch_index_);
+  return rest;
+}
+
+// Split-K's partial tiles and counters: one set per batch or group.
+std::vector<Expr> GemmKernel::AtLayer(std::vector<Expr> rest) const {
+  if (layered_) rest.insert(rest.begin(), batch_index_);
   return rest;
 }
 
@@ -286,6 +305,7 @@ Expr GemmKernel::ASource(const Expr& step, const Expr& r, const Expr& col, bool 
   const Expr tile = KTile(step);
   Expr m = row0_ + r;
   if (clamp && m_tail_) m = Min(m, Expr(dims_.m - 1));
+  if (grouped_) m = oc0_ + m;  // the group's rows of the weight
   return Load(a_, AtBatch({m, tile * Expr(bk_) + col}));
 }
 
@@ -298,11 +318,14 @@ Expr GemmKernel::BSource(const Expr& step, const Expr& r, const Expr& col, bool 
   };
   if (dense_) return Load(b_, {n_of(r), tile * Expr(bk_) + col});
   if (conv_) {
-    // im2col on the fly: k -> (c, kh, kw), n -> (image, oh, ow); zero outside the input.
+    // im2col on the fly: k -> (c, kh, kw), n -> (image, oh, ow); zero outside the input. A
+    // group reads its own C / groups input channels.
     const Workload& wl = wl_;
     const Expr k = tile * Expr(bk_) + r, p = col0_ + col;
     const int64_t window = wl.kernel_h * wl.kernel_w, pixels = wl.out_h() * wl.out_w();
-    const Expr c = k / Expr(window), kh = (k % Expr(window)) / Expr(wl.kernel_w), kw = k % Expr(wl.kernel_w);
+    Expr c = k / Expr(window);
+    if (grouped_) c = batch_index_ * Expr(wl.in_c / wl.groups) + c;
+    const Expr kh = (k % Expr(window)) / Expr(wl.kernel_w), kw = k % Expr(wl.kernel_w);
     const Expr img = p / Expr(pixels), oh = (p % Expr(pixels)) / Expr(wl.out_w()), ow = p % Expr(wl.out_w());
     const Expr ih = oh * Expr(wl.stride_h) + kh * Expr(wl.dilation_h) - Expr(wl.pad_h);
     const Expr iw = ow * Expr(wl.stride_w) + kw * Expr(wl.dilation_w) - Expr(wl.pad_w);
@@ -434,22 +457,22 @@ Expr GemmKernel::OutRow(const Expr& i) const {
   return (i / Expr(4)) * Expr(bm_ / (t_.tm / 4)) + threads_.ty * Expr(4) + i % Expr(4);
 }
 
-// C[m][n] -> the output: out[n][m] for the GEMMs, out[image][oc = m][pixel] for conv2d.
+// C[m][n] -> the output: out[n][m] for the GEMMs, out[image][oc = m][pixel] for conv2d (oc =
+// group * M + m for a grouped one).
 std::vector<Expr> GemmKernel::OutAt(const Expr& m, const Expr& n) const {
   if (!conv_) return AtBatch({m, n});
   const int64_t pixels = wl_.out_h() * wl_.out_w();
-  if (wl_.batch == 1) return {m * Expr(pixels) + n};
-  return {((n / Expr(pixels)) * Expr(wl_.out_c) + m) * Expr(pixels) + n % Expr(pixels)};
+  const Expr oc = grouped_ ? oc0_ + m : m;
+  if (wl_.batch == 1) return {oc * Expr(pixels) + n};
+  return {((n / Expr(pixels)) * Expr(wl_.out_c) + oc) * Expr(pixels) + n % Expr(pixels)};
 }
 
 Expr GemmKernel::Epilogue(Expr v, const Expr& m, const Expr& n) const {
-  return ApplyEpilogue(wl_, std::move(v), bias_, conv_ ? m : n);
+  return ApplyEpilogue(wl_, std::move(v), bias_, conv_ ? (grouped_ ? oc0_ + m : m) : n);
 }
 
 std::vector<Expr> GemmKernel::WsAt(const Expr& s, const Expr& m, const Expr& n) const {
-  std::vector<Expr> at = {s, m, n};
-  if (batched_) at.insert(at.begin(), batch_index_);
-  return at;
+  return AtLayer({s, m, n});
 }
 
 // This thread's share of the output tile, element by element: emit(i, j, m, n) for row i,
@@ -538,7 +561,7 @@ Stmt GemmKernel::SplitKFixUp() const {
   // block comes last), writes the output and resets the counter for the next launch.
   Expr first_thread = (threads_.tx == Expr(int64_t{0})) && (threads_.ty == Expr(int64_t{0}));
   if (t_.slices > 1) first_thread = first_thread && (threads_.tz == Expr(int64_t{0}));
-  const std::vector<Expr> counter = AtBatch({by_, bx_});
+  const std::vector<Expr> counter = AtLayer({by_, bx_});
   Expr arrived = MakeVar("arrived");
   Stmt count_in = If(first_thread, AtomicAdd(arrivals_, counter, Expr(1), arrived,
                                              Seq({Fence(), Store(last_, {Expr(int64_t{0})},
@@ -559,7 +582,7 @@ Stmt GemmKernel::AllocateAndBind(Stmt body) const {
     if (scratch) body = Allocate(scratch, body);
   }
   body = Allocate(as_, Allocate(bs_, Allocate(acc_, Allocate(af_, Allocate(bf_, body)))));
-  const int64_t grid_z = (batched_ ? wl_.batch : 1) * split_;
+  const int64_t grid_z = layers_ * split_;
   return BindLaunch(BlockGrid{bx_, by_, t_.grid_n, t_.grid_m, bz_, grid_z}, threads_, body);
 }
 

@@ -39,16 +39,18 @@ struct GemmTiles {
 };
 
 /// The GEMM a workload is: for conv2d (implicit GEMM), M = output channels, N = batch x
-/// output pixels, K = input channels x kernel window.
+/// output pixels, K = input channels x kernel window; for a grouped conv2d the GEMM of one
+/// group (M = output channels / groups, K = input channels / groups x kernel window).
 struct GemmDims {
   int64_t m, n, k;
 };
 GemmDims GemmDimsOf(const Workload& workload);
 
 /// C = A * B (+ bias, relu) with one thread block per BM x BN output tile, for dense, matmul,
-/// batch_matmul and conv2d (groups 1) as an implicit GEMM; see CudaGemmTemplate for the
-/// kernel and its knobs. With k_split > 1 the split-K scratch arguments (the partial tiles
-/// `ws` and the counters `arrivals`) follow the output in Schedule::args. Tails, decided here
+/// batch_matmul and conv2d as an implicit GEMM (a grouped one as one GEMM per group on
+/// blockIdx.z, as batch_matmul's batch); see CudaGemmTemplate for the kernel and its knobs.
+/// With k_split > 1 the split-K scratch arguments (the partial tiles `ws` and the counters
+/// `arrivals`, one set per batch or group) follow the output in Schedule::args. Tails, decided here
 /// from the known extents: operand copies load zero for elements past [0, M) x [0, K) (A) or
 /// [0, K) x [0, N) (B) -- a `vector`-wide run wholly inside keeps its wide load, a run across
 /// the edge goes lane by lane, guarded (TileCopy::EmitGuarded); cp.async copies take no branch

@@ -64,11 +64,11 @@ DirectConvTiles DirectTilesOf(const search::ConfigSpace& s, const search::Config
 
 }  // namespace
 
-bool CudaGemmTemplate::Handles(const Workload& w) { return w.op != OpKind::kConv2d || w.groups == 1; }
+bool CudaGemmTemplate::Handles(const Workload& w) { return !w.depthwise(); }
 
 CudaGemmTemplate::CudaGemmTemplate(Workload w, const GpuLimits& limits) : Template(std::move(w)), limits_(limits) {
   const Workload& wl = workload_;
-  TUNE_CHECK(Handles(wl)) << "no CUDA template for grouped convolution " << wl.Key();
+  TUNE_CHECK(Handles(wl)) << "depthwise convolution " << wl.Key() << " has its own template";
   const GemmDims dims = GemmDimsOf(wl);
   auto& s = space_;
   // Tails allowed: the kernel guards the partial last tile (loads past the matrix read zero,
@@ -89,7 +89,12 @@ CudaGemmTemplate::CudaGemmTemplate(Workload w, const GpuLimits& limits) : Templa
   if (conv) {
     // The direct variant's own knobs (see cuda_direct_conv.h); knobs of one variant are pinned
     // under the other. Configs recorded before the knob existed are implicit GEMMs.
-    s.AddChoice("variant", {kVariantImplicitGemm, kVariantDirect}, {"implicit_gemm", "direct"});
+    // A grouped convolution has the implicit GEMM only.
+    if (wl.groups == 1) {
+      s.AddChoice("variant", {kVariantImplicitGemm, kVariantDirect}, {"implicit_gemm", "direct"});
+    } else {
+      s.AddChoice("variant", {kVariantImplicitGemm}, {"implicit_gemm"});
+    }
     s.AddSplit("tile_oh", wl.out_h(), 3, kMaxPixelsPerThread);
     s.AddSplit("tile_ow", wl.out_w(), 3, kMaxPixelsPerThread);
     s.AddSplit("tile_c", wl.in_c, 2, kMaxBk);
@@ -187,7 +192,8 @@ CudaGemmTemplate::CudaGemmTemplate(Workload w, const GpuLimits& limits) : Templa
   });
   // Slicing K pays only when there are too few output tiles to give every multiprocessor two
   // blocks; elsewhere it only adds a reduction, so those configs are not searched.
-  const int64_t batch = wl.op == OpKind::kBatchMatmul ? wl.batch : 1;
+  // The GEMMs on blockIdx.z: batch_matmul's batch, a grouped convolution's groups.
+  const int64_t batch = wl.op == OpKind::kBatchMatmul ? wl.batch : conv ? wl.groups : 1;
   s.AddConstraint("k_slices_few_blocks", [sp, limits, batch, conv](const search::Config& c) {
     if (IsDirect(*sp, c, conv)) return true;
     GemmTiles t = TilesOf(*sp, c);

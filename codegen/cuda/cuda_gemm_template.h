@@ -7,11 +7,15 @@
 namespace tune::codegen {
 
 /// C = A * B (+ bias, relu) with one thread block per BM x BN output tile (blockIdx.z runs
-/// over the batch). conv2d (groups 1, NCHW, any batch, stride, padding, dilation) is the
-/// implicit GEMM C[OC][N*OH*OW] = weight[OC][C*KH*KW] x im2col(data): the B tile is gathered
-/// from the input window by window (zero outside it) while it is copied to shared memory. Each thread owns a TM x TN register accumulator tile; per K step of BK
-/// the block copies an A tile (transposed, so both operands are read along M and N) and a B
-/// tile to shared memory cooperatively with `vector`-wide coalesced loads, then every thread
+/// over the batch). conv2d (NCHW, any batch, stride, padding, dilation) is the implicit GEMM
+/// C[OC][N*OH*OW] = weight[OC][C*KH*KW] x im2col(data): the B tile is gathered from the input
+/// window by window (zero outside it) while it is copied to shared memory. A grouped conv2d
+/// (not depthwise: that has its own template) is one such GEMM per group, on blockIdx.z as
+/// batch_matmul's batch: M = OC / groups, K = C / groups x KH x KW, group g reading weight rows
+/// and input channels of its own and writing output channels g * M to (g + 1) * M - 1.
+/// Each thread owns a TM x TN register accumulator tile; per K step of BK the block copies an
+/// A tile (transposed, so both operands are read along M and N) and a B tile to shared memory
+/// cooperatively with `vector`-wide coalesced loads, then every thread
 /// reads TM + TN values per k into registers (128-bit shared loads where TM / TN allow) and
 /// does TM * TN FMAs.
 ///
@@ -68,12 +72,12 @@ namespace tune::codegen {
 /// pad (weight rows) and unroll_k (the channel loop of a step). tile_n, tile_k, interleave,
 /// k_slices and k_split are pinned to option 0 under direct, tile_oh/ow/c under implicit_gemm, and the
 /// thread, register and shared-memory limits hold for both. The direct variant has no tails:
-/// its tile_m divides the output channels. Config text recorded before the knob existed reads
-/// as implicit_gemm.
+/// its tile_m divides the output channels. A grouped conv2d has implicit_gemm only. Config text
+/// recorded before the knob existed reads as implicit_gemm.
 class CudaGemmTemplate : public Template {
  public:
   CudaGemmTemplate(Workload workload, const GpuLimits& limits);
-  /// False for what it cannot express yet (grouped or depthwise convolution).
+  /// False for what it leaves to another template (depthwise convolution).
   static bool Handles(const Workload& workload);
   std::string name() const override { return workload_.op == OpKind::kConv2d ? "cuda_conv2d" : "cuda_gemm"; }
   int version() const override { return 1; }

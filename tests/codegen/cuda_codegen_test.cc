@@ -646,7 +646,8 @@ TEST(CudaGemmTemplateTest, SplitKSpace) {
 
 // conv2d is the implicit GEMM: M = OC, N = batch x pixels, K = C x window; the input is
 // gathered under a bounds guard (never widened), the output written as [image][oc][pixel].
-// Grouped convolution has no CUDA template yet.
+// A grouped convolution is one implicit GEMM per group (M = OC / groups, K = C / groups x
+// window) on blockIdx.z.
 TEST(CudaGemmTemplateTest, Conv2dIsAnImplicitGemm) {
   absl::StatusOr<Workload> w = Workload::Parse(OpKind::kConv2d, "1,64,56,56,128,3,3,2,1");
   ASSERT_TRUE(w.ok());
@@ -667,9 +668,22 @@ TEST(CudaGemmTemplateTest, Conv2dIsAnImplicitGemm) {
   EXPECT_THAT(kernel->source, HasSubstr("? data["));
   EXPECT_THAT(kernel->source, HasSubstr("bias["));
   EXPECT_THAT(kernel->source, Not(HasSubstr("reinterpret_cast<const float4*>(data")));
-  absl::StatusOr<Workload> grouped = Workload::Parse(OpKind::kConv2d, "1,32,28,28,32,3,3,1,1,1,4");
+  absl::StatusOr<Workload> grouped = Workload::Parse(OpKind::kConv2d, "1,32,28,28,64,3,3,1,1,1,4");
   ASSERT_TRUE(grouped.ok());
-  EXPECT_EQ(CreateTemplate(*grouped, Backend::kCuda).status().code(), absl::StatusCode::kInvalidArgument);
+  auto g = CreateTemplate(*grouped, Backend::kCuda);
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ((*g)->name(), "cuda_conv2d");
+  const auto& gknobs = (*g)->space().knobs();
+  m = 1, n = 1, k = 1;
+  for (int64_t f : gknobs[0].options[0]) m *= f;
+  for (int64_t f : gknobs[1].options[0]) n *= f;
+  for (int64_t f : gknobs[2].options[0]) k *= f;
+  EXPECT_EQ(m, 64 / 4);
+  EXPECT_EQ(n, 28 * 28);
+  EXPECT_EQ(k, 32 / 4 * 9);
+  absl::StatusOr<CudaKernel> gk = GenerateCuda(*(*g)->Lower((*g)->DefaultConfig(), "grouped"));
+  ASSERT_TRUE(gk.ok()) << gk.status();
+  EXPECT_EQ(gk->grid[2], 4);
 }
 
 // Depthwise conv2d has its own direct template: channels on threadIdx.z, a register tile of
