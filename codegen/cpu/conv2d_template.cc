@@ -47,6 +47,11 @@ Conv2dTemplate::Conv2dTemplate(Workload w, CpuLimits cpu) : Template(std::move(w
   // The blocked layout always vectorizes its channel block and reads the packed weight.
   s.AddCondition("vector_axis", "layout", {kNchw});
   s.AddCondition("pack_weight", "layout", {kNchw});
+  // The weight is a constant of the model: where it is packed (pack_weight, or the blocked
+  // layout), packed once and kept across calls (1), or packed in every call (0, what configs
+  // recorded before the knob meant).
+  int prepack = s.AddChoice("prepack", {0, 1});
+  s.AllowMissing("prepack");
   const search::ConfigSpace* sp = &space_;
   const int64_t lanes = cpu_.vector_lanes, registers = cpu_.vector_registers;
   // nchw: accumulators plus one weight vector and one broadcast input value in registers.
@@ -61,6 +66,10 @@ Conv2dTemplate::Conv2dTemplate(Workload w, CpuLimits cpu) : Template(std::move(w
       return weight_vectors * inner(c, tow) + weight_vectors + 1 <= registers;
     }
     return inner(c, toc) * inner(c, tow) <= register_floats;
+  });
+  const int pack_weight = s.KnobIndex("pack_weight");
+  s.AddConstraint("prepack_needs_pack", [=](const search::Config& c) {
+    return !value(c, prepack) || value(c, layout) == kBlocked || value(c, pack_weight);
   });
   int64_t kw = wl.kernel_w;
   s.AddConstraint("unroll_size", [=](const search::Config& c) {
@@ -100,6 +109,7 @@ Schedule Conv2dTemplate::Build(const search::Config& c) const {
   bool unroll = s.GetInt(c, "unroll"), pack = s.GetInt(c, "pack_weight");
   bool acc_tile = s.GetInt(c, "acc_tile"), parallel = s.GetInt(c, "parallel");
   const bool blocked = s.GetInt(c, "layout") == kBlocked;
+  const bool prepack = s.GetInt(c, "prepack");
   int64_t icg = wl.in_c / wl.groups, ocg = wl.out_c / wl.groups;
   int64_t ob = foc[2];
   // ceil(OC / ob) blocks of ob output channels (the packed weight's and the blocked output's).
@@ -172,8 +182,9 @@ Schedule Conv2dTemplate::Build(const search::Config& c) const {
   if (pack) {
     // Where ob does not divide OC the last block is padded with zeros (the channel index
     // clamped so nothing past the weight is read).
-    Buffer packed = MakeBuffer(weight->name + ".packed", {blocks, icg, wl.kernel_h, wl.kernel_w, ob},
-                               BufferScope::kHeap);
+    const std::vector<int64_t> shape = {blocks, icg, wl.kernel_h, wl.kernel_w, ob};
+    Buffer packed = prepack ? MakePrepackedBuffer(weight->name + ".packed", shape, weight)
+                            : MakeBuffer(weight->name + ".packed", shape, BufferScope::kHeap);
     sched.scratch.push_back(packed);
     IterVar po = MakeIterVar("po", blocks), pi = MakeIterVar("pi", icg);
     IterVar ph = MakeIterVar("pkh", wl.kernel_h), pw = MakeIterVar("pkw", wl.kernel_w), pb = MakeIterVar("pb", ob);

@@ -40,6 +40,14 @@ GemmTemplate::GemmTemplate(Workload w, CpuLimits cpu) : Template(std::move(w)), 
   s.AddChoice("parallel", {1, 0});
   s.AddChoice("pack_a", {0, 1});
   s.AllowMissing("pack_a");  // configs recorded before A could be packed read A in place
+  if (wl.op == OpKind::kDense) {
+    // dense's B is a layer's weight, a constant of the model: packed once and kept across
+    // calls (1), or packed in every call (0, what configs recorded before the knob meant).
+    // matmul's and batch_matmul's operands are activations: always packed per call.
+    s.AddChoice("prepack", {0, 1});
+    s.AddCondition("prepack", "pack_b", {1});
+    s.AllowMissing("prepack");
+  }
   const search::ConfigSpace* sp = &space_;
   const int64_t lanes = cpu_.vector_lanes;
   // Accumulators plus one B vector and one broadcast A value in registers.
@@ -88,6 +96,7 @@ Schedule GemmTemplate::Build(const search::Config& c) const {
   bool unroll_k = s.GetInt(c, "unroll_k"), pack = s.GetInt(c, "pack_b");
   bool acc_tile = s.GetInt(c, "acc_tile"), parallel = s.GetInt(c, "parallel");
   bool pack_a = s.GetInt(c, "pack_a");
+  const bool prepack = wl.op == OpKind::kDense && s.GetInt(c, "prepack");
   bool batched = wl.op == OpKind::kBatchMatmul;
   int64_t nb = fn[2];
 
@@ -111,11 +120,12 @@ Schedule GemmTemplate::Build(const search::Config& c) const {
   // ceil(count / width) panels of [K][width]; where width does not divide count the last
   // panel is padded with zeros (the index clamped so nothing past the operand is read).
   auto pack_panels = [&](const Buffer& operand, int64_t count, int64_t width, const std::array<const char*, 3>& names,
-                         const std::function<Expr(Expr, Expr)>& at, bool vectorize) {
+                         const std::function<Expr(Expr, Expr)>& at, bool vectorize, bool once) {
     const int64_t panels = (count + width - 1) / width;
     std::vector<int64_t> shape = {panels, wl.k, width};
     if (batched) shape.insert(shape.begin(), wl.batch);
-    Buffer packed = MakeBuffer(operand->name + ".packed", shape, BufferScope::kHeap);
+    Buffer packed = once ? MakePrepackedBuffer(operand->name + ".packed", shape, operand)
+                         : MakeBuffer(operand->name + ".packed", shape, BufferScope::kHeap);
     sched.scratch.push_back(packed);
     IterVar po = MakeIterVar(names[0], panels), pk = MakeIterVar(names[1], wl.k), pi = MakeIterVar(names[2], width);
     std::vector<IterVar> pack_axes = {po, pk, pi};
@@ -134,7 +144,7 @@ Schedule GemmTemplate::Build(const search::Config& c) const {
   Expr b_value = b_at(vk.var, vn.var);
   if (pack) {
     Buffer packed = pack_panels(b, wl.n, nb, {"no", "kk", "ni"}, [&](Expr n, Expr k) { return b_at(k, n); },
-                                wl.op != OpKind::kDense && nb > 1);
+                                wl.op != OpKind::kDense && nb > 1, prepack);
     b_value = Load(packed, bidx({vn.var / Expr(nb), vk.var, vn.var % Expr(nb)}));
   }
   // A in [M/mr][K][mr] panels with the rows interleaved, so the register tile's broadcasts of A
@@ -143,7 +153,7 @@ Schedule GemmTemplate::Build(const search::Config& c) const {
   if (pack_a) {
     const int64_t mr = fm[2];
     Buffer packed = pack_panels(a, wl.m, mr, {"mo", "ka", "mi"}, [&](Expr m, Expr k) { return Load(a, bidx({m, k})); },
-                                false);
+                                false, false);
     a_value = Load(packed, bidx({vm.var / Expr(mr), vk.var, vm.var % Expr(mr)}));
   }
 

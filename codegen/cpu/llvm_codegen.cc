@@ -1,6 +1,7 @@
 // Lowering of the loop AST to LLVM IR (IRBuilder), the O3 pipeline and object emission.
 #include "codegen/cpu/llvm_codegen.h"
 
+#include <cstdio>
 #include <mutex>
 #include <unordered_map>
 
@@ -22,6 +23,7 @@
 #include "llvm/Target/TargetOptions.h"
 #include "base/check.h"
 #include "codegen/ir/ir_analysis.h"
+#include "codegen/ir/ir_printer.h"
 #include "codegen/ir/ir_visitor.h"
 #include "codegen/ir/simplify.h"
 
@@ -97,6 +99,33 @@ bool UsesGpuConstructs(const Stmt& s) {
   return finder.found;
 }
 
+/// The buffers kept across calls (BufferNode::prepack_source) that `s` allocates, in order.
+std::vector<Buffer> PrepackedBuffers(const Stmt& s) {
+  struct Finder : IRVisitor {
+    std::vector<Buffer> found;
+    void VisitStmt(const Stmt& t) override {
+      if (t->kind == StmtKind::kAllocate) {
+        const Buffer& buf = static_cast<const AllocateNode*>(t.get())->buffer;
+        if (buf->prepack_source != nullptr) found.push_back(buf);
+      }
+      IRVisitor::VisitStmt(t);
+    }
+  } finder;
+  finder.VisitStmt(s);
+  return finder.found;
+}
+
+/// The key text of a prepacked buffer for tune_rt_prepacked: the kernel's name, the buffer's,
+/// and a hash of the kernel's whole AST, so that two kernels that differ anywhere (another
+/// config of the same workload, say) never share a packed buffer, whatever their names.
+std::string PrepackedId(const LoweredFunc& func, const Buffer& buffer) {
+  uint64_t hash = 1469598103934665603ull;  // FNV-1a, 64 bits
+  for (unsigned char c : Print(func)) hash = (hash ^ c) * 1099511628211ull;
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(hash));
+  return func.name + "/" + buffer->name + "/" + hex;
+}
+
 class Lowering {
  public:
   Lowering(llvm::LLVMContext& ctx, llvm::Module& mod, const std::string& cpu,
@@ -110,7 +139,11 @@ class Lowering {
   void LowerFunc(const LoweredFunc& func) {
     // The implementation takes one noalias pointer per buffer; the exported wrapper unpacks
     // the argument array and calls it (and is inlined away).
+    // A buffer kept across calls is obtained (and released) by the wrapper and passed to the
+    // implementation as one more noalias pointer with its `fresh` flag (i64).
+    const std::vector<Buffer> prepacked = PrepackedBuffers(func.body);
     std::vector<llvm::Type*> params(func.args.size(), ptr_);
+    for (size_t i = 0; i < prepacked.size(); ++i) params.insert(params.end(), {ptr_, i64_});
     auto* impl_ty = llvm::FunctionType::get(b_.getVoidTy(), params, false);
     auto* impl = llvm::Function::Create(impl_ty, llvm::Function::InternalLinkage,
                                         func.name + "_impl", mod_);
@@ -120,6 +153,15 @@ class Lowering {
       impl->getArg(i)->addAttr(llvm::Attribute::NoAlias);
       impl->getArg(i)->setName(func.args[i]->name);
       bufs_[func.args[i].get()] = impl->getArg(i);
+    }
+    for (size_t i = 0; i < prepacked.size(); ++i) {
+      llvm::Argument* data = impl->getArg(static_cast<unsigned>(func.args.size() + 2 * i));
+      llvm::Argument* fresh = impl->getArg(static_cast<unsigned>(func.args.size() + 2 * i + 1));
+      data->addAttr(llvm::Attribute::NoAlias);
+      data->setName(prepacked[i]->name);
+      fresh->setName(prepacked[i]->name + ".fresh");
+      bufs_[prepacked[i].get()] = data;
+      vars_[static_cast<const VarNode*>(prepacked[i]->fresh.get())] = fresh;
     }
     BeginFunction(impl);
     LowerStmt(func.body);
@@ -135,7 +177,26 @@ class Lowering {
       auto* slot = b_.CreateGEP(ptr_, wrap->getArg(0), {b_.getInt64(static_cast<int64_t>(i))});
       args.push_back(b_.CreateAlignedLoad(ptr_, slot, llvm::Align(8)));
     }
+    llvm::FunctionCallee acquire_fn = mod_.getOrInsertFunction(
+        "tune_rt_prepacked", llvm::FunctionType::get(ptr_, {ptr_, ptr_, i64_, ptr_}, false));
+    llvm::FunctionCallee release_fn = mod_.getOrInsertFunction(
+        "tune_rt_prepacked_release", llvm::FunctionType::get(b_.getVoidTy(), {ptr_}, false));
+    std::vector<llvm::Value*> held;
+    for (const Buffer& buf : prepacked) {
+      size_t source = 0;
+      while (source < func.args.size() && func.args[source] != buf->prepack_source) ++source;
+      TUNE_CHECK(source < func.args.size()) << "the source of " << buf->name << " is no argument";
+      llvm::Value* id = b_.CreateGlobalStringPtr(PrepackedId(func, buf), buf->name + ".id");
+      llvm::IRBuilder<> entry(&wrap->getEntryBlock(), wrap->getEntryBlock().getFirstInsertionPt());
+      llvm::AllocaInst* flag = entry.CreateAlloca(b_.getInt32Ty(), nullptr, buf->name + ".fresh");
+      llvm::Value* data =
+          b_.CreateCall(acquire_fn, {id, args[source], b_.getInt64(buf->NumElements() * 4), flag});
+      args.push_back(data);
+      args.push_back(b_.CreateSExt(b_.CreateLoad(b_.getInt32Ty(), flag), i64_));
+      held.push_back(data);
+    }
     b_.CreateCall(impl, args);
+    for (llvm::Value* data : held) b_.CreateCall(release_fn, {data});
     b_.CreateRetVoid();
   }
 
@@ -388,6 +449,10 @@ class Lowering {
       bufs_[buf.get()] = alloca;
       LowerStmt(n->body);
       bufs_.erase(buf.get());
+      return;
+    }
+    if (buf->prepack_source != nullptr) {  // bound to an argument of the implementation
+      LowerStmt(n->body);
       return;
     }
     llvm::FunctionCallee alloc_fn = mod_.getOrInsertFunction(

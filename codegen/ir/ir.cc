@@ -22,6 +22,17 @@ Buffer MakeBuffer(std::string name, std::vector<int64_t> shape, BufferScope scop
   return b;
 }
 
+Buffer MakePrepackedBuffer(std::string name, std::vector<int64_t> shape, Buffer source) {
+  TUNE_CHECK(source != nullptr && source->scope == BufferScope::kArg) << "a prepacked buffer needs an argument";
+  auto b = std::make_shared<BufferNode>();
+  b->name = std::move(name);
+  b->shape = std::move(shape);
+  b->scope = BufferScope::kHeap;
+  b->prepack_source = std::move(source);
+  b->fresh = MakeVar(b->name + ".fresh").node();
+  return b;
+}
+
 Buffer MakeScratchBuffer(std::string name, std::vector<int64_t> shape, int arg_index, DType dtype, bool zero_init,
                          bool coherent) {
   TUNE_CHECK(dtype == DType::kFloat32 || dtype == DType::kInt32);

@@ -10,6 +10,8 @@
 
 namespace tune::codegen {
 
+struct ExprNode;
+
 /// kInt32: 32-bit integers in memory (GPU arrival counters, see AtomicAddNode); expressions
 /// are never kInt32 (integer expressions are kInt64).
 enum class DType { kInt64, kFloat32, kBool, kInt32 };
@@ -38,6 +40,12 @@ struct BufferNode {
   bool scratch = false;
   bool zero_init = false;
   bool coherent = false;
+  /// A kHeap buffer holding a packed copy of the kArg buffer `prepack_source` (a constant
+  /// weight), kept across calls (CPU backend: tune_rt_prepacked, keyed by the kernel and the
+  /// source's address): `fresh` (an int64 var) is 1 in a call that must fill it, else 0, and
+  /// Schedule::Lower runs the stages that write it only where `fresh` is 1. Null: per call.
+  std::shared_ptr<const BufferNode> prepack_source;
+  std::shared_ptr<const ExprNode> fresh;  // a VarNode; Expr(fresh) in expressions
   int64_t NumElements() const;
   /// Bytes of one element (4 for both dtypes a buffer may have).
   int64_t ElementBytes() const { return 4; }
@@ -45,6 +53,8 @@ struct BufferNode {
 using Buffer = std::shared_ptr<const BufferNode>;
 Buffer MakeBuffer(std::string name, std::vector<int64_t> shape, BufferScope scope,
                   int arg_index = -1);
+/// A kHeap buffer packed from `source` once and kept across calls (BufferNode::prepack_source).
+Buffer MakePrepackedBuffer(std::string name, std::vector<int64_t> shape, Buffer source);
 /// A scratch argument of a GPU kernel (see BufferNode::scratch), at `arg_index`.
 Buffer MakeScratchBuffer(std::string name, std::vector<int64_t> shape, int arg_index, DType dtype, bool zero_init,
                          bool coherent);

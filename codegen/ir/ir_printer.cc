@@ -99,12 +99,16 @@ std::string Print(const Stmt& s, int indent) {
     case StmtKind::kAllocate: {
       auto* n = static_cast<const AllocateNode*>(s.get());
       const BufferScope scope = n->buffer->scope;
+      const bool prepacked = n->buffer->prepack_source != nullptr;
       os << pad
          << (scope == BufferScope::kLocal    ? "local"
              : scope == BufferScope::kShared ? "shared"
+             : prepacked                     ? "prepacked"
                                              : "heap")
          << " float " << n->buffer->name;
       for (int64_t d : n->buffer->shape) os << "[" << d << "]";
+      // Kept across calls, one per kernel and address of its source.
+      if (prepacked) os << " of " << n->buffer->prepack_source->name;
       os << ";\n" << Print(n->body, indent);
       break;
     }

@@ -396,7 +396,11 @@ Stmt Stage::LowerNest() const {
 LoweredFunc Schedule::Lower() const {
   std::vector<Stmt> body;
   if (this->body) body.push_back(this->body);
-  for (auto& s : stages) body.push_back(s.Lower());
+  for (auto& s : stages) {
+    // A stage filling a buffer kept across calls runs only in the call that must fill it.
+    const Buffer& out = s.output();
+    body.push_back(out->prepack_source != nullptr ? If(Expr(out->fresh) == Expr(1), s.Lower()) : s.Lower());
+  }
   Stmt stmt = Seq(std::move(body));
   for (auto it = scratch.rbegin(); it != scratch.rend(); ++it) stmt = Allocate(*it, stmt);
   return LoweredFunc{name, args, stmt};

@@ -38,6 +38,10 @@ absl::StatusOr<std::unique_ptr<LoadedKernel>> LoadedKernel::Load(const CompiledK
        llvm::JITEvaluatedSymbol(llvm::pointerToJITTargetAddress(&tune_rt_alloc), flags)},
       {mangle("tune_rt_free"),
        llvm::JITEvaluatedSymbol(llvm::pointerToJITTargetAddress(&tune_rt_free), flags)},
+      {mangle("tune_rt_prepacked"),
+       llvm::JITEvaluatedSymbol(llvm::pointerToJITTargetAddress(&tune_rt_prepacked), flags)},
+      {mangle("tune_rt_prepacked_release"),
+       llvm::JITEvaluatedSymbol(llvm::pointerToJITTargetAddress(&tune_rt_prepacked_release), flags)},
       // LLVM turns zero-fill and copy loops into these libc calls.
       {mangle("memset"), llvm::JITEvaluatedSymbol(llvm::pointerToJITTargetAddress(&memset), flags)},
       {mangle("memcpy"), llvm::JITEvaluatedSymbol(llvm::pointerToJITTargetAddress(&memcpy), flags)},

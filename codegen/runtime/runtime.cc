@@ -1,4 +1,5 @@
-// The kernel runtime: a small fork-safe thread pool for parallel loops and aligned scratch memory.
+// The kernel runtime: a small fork-safe thread pool for parallel loops, aligned scratch memory and
+// the process's buffers of weights packed once.
 #include "codegen/runtime/runtime.h"
 
 #include <unistd.h>
@@ -10,6 +11,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -197,3 +199,135 @@ extern "C" void* tune_rt_alloc(int64_t bytes) {
 extern "C" void tune_rt_free(void* ptr) {
   if (ptr != nullptr) t_scratch.Free(ptr);
 }
+
+namespace {
+
+/// The buffers of tune_rt_prepacked. Entries are few (a model's layers at most), so a linear
+/// search does: the weight address is compared first, the kernel id text only on a match.
+class PrepackedCache {
+ public:
+  static constexpr size_t kMaxEntries = 64;
+  static constexpr size_t kMaxBytes = size_t{1} << 30;
+
+  void* Acquire(const char* kernel_id, const void* weight, int64_t bytes, int* fresh) {
+    const size_t size = (static_cast<size_t>(bytes < 64 ? 64 : bytes) + 63) / 64 * 64;
+    std::unique_lock<std::mutex> lock(mu_);
+    if (pid_ != getpid()) {
+      // A forked child: the parent's buffers are the child's copies, none of them in use here.
+      for (Entry& e : entries_) std::free(e.data);
+      entries_.clear();
+      bytes_ = 0;
+      pid_ = getpid();
+    }
+    for (Entry& e : entries_) {
+      if (e.stale || e.weight != weight || e.bytes != size || e.id != kernel_id) continue;
+      ++e.users;
+      e.last_use = ++clock_;
+      char* data = e.data;
+      // The entry cannot go away while this call holds it (users > 0).
+      filled_.wait(lock, [&] { return Find(data)->filled; });
+      *fresh = 0;
+      return data;
+    }
+    // Make room: the least recently used entries no kernel holds go first.
+    for (;;) {
+      size_t live = 0;
+      Entry* oldest = nullptr;
+      for (Entry& e : entries_) {
+        if (e.stale) continue;
+        ++live;
+        if (e.users == 0 && (oldest == nullptr || e.last_use < oldest->last_use)) oldest = &e;
+      }
+      if ((live < kMaxEntries && bytes_ + size <= kMaxBytes) || oldest == nullptr) break;
+      Erase(oldest->data);
+    }
+    char* data = static_cast<char*>(std::aligned_alloc(64, size));
+    TUNE_CHECK_MSG(data != nullptr, "out of memory allocating a packed weight");
+    entries_.push_back(Entry{kernel_id, weight, size, data, 1, false, false, ++clock_});
+    bytes_ += size;
+    ++packs_;
+    *fresh = 1;
+    return data;
+  }
+
+  void Release(void* buffer) {
+    std::lock_guard<std::mutex> lock(mu_);
+    Entry* e = Find(static_cast<char*>(buffer));
+    TUNE_CHECK_MSG(e != nullptr && e->users > 0, "release of a packed weight buffer not in use");
+    --e->users;
+    if (!e->filled) {
+      e->filled = true;
+      filled_.notify_all();
+    }
+    if (e->stale && e->users == 0) Erase(e->data);
+  }
+
+  void Reset() {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (size_t i = entries_.size(); i-- > 0;) {
+      if (entries_[i].users == 0) {
+        Erase(entries_[i].data);
+      } else if (!entries_[i].stale) {
+        entries_[i].stale = true;
+        bytes_ -= entries_[i].bytes;
+      }
+    }
+  }
+
+  int64_t packs() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return packs_;
+  }
+
+ private:
+  struct Entry {
+    std::string id;
+    const void* weight;
+    size_t bytes;
+    char* data;
+    int users;        // calls between tune_rt_prepacked and their release
+    bool filled;      // the fresh call has released it
+    bool stale;       // reset while in use: freed at the last release, never found again
+    uint64_t last_use;
+  };
+  Entry* Find(const char* data) {
+    for (Entry& e : entries_) {
+      if (e.data == data) return &e;
+    }
+    return nullptr;
+  }
+  void Erase(char* data) {
+    for (size_t i = 0; i < entries_.size(); ++i) {
+      if (entries_[i].data != data) continue;
+      if (!entries_[i].stale) bytes_ -= entries_[i].bytes;
+      std::free(data);
+      entries_.erase(entries_.begin() + static_cast<std::ptrdiff_t>(i));
+      return;
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable filled_;
+  std::vector<Entry> entries_;
+  size_t bytes_ = 0;  // of the entries that are not stale
+  uint64_t clock_ = 0;
+  int64_t packs_ = 0;
+  pid_t pid_ = getpid();
+};
+
+PrepackedCache& Prepacked() {
+  static PrepackedCache* cache = new PrepackedCache();  // leaked: kernels may run during exit
+  return *cache;
+}
+
+}  // namespace
+
+int64_t tune::codegen::runtime::PrepackedPacks() { return Prepacked().packs(); }
+
+extern "C" void* tune_rt_prepacked(const char* kernel_id, const void* weight, int64_t bytes, int* fresh) {
+  return Prepacked().Acquire(kernel_id, weight, bytes, fresh);
+}
+
+extern "C" void tune_rt_prepacked_release(void* buffer) { Prepacked().Release(buffer); }
+
+extern "C" void tune_rt_prepacked_reset(void) { Prepacked().Reset(); }

@@ -1,4 +1,5 @@
-// The runtime that generated kernels call: a thread pool for parallel loops, aligned memory.
+// The runtime that generated kernels call: a thread pool for parallel loops, aligned memory,
+// and buffers of weights packed once per process.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +10,10 @@ namespace tune::codegen::runtime {
 /// lazily in the calling process, so a forked child gets its own.
 void SetNumThreads(int threads);
 int NumThreads();
+
+/// How many times tune_rt_prepacked has handed out a buffer to be filled (fresh) in this
+/// process: a caller compares two readings to know whether kernels packed a weight in between.
+int64_t PrepackedPacks();
 
 }  // namespace tune::codegen::runtime
 
@@ -22,4 +27,23 @@ void tune_rt_parallel_for(int64_t n, void (*body)(int64_t, void*), void* closure
 void* tune_rt_alloc(int64_t bytes);
 /// Frees a block of tune_rt_alloc (on any thread); null is ignored.
 void tune_rt_free(void* ptr);
+
+/// The buffer of `bytes` (64-byte aligned) holding the weight at `weight` as the kernel
+/// `kernel_id` (a NUL-terminated text naming the kernel and its packing exactly) packs it:
+/// one per (kernel_id text, weight address, bytes), kept across calls for the life of the
+/// process. *fresh is set to 1 when the caller must fill it (the first call for that key, or
+/// after tune_rt_prepacked_reset), else 0: then its contents are what the filling call wrote.
+/// Thread-safe: a call that finds the buffer being filled by another thread waits until that
+/// thread's tune_rt_prepacked_release. Every call must be paired with one release once the
+/// kernel is done with the buffer (and, when fresh, has filled it). At most 64 buffers and
+/// 1 GiB are kept; beyond that the least recently used ones that no kernel holds are freed
+/// (and packed again when asked for again). A forked child starts with none.
+void* tune_rt_prepacked(const char* kernel_id, const void* weight, int64_t bytes, int* fresh);
+/// Ends the use of a buffer of tune_rt_prepacked; when that call was fresh, the buffer is
+/// now filled and waiting callers go on.
+void tune_rt_prepacked_release(void* buffer);
+/// Forgets every packed buffer (those in use are freed at their release): the next call of
+/// tune_rt_prepacked for any key is fresh. Call it whenever a weight that kernels may have
+/// packed gets new contents at the same address.
+void tune_rt_prepacked_reset(void);
 }
