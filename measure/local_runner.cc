@@ -79,9 +79,14 @@ MeasureResult MeasureInChild(const TaskData& task, const BuildResult& build, con
   std::fill(out, out + out_size, std::numeric_limits<float>::quiet_NaN());
   args.push_back(out);
   float* const* argv = args.data();
+  // New inputs at addresses a kernel of this process may have packed before (a fork of a
+  // process that ran kernels): the first call below must pack them afresh.
+  tune_rt_prepacked_reset();
+  const int64_t packs_before = codegen::runtime::PrepackedPacks();
 
   const Clock::time_point first_start = Clock::now();
   fn(argv);
+  const int64_t packs_first = codegen::runtime::PrepackedPacks() - packs_before;
   const double first_s = std::chrono::duration<double>(Clock::now() - first_start).count();
   std::string why;
   if (!AllClose(out, task.reference.data(), out_size, protocol.rtol, protocol.atol, &why)) {
@@ -128,6 +133,13 @@ MeasureResult MeasureInChild(const TaskData& task, const BuildResult& build, con
     return report;
   }
   report.status = MeasureStatus::kOk;
+  // A kernel that packs its constant weight once (prepack) did so in the first, checked call.
+  const int64_t packs_timed = codegen::runtime::PrepackedPacks() - packs_before - packs_first;
+  if (packs_first > 0 && packs_timed == 0) {
+    report.message = LocalRunner::kPackedOnceNote;
+  } else if (packs_timed > 0) {
+    report.message = absl::StrCat("weights packed again ", packs_timed, " times during the timed calls");
+  }
   return report;
 }
 

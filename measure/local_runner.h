@@ -27,6 +27,10 @@ struct LocalRunnerOptions {
 /// steady_clock) of samples of `number` back-to-back calls, `number` doubled from 1 until
 /// one sample lasts at least min_repeat_ms (capped at kMaxNumber). `build_s` is copied
 /// from the build; `wall_s` covers fork to reap (zero for builds that are not run).
+/// Weights packed once (a kernel with prepack, see tune_rt_prepacked): the child forgets any
+/// packs of its parent after writing the inputs, so the first (checked) call packs them and the
+/// timed calls reuse the pack; an ok record then says so in `message` (kPackedOnceNote), or
+/// says how often the timed calls packed again. Other ok records have an empty message.
 ///
 /// Status mapping: build status != ok -> passed through, nothing run; loader failure ->
 /// compile_error; output mismatch before or after timing -> wrong_result with AllClose's
@@ -44,6 +48,8 @@ class LocalRunner : public Runner {
   static constexpr int kMaxNumber = 1 << 24;
   /// Bytes written before each timed sample when protocol.flush_cache is set.
   static constexpr size_t kFlushBytes = size_t{64} << 20;
+  /// The message of an ok record whose kernel packed its weights in the first call only.
+  static constexpr const char* kPackedOnceNote = "weights packed once, in the checked first call, outside the timed calls";
 
   /// `loader` empty means DefaultLoader().
   explicit LocalRunner(LocalRunnerOptions options, KernelLoader loader = nullptr);
