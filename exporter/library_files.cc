@@ -115,7 +115,12 @@ std::string Header(const ExportedLibrary& library) {
        << library.target.threads << ", is what they were\n"
        << "/// tuned with.\n"
        << "void tune_kernels_set_threads(int threads);\n"
-       << "int tune_kernels_threads(void);\n";
+       << "int tune_kernels_threads(void);\n"
+       << "/// Kernels whose schedule has \"prepack\": 1 (manifest.json) pack their weight on their first\n"
+       << "/// call for that weight's address and reuse the packed copy on later calls, as for a model's\n"
+       << "/// constant weights. Call this after writing new values into a weight at the same address (no\n"
+       << "/// call of a kernel may run meanwhile): every weight is packed again on its next call.\n"
+       << "void tune_kernels_forget_packed_weights(void);\n";
   }
   os << "\n#ifdef __cplusplus\n}  /* extern \"C\" */\n#endif\n\n#endif  /* TUNE_KERNELS_H_ */\n";
   return os.str();
@@ -196,8 +201,9 @@ std::string CpuEntryPoints(const ExportedLibrary& library) {
   return os.str();
 }
 
-constexpr const char* kCpuRuntime = R"(// Runtime of the exported kernels: the thread pool their parallel loops run on and the 64-byte
-// aligned scratch memory they allocate (packed weights, padded inputs). Plain C++17.
+constexpr const char* kCpuRuntime = R"(// Runtime of the exported kernels: the thread pool their parallel loops run on, the 64-byte
+// aligned scratch memory they allocate (packed weights, padded inputs) and the weights packed
+// once and kept across calls (schedules with prepack). Plain C++17.
 #include <atomic>
 #include <condition_variable>
 #include <cstddef>
@@ -206,6 +212,7 @@ constexpr const char* kCpuRuntime = R"(// Runtime of the exported kernels: the t
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -362,6 +369,108 @@ extern "C" void tune_rt_free(void* p) {
     t_scratch.bytes -= ScratchCache::SizeOf(t_scratch.blocks.front());
     std::free(t_scratch.blocks.front());
     t_scratch.blocks.erase(t_scratch.blocks.begin());
+  }
+}
+
+namespace {
+
+// Weights packed once: one buffer per (kernel id text, weight address, size), filled by the
+// first call (fresh = 1) while later callers of the same key wait for its release; at most 64
+// buffers and 1 GiB, the least recently used ones no call holds freed first.
+struct PackedWeight {
+  std::string id;
+  const void* weight;
+  size_t bytes;
+  char* data;
+  int users;
+  bool filled;
+  bool stale;  // forgotten while in use: freed at its last release
+  uint64_t last_use;
+};
+std::mutex g_packed_mu;
+std::condition_variable g_packed_filled;
+std::vector<PackedWeight>* g_packed = new std::vector<PackedWeight>();  // never destroyed
+size_t g_packed_bytes = 0;
+uint64_t g_packed_clock = 0;
+
+PackedWeight* FindPacked(const char* data) {
+  for (PackedWeight& e : *g_packed) {
+    if (e.data == data) return &e;
+  }
+  return nullptr;
+}
+void ErasePacked(char* data) {
+  for (size_t i = 0; i < g_packed->size(); ++i) {
+    if ((*g_packed)[i].data != data) continue;
+    if (!(*g_packed)[i].stale) g_packed_bytes -= (*g_packed)[i].bytes;
+    std::free(data);
+    g_packed->erase(g_packed->begin() + static_cast<std::ptrdiff_t>(i));
+    return;
+  }
+}
+
+}  // namespace
+
+extern "C" void* tune_rt_prepacked(const char* kernel_id, const void* weight, int64_t bytes, int* fresh) {
+  const size_t size = (static_cast<size_t>(bytes < 64 ? 64 : bytes) + 63) / 64 * 64;
+  std::unique_lock<std::mutex> lock(g_packed_mu);
+  for (PackedWeight& e : *g_packed) {
+    if (e.stale || e.weight != weight || e.bytes != size || e.id != kernel_id) continue;
+    ++e.users;
+    e.last_use = ++g_packed_clock;
+    char* data = e.data;
+    g_packed_filled.wait(lock, [data] { return FindPacked(data)->filled; });
+    *fresh = 0;
+    return data;
+  }
+  for (;;) {
+    size_t live = 0;
+    PackedWeight* oldest = nullptr;
+    for (PackedWeight& e : *g_packed) {
+      if (e.stale) continue;
+      ++live;
+      if (e.users == 0 && (oldest == nullptr || e.last_use < oldest->last_use)) oldest = &e;
+    }
+    if ((live < 64 && g_packed_bytes + size <= (size_t{1} << 30)) || oldest == nullptr) break;
+    ErasePacked(oldest->data);
+  }
+  char* data = static_cast<char*>(std::aligned_alloc(64, size));
+  if (data == nullptr) {
+    std::fprintf(stderr, "tune_kernels: out of memory allocating %lld bytes of a packed weight\n",
+                 static_cast<long long>(bytes));
+    std::abort();
+  }
+  g_packed->push_back(PackedWeight{kernel_id, weight, size, data, 1, false, false, ++g_packed_clock});
+  g_packed_bytes += size;
+  *fresh = 1;
+  return data;
+}
+
+extern "C" void tune_rt_prepacked_release(void* buffer) {
+  std::lock_guard<std::mutex> lock(g_packed_mu);
+  PackedWeight* e = FindPacked(static_cast<char*>(buffer));
+  if (e == nullptr || e->users <= 0) {
+    std::fprintf(stderr, "tune_kernels: release of a packed weight not in use\n");
+    std::abort();
+  }
+  --e->users;
+  if (!e->filled) {
+    e->filled = true;
+    g_packed_filled.notify_all();
+  }
+  if (e->stale && e->users == 0) ErasePacked(e->data);
+}
+
+extern "C" void tune_kernels_forget_packed_weights(void) {
+  std::lock_guard<std::mutex> lock(g_packed_mu);
+  for (size_t i = g_packed->size(); i-- > 0;) {
+    PackedWeight& e = (*g_packed)[i];
+    if (e.users == 0) {
+      ErasePacked(e.data);
+    } else if (!e.stale) {
+      e.stale = true;
+      g_packed_bytes -= e.bytes;
+    }
   }
 }
 )";

@@ -9,8 +9,11 @@
 #include <vector>
 
 #include "codegen/ir/workload.h"
+#include "codegen/templates.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "measure/local_runner.h"
+#include "measure/measure_result.h"
 #include "measure/reference.h"
 #include "tests/common/test_seed.h"
 #include "tests/exporter/export_test_helpers.h"
@@ -22,8 +25,11 @@ using ::testing::HasSubstr;
 
 /// A C++ program that runs every kernel of `manifest` through its own function and through
 /// the generic entry, on the inputs in_<kernel>_<tensor>.bin, and writes out_<kernel>.bin and
-/// gen_<kernel>.bin; kernel 0 once more on one thread (one_0.bin). Exits non-zero when a call
-/// fails, a size disagrees with the library's shapes, or a null pointer is not refused.
+/// gen_<kernel>.bin; kernel 0 once more on one thread (one_0.bin). Then it writes new values
+/// (0.5 - x) into each kernel's second input at the same address and runs it again (stale_<kernel>.bin:
+/// a kernel that packs its weight once still computes with the old one), and once more after
+/// tune_kernels_forget_packed_weights (fresh_<kernel>.bin). Exits non-zero when a call fails, a
+/// size disagrees with the library's shapes, or a null pointer is not refused.
 std::string CpuCheckProgram(const nlohmann::json& manifest) {
   std::ostringstream os;
   os << R"(#include <cmath>
@@ -92,6 +98,12 @@ int main() {
        << "      Write(\"one_0.bin\", one);\n"
        << "      tune_kernels_set_threads(" << manifest["target"]["threads"].get<int>() << ");\n"
        << "    }\n"
+       << "    for (float& x : in[1]) x = 0.5f - x;\n"
+       << "    if (" << fn << "(" << args << "out.data()) != 0) return 18;\n"
+       << "    Write(\"stale_\" + std::to_string(i) + \".bin\", out);\n"
+       << "    tune_kernels_forget_packed_weights();\n"
+       << "    if (" << fn << "(" << args << "out.data()) != 0) return 19;\n"
+       << "    Write(\"fresh_\" + std::to_string(i) + \".bin\", out);\n"
        << "  }\n";
   }
   os << "  return tune_kernels_run(" << kernels.size() << ", nullptr, nullptr) == -1 ? 0 : 17;\n}\n";
@@ -166,6 +178,23 @@ void BuildRunAndCheckCpuLibrary(const test::TempDir& dir, const std::string& lib
       std::string why;
       EXPECT_TRUE(measure::AllClose(got.data(), want.data(), static_cast<int64_t>(want.size()), 1e-3, 1e-4, &why))
           << kernels[i]["function"] << " (" << prefix << "): " << why;
+    }
+    // New weight values at the same address: a kernel that packs its weight once computes
+    // with the old ones until the packs are forgotten; the others with the new ones at once.
+    const nlohmann::json& config = kernels[i]["config"];
+    const bool packed_once = config.is_object() && config.contains("prepack") && config["prepack"] == nlohmann::json::array({1});
+    std::vector<std::vector<float>> changed = inputs[i];
+    for (float& x : changed[1]) x = 0.5f - x;
+    std::vector<float> want_changed;
+    measure::ComputeReference(workloads[i], changed, &want_changed);
+    for (const auto& [prefix, expected] : {std::pair{"stale_", packed_once ? &want : &want_changed},
+                                           std::pair{"fresh_", &want_changed}}) {
+      const std::vector<float> got = ReadFloats(dir.Join(prefix + std::to_string(i) + ".bin"));
+      ASSERT_EQ(got.size(), expected->size()) << prefix << i;
+      std::string why;
+      EXPECT_TRUE(
+          measure::AllClose(got.data(), expected->data(), static_cast<int64_t>(expected->size()), 1e-3, 1e-4, &why))
+          << kernels[i]["function"] << " (" << prefix << ", packed once: " << packed_once << "): " << why;
     }
   }
 }
@@ -248,6 +277,77 @@ TEST(ExportCpuTest, TunedModelExportsALibraryThatBuildsAndMatchesTheReference) {
   EXPECT_THAT(header, HasSubstr("int tune_proj(const float* a, const float* b, float* out);"));
   EXPECT_THAT(header, HasSubstr("[1, 8, 12, 12]"));  // tune_conv's output
 
+  BuildRunAndCheckCpuLibrary(dir, "lib", /*as_subdirectory=*/false);
+}
+
+// Recorded schedules that pack their weight once (prepack) for the dense and both convolutions
+// (nchw with pack_weight, blocked depthwise): the library's kernels pack each weight on their
+// first call, reuse it while its values change at the same address, and pack it again after
+// tune_kernels_forget_packed_weights (BuildRunAndCheckCpuLibrary checks all three).
+TEST(ExportCpuTest, PrepackSchedulesPackEachWeightOnceUntilForgotten) {
+  test::TempDir dir;
+  test::WriteFileBytes(dir.Join("model.json"), kMixModel);
+  const measure::Target host = measure::Target::HostCpu(2);
+  const int64_t target_id = AddTarget(dir.Join("t.db"), host);
+  struct Layer {
+    codegen::OpKind op;
+    const char* shape;
+    bool bias, relu, relu6;
+    nlohmann::json changes;
+  };
+  const std::vector<Layer> layers = {
+      {codegen::OpKind::kDense, "4,24,40", true, false, false, {{"pack_b", {1}}, {"prepack", {1}}}},
+      {codegen::OpKind::kConv2d, "1,3,12,12,8,3,3,1,1", true, true, false, {{"pack_weight", {1}}, {"prepack", {1}}}},
+      {codegen::OpKind::kConv2d, "1,8,10,10,8,3,3,1,1,1,8", false, false, true, {{"layout", {1}}, {"tile_oc", {1, 1, 8}}, {"prepack", {1}}}},
+  };
+  std::mt19937_64 rng = test::TestRng(11);
+  {
+    auto db = dataset::RecordDatabase::Open(dir.Join("t.db"), /*create=*/false);
+    ASSERT_TRUE(db.ok()) << db.status();
+    for (const Layer& layer : layers) {
+      auto w = codegen::Workload::Parse(layer.op, layer.shape);
+      ASSERT_TRUE(w.ok()) << w.status();
+      w->bias = layer.bias;
+      w->relu = layer.relu;
+      w->relu6 = layer.relu6;
+      auto tmpl = codegen::CreateTemplate(*w);
+      ASSERT_TRUE(tmpl.ok()) << tmpl.status();
+      const search::ConfigSpace& space = (*tmpl)->space();
+      nlohmann::json j = nlohmann::json::parse(space.ToJson((*tmpl)->DefaultConfig()));
+      for (auto it = layer.changes.begin(); it != layer.changes.end(); ++it) j[it.key()] = it.value();
+      auto config = space.FromJson(j.dump());
+      ASSERT_TRUE(config.ok()) << config.status();
+      *config = space.Canonical(*config);  // knobs the change made moot at option 0
+      ASSERT_EQ(space.WhyInvalid(*config), "") << j.dump();
+      auto task_id = (*db)->UpsertTask({0, w->Key(), codegen::OpName(w->op), "{}", w->Flops(), (*tmpl)->version()});
+      ASSERT_TRUE(task_id.ok()) << task_id.status();
+      dataset::Record r;
+      r.task_id = *task_id;
+      r.target_id = target_id;
+      r.config_json = space.ToJson(*config);
+      r.config_index = space.ToIndex(*config);
+      r.strategy = "random";
+      r.protocol_json = measure::MeasureProtocol().ToJson();
+      r.result.status = measure::MeasureStatus::kOk;
+      const double seconds = std::uniform_real_distribution<double>(1e-6, 1e-5)(rng);
+      r.result.costs_s = {seconds, seconds};
+      r.result.number = 1;
+      r.result.message = measure::LocalRunner::kPackedOnceNote;
+      std::vector<dataset::Record> records = {r};
+      ASSERT_TRUE((*db)->AddRecords(records).ok());
+    }
+  }
+  test::ProcessResult exported = RunTune(dir.path(), {"export", "--db", "t.db", "--model", "model.json", "--target-key",
+                                                      std::to_string(target_id), "--out", "lib"});
+  ASSERT_TRUE(exported.exited && exported.exit_code == 0) << exported;
+  EXPECT_THAT(exported.err, HasSubstr("(3 tuned, 1 default schedules)"));
+  const nlohmann::json manifest = ReadManifest(dir.Join("lib"));
+  ASSERT_EQ(manifest["kernels"].size(), 4u);
+  for (int i : {0, 2, 3}) {
+    EXPECT_EQ(manifest["kernels"][i]["schedule"], "record") << i;
+    EXPECT_EQ(manifest["kernels"][i]["config"]["prepack"], nlohmann::json::array({1})) << i;
+  }
+  EXPECT_THAT(test::ReadFileBytes(dir.Join("lib/tune_kernels.h")), HasSubstr("void tune_kernels_forget_packed_weights(void);"));
   BuildRunAndCheckCpuLibrary(dir, "lib", /*as_subdirectory=*/false);
 }
 
