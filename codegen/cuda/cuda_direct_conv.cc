@@ -43,13 +43,15 @@ int64_t DirectConvPlan::UnrolledFma() const {
 }
 
 Schedule BuildDirectConv(const Workload& wl, const DirectConvPlan& p, const ArgBuffers& args) {
-  TUNE_CHECK(wl.op == OpKind::kConv2d && wl.groups == 1) << "direct conv2d of " << wl.Key();
+  TUNE_CHECK(wl.op == OpKind::kConv2d) << "direct conv2d of " << wl.Key();
   const DirectConvTiles& t = p.tiles;
   const int64_t bm = t.bm(), step_k = t.bc * p.window;
+  const int64_t group_c = wl.in_c / wl.groups;  // input channels of a group
+  TUNE_CHECK(t.grid_m * bm * wl.groups == wl.out_c && t.c_steps * t.bc == group_c) << "direct conv2d tiles of " << wl.Key();
   Schedule sched;
-  // The weight seen as [OC][C * KH * KW] (the same bytes): a block's slice of one channel step
-  // is BM rows of step_k consecutive floats.
-  const Buffer weight = MakeBuffer(args.input1->name, {wl.out_c, wl.in_c * p.window}, BufferScope::kArg,
+  // The weight seen as [OC][C/G * KH * KW] (the same bytes): a block's slice of one channel
+  // step is BM rows of step_k consecutive floats.
+  const Buffer weight = MakeBuffer(args.input1->name, {wl.out_c, group_c * p.window}, BufferScope::kArg,
                                    args.input1->arg_index);
   const Buffer data = args.input0, bias = args.bias, out = args.out;
   sched.args = {data, weight};
@@ -58,8 +60,13 @@ Schedule BuildDirectConv(const Workload& wl, const DirectConvPlan& p, const ArgB
 
   Expr bx = MakeVar("bx"), by = MakeVar("by"), bz = MakeVar("bz");
   ThreadBlock threads{MakeVar("tx"), MakeVar("ty"), t.tw, t.th, MakeVar("tz"), t.tz};
-  const Expr image = wl.batch == 1 ? Expr(int64_t{0}) : bz / Expr(t.grid_m);
-  const Expr oc0 = (wl.batch == 1 ? bz : bz % Expr(t.grid_m)) * Expr(bm);
+  // bz = image * (groups * grid_m) + channel block; a block's channels lie in one group (BM
+  // divides OC / groups), whose input channels it reads.
+  const int64_t blocks_m = t.grid_m * wl.groups;
+  const Expr image = wl.batch == 1 ? Expr(int64_t{0}) : bz / Expr(blocks_m);
+  const Expr block_m = wl.batch == 1 ? bz : bz % Expr(blocks_m);
+  const Expr oc0 = block_m * Expr(bm);
+  const Expr c0 = wl.groups == 1 ? Expr() : (block_m / Expr(t.grid_m)) * Expr(group_c);
   const Expr oh0 = by * Expr(t.bh()), ow0 = bx * Expr(t.bw());
   // The halo's first input row and column (negative in the padding).
   const Expr ih0 = oh0 * Expr(wl.stride_h) - Expr(wl.pad_h), iw0 = ow0 * Expr(wl.stride_w) - Expr(wl.pad_w);
@@ -81,7 +88,8 @@ Schedule BuildDirectConv(const Workload& wl, const DirectConvPlan& p, const ArgB
   // Without padding the halo of every block lies inside the input (OH and OW are defined so),
   // so that dimension needs no guard.
   auto h_src = [&](const Expr& step, const Expr& r, const Expr& col) -> Expr {
-    const Expr c = step * Expr(t.bc) + r / Expr(p.halo_h);
+    Expr c = step * Expr(t.bc) + r / Expr(p.halo_h);
+    if (c0.defined()) c = c0 + c;
     const Expr ih = ih0 + r % Expr(p.halo_h), iw = iw0 + col;
     Expr inside;
     auto both = [&](Expr a, Expr b) { return inside.defined() ? inside && a && b : a && b; };
@@ -179,7 +187,7 @@ Schedule BuildDirectConv(const Workload& wl, const DirectConvPlan& p, const ArgB
   Stmt body = Seq({init, loop.Emit("ct", t.c_steps, t.double_buffer), write});
   if (t.double_buffer) body = Allocate(stage_h, Allocate(stage_w, body));
   body = Allocate(hs, Allocate(ws, Allocate(acc, Allocate(wf, Allocate(xf, body)))));
-  sched.body = BindLaunch(BlockGrid{bx, by, t.grid_w, t.grid_h, bz, t.grid_m * wl.batch}, threads, body);
+  sched.body = BindLaunch(BlockGrid{bx, by, t.grid_w, t.grid_h, bz, blocks_m * wl.batch}, threads, body);
   return sched;
 }
 

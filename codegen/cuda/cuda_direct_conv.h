@@ -15,10 +15,10 @@ namespace tune::codegen {
 /// The tile sizes of one direct-convolution config. Every factor divides its extent exactly
 /// (they come from split knobs), so blocks never run past the output.
 struct DirectConvTiles {
-  int64_t grid_m = 1, tz = 1, tm = 1;  // output channels: blocks, threads (threadIdx.z), per thread
+  int64_t grid_m = 1, tz = 1, tm = 1;  // output channels (of a group): blocks, threads (threadIdx.z), per thread
   int64_t grid_h = 1, th = 1, rh = 1;  // output rows: blocks, threads (threadIdx.y), per thread
   int64_t grid_w = 1, tw = 1, rw = 1;  // output columns: blocks, threads (threadIdx.x), per thread
-  int64_t c_steps = 1, bc = 1;         // input channels: steps of the main loop, channels per step
+  int64_t c_steps = 1, bc = 1;         // input channels (of a group): main-loop steps, channels per step
   int64_t vector = 1;                  // weight copy: floats per global load (1, 2 or 4)
   int64_t pad = 0;                     // floats added to each shared weight row
   bool double_buffer = false;          // two register-staged shared stages (PipelinedLoop)
@@ -52,17 +52,18 @@ struct DirectConvPlan {
   int64_t UnrolledFma() const;
 };
 
-/// The plan of `tiles` for the conv2d `workload` (groups 1, NCHW).
+/// The plan of `tiles` for the conv2d `workload` (NCHW).
 DirectConvPlan PlanDirectConv(const Workload& workload, const DirectConvTiles& tiles);
 
 /// Direct convolution: block (bx, by, bz) computes an OC tile of BM channels x a BH x BW tile of
-/// output pixels of one image (bz = image * grid_m + channel block). Per step of bc input
+/// output pixels of one image (bz = image * groups * grid_m + channel block; a grouped conv's
+/// blocks each lie in one group and read its C / groups input channels). Per step of bc input
 /// channels the block copies the input halo tile (zero outside the image) and the matching
 /// BM x bc x KH x KW weights (transposed, so a thread's TM channels are contiguous) into shared
 /// memory; each thread then accumulates TM channels x RH x RW pixels in registers (its pixels
 /// th and tw apart, so a warp reads neighbouring shared words and writes contiguous output),
 /// and the fused bias + ReLU epilogue writes them. Stride, padding and dilation come from
-/// `workload`. The arguments are data [N][C][H][W], weight [OC][C][KH][KW], bias [OC] (or
+/// `workload`. The arguments are data [N][C][H][W], weight [OC][C/G][KH][KW], bias [OC] (or
 /// none) and out [N][OC][OH][OW].
 Schedule BuildDirectConv(const Workload& workload, const DirectConvPlan& plan, const ArgBuffers& args);
 

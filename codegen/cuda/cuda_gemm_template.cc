@@ -89,15 +89,12 @@ CudaGemmTemplate::CudaGemmTemplate(Workload w, const GpuLimits& limits) : Templa
   if (conv) {
     // The direct variant's own knobs (see cuda_direct_conv.h); knobs of one variant are pinned
     // under the other. Configs recorded before the knob existed are implicit GEMMs.
-    // A grouped convolution has the implicit GEMM only.
-    if (wl.groups == 1) {
-      s.AddChoice("variant", {kVariantImplicitGemm, kVariantDirect}, {"implicit_gemm", "direct"});
-    } else {
-      s.AddChoice("variant", {kVariantImplicitGemm}, {"implicit_gemm"});
-    }
+    // A grouped convolution's direct kernel computes one group per block: tile_m splits the
+    // output channels of a group, tile_c its input channels.
+    s.AddChoice("variant", {kVariantImplicitGemm, kVariantDirect}, {"implicit_gemm", "direct"});
     s.AddSplit("tile_oh", wl.out_h(), 3, kMaxPixelsPerThread);
     s.AddSplit("tile_ow", wl.out_w(), 3, kMaxPixelsPerThread);
-    s.AddSplit("tile_c", wl.in_c, 2, kMaxBk);
+    s.AddSplit("tile_c", wl.in_c / wl.groups, 2, kMaxBk);
     for (const char* knob : {"tile_n", "tile_k", "interleave", "k_slices", "k_split"}) {
       s.AddCondition(knob, "variant", {kVariantImplicitGemm});
     }
@@ -141,7 +138,7 @@ CudaGemmTemplate::CudaGemmTemplate(Workload w, const GpuLimits& limits) : Templa
       const DirectConvTiles t = plan(c).tiles;
       const bool whole = t.grid_m == 1 && t.grid_h == 1 && t.grid_w == 1;
       return t.threads() <= limits.max_threads_per_block && (t.threads() % kWarp == 0 || whole) &&
-             t.tz <= kMaxBlockZ && t.grid_m * wl.batch <= kMaxGridZ;
+             t.tz <= kMaxBlockZ && t.grid_m * wl.groups * wl.batch <= kMaxGridZ;
     }
     GemmTiles t = TilesOf(*sp, c);
     const bool whole = t.grid_m == 1 && t.grid_n == 1;  // a problem smaller than a warp's work
@@ -178,10 +175,12 @@ CudaGemmTemplate::CudaGemmTemplate(Workload w, const GpuLimits& limits) : Templa
     if (t.split > 1) floats += 4;                               // the last-block flag (aligned)
     return floats * 4 <= limits.max_shared_bytes_per_block;
   });
-  // The direct variant has no tails: its output-channel tile (tile_m) divides the channels.
+  // The direct variant has no tails: its output-channel tile (tile_m) divides the channels (of
+  // a group).
   if (conv) {
-    s.AddConstraint("direct_tile_m_divides", [sp, conv, wl](const search::Config& c) {
-      return !IsDirect(*sp, c, conv) || search::PaddedExtent(sp->Get(c, "tile_m")) == wl.out_c;
+    const int64_t group_oc = dims.m;
+    s.AddConstraint("direct_tile_m_divides", [sp, conv, group_oc](const search::Config& c) {
+      return !IsDirect(*sp, c, conv) || search::PaddedExtent(sp->Get(c, "tile_m")) == group_oc;
     });
   }
   // The rest concern the implicit GEMM only (its knobs are pinned under the direct variant).

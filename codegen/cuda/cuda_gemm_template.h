@@ -72,8 +72,9 @@ namespace tune::codegen {
 /// pad (weight rows) and unroll_k (the channel loop of a step). tile_n, tile_k, interleave,
 /// k_slices and k_split are pinned to option 0 under direct, tile_oh/ow/c under implicit_gemm, and the
 /// thread, register and shared-memory limits hold for both. The direct variant has no tails:
-/// its tile_m divides the output channels. A grouped conv2d has implicit_gemm only. Config text
-/// recorded before the knob existed reads as implicit_gemm.
+/// its tile_m divides the output channels. For a grouped conv2d tile_m splits the output
+/// channels of a group and tile_c its input channels; a block computes channels of one group.
+/// Config text recorded before the knob existed reads as implicit_gemm.
 class CudaGemmTemplate : public Template {
  public:
   CudaGemmTemplate(Workload workload, const GpuLimits& limits);

@@ -180,26 +180,36 @@ bool CoverageHasTail(const search::ConfigSpace& space, const search::Config& c) 
   return false;
 }
 
-// `count` random valid configs of `t`: a quarter with split-K, a quarter with K slices where
-// the space has them, the rest unrestricted; the same on every call.
+// Whether a config of the conv2d template is the direct variant.
+bool CoverageIsDirect(const search::ConfigSpace& space, const search::Config& c) {
+  return space.GetInt(c, "variant") == 1;
+}
+
+// `count` random valid configs of the conv2d template `t`: a quarter implicit GEMMs with
+// split-K, a quarter with K slices, a quarter of the direct variant, the rest unrestricted; the
+// same on every call.
 std::vector<search::Config> CoverageConfigs(const Template& t, size_t count, uint64_t stream) {
   const search::ConfigSpace& space = t.space();
   std::mt19937_64 rng = test::TestRng(stream);
-  std::vector<search::Config> configs = test::DrawWhere(
-      space, rng, count / 4, [&](const search::Config& c) { return space.GetInt(c, "k_split") > 1; }, {}, 20000);
+  auto gemm_with = [&](const char* knob) {
+    return [&space, knob](const search::Config& c) { return !CoverageIsDirect(space, c) && space.GetInt(c, knob) > 1; };
+  };
+  std::vector<search::Config> configs = test::DrawWhere(space, rng, count / 4, gemm_with("k_split"), {}, 20000);
+  configs = test::DrawWhere(space, rng, count / 2, gemm_with("k_slices"), std::move(configs), 20000);
   configs = test::DrawWhere(
-      space, rng, count / 2, [&](const search::Config& c) { return space.GetInt(c, "k_slices") > 1; },
+      space, rng, 3 * count / 4, [&](const search::Config& c) { return CoverageIsDirect(space, c); },
       std::move(configs), 20000);
   return test::DrawWhere(space, rng, count, nullptr, std::move(configs), 20000);
 }
 
-// A grouped convolution that is not depthwise is the implicit GEMM of the conv2d template, one
-// GEMM per group: 12 random valid configs of each of four shapes (split-K, K slices, tails, vector loads,
+// A grouped convolution that is not depthwise has the conv2d template: implicit GEMMs, one
+// per group, or direct kernels whose blocks each compute channels of one group. 12 random valid
+// configs of each of four shapes (split-K, K slices, tails, the direct variant, vector loads,
 // double buffering among them) and their defaults compute the reference, with no access out of
 // bounds, unwritten read or race, and leave split-K's counters zero for the next launch.
 TEST(CudaCoverageTest, GroupedConvConfigsMatchTheReference) {
   uint64_t stream = 40;
-  int splits = 0, slices = 0, tails = 0, wide = 0, double_buffered = 0;
+  int splits = 0, slices = 0, tails = 0, direct = 0, wide = 0, double_buffered = 0;
   for (const Workload& w : CoverageGroupedShapes()) {
     ASSERT_FALSE(w.depthwise());
     auto t = CreateTemplate(w, Backend::kCuda);
@@ -215,9 +225,10 @@ TEST(CudaCoverageTest, GroupedConvConfigsMatchTheReference) {
     const std::vector<float> reference = test::ReferenceOutput(w, inputs);
     for (const search::Config& c : configs) {
       ASSERT_TRUE(space.IsValid(c)) << space.WhyInvalid(c);
-      splits += space.GetInt(c, "k_split") > 1;
-      slices += space.GetInt(c, "k_slices") > 1;
-      tails += CoverageHasTail(space, c);
+      direct += CoverageIsDirect(space, c);
+      splits += !CoverageIsDirect(space, c) && space.GetInt(c, "k_split") > 1;
+      slices += !CoverageIsDirect(space, c) && space.GetInt(c, "k_slices") > 1;
+      tails += !CoverageIsDirect(space, c) && CoverageHasTail(space, c);
       wide += space.GetInt(c, "vector") > 1;
       double_buffered += space.GetInt(c, "double_buffer") != 0;
       absl::StatusOr<LoweredFunc> f = (*t)->Lower(c, "grouped");
@@ -225,22 +236,28 @@ TEST(CudaCoverageTest, GroupedConvConfigsMatchTheReference) {
       EXPECT_EQ(CoverageRun(*f, inputs, reference), "") << w.Key() << " " << space.ToJson(c);
     }
   }
-  EXPECT_GE(splits, 12);
+  EXPECT_GE(splits, 9);  // the channel multiplier's K of 9 leaves split-K few configs
   EXPECT_GE(slices, 12);
   EXPECT_GE(tails, 12);
+  EXPECT_GE(direct, 12);
   EXPECT_GT(wide, 0);
   EXPECT_GT(double_buffered, 0);
 }
 
 // The smallest grouped layer of the networks at its real size (regnet-y-400mf's last block,
-// 440 channels in 55 groups at 7 x 7): its default and a random config compute the reference.
+// 440 channels in 55 groups at 7 x 7): its default and a random config of each variant compute
+// the reference.
 TEST(CudaCoverageTest, RegnetGroupedLayerMatchesTheReference) {
   const Workload w = test::ParseWorkload(OpKind::kConv2d, "1,440,7,7,440,3,3,1,1,1,55", true, true);
   auto t = CreateTemplate(w, Backend::kCuda);
   ASSERT_TRUE(t.ok()) << t.status();
   const search::ConfigSpace& space = (*t)->space();
   std::mt19937_64 rng = test::TestRng(50);
-  std::vector<search::Config> configs = test::DrawWhere(space, rng, 1, nullptr);
+  std::vector<search::Config> configs =
+      test::DrawWhere(space, rng, 1, [&](const search::Config& c) { return CoverageIsDirect(space, c); });
+  configs = test::DrawWhere(
+      space, rng, 2, [&](const search::Config& c) { return !CoverageIsDirect(space, c); }, std::move(configs));
+  ASSERT_EQ(configs.size(), 2u);
   configs.push_back((*t)->DefaultConfig());
   const std::vector<std::vector<float>> inputs = CoverageInputs(w, 50);
   const std::vector<float> reference = test::ReferenceOutput(w, inputs);
