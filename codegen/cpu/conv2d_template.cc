@@ -181,15 +181,20 @@ Schedule Conv2dTemplate::Build(const search::Config& c) const {
   Expr w_value;
   if (pack) {
     // Where ob does not divide OC the last block is padded with zeros (the channel index
-    // clamped so nothing past the weight is read).
-    const std::vector<int64_t> shape = {blocks, icg, wl.kernel_h, wl.kernel_w, ob};
+    // clamped so nothing past the weight is read). A buffer kept across calls (prepack) has as
+    // many blocks as the tiled channel loop reaches, all written (zeros past OC): the
+    // masked-off lanes of a partial tile address blocks past ceil(OC / ob), and there they must
+    // find memory in place rather than pages never touched (a page walk per masked load).
+    const int64_t packed_blocks =
+        prepack ? std::max(blocks, (blocks + foc[1] - 1) / foc[1] * foc[1]) : blocks;
+    const std::vector<int64_t> shape = {packed_blocks, icg, wl.kernel_h, wl.kernel_w, ob};
     Buffer packed = prepack ? MakePrepackedBuffer(weight->name + ".packed", shape, weight)
                             : MakeBuffer(weight->name + ".packed", shape, BufferScope::kHeap);
     sched.scratch.push_back(packed);
-    IterVar po = MakeIterVar("po", blocks), pi = MakeIterVar("pi", icg);
+    IterVar po = MakeIterVar("po", packed_blocks), pi = MakeIterVar("pi", icg);
     IterVar ph = MakeIterVar("pkh", wl.kernel_h), pw = MakeIterVar("pkw", wl.kernel_w), pb = MakeIterVar("pb", ob);
     Expr channel = po.var * Expr(ob) + pb.var;
-    Expr src = wl.out_c % ob == 0
+    Expr src = packed_blocks * ob == wl.out_c
                    ? Load(weight, {channel, pi.var, ph.var, pw.var})
                    : Select(channel < Expr(wl.out_c),
                             Load(weight, {Min(channel, Expr(wl.out_c - 1)), pi.var, ph.var, pw.var}), FloatImm(0.0));

@@ -119,9 +119,13 @@ Schedule GemmTemplate::Build(const search::Config& c) const {
   // Copies `count` rows or columns of an operand (at(i, k): element i at depth k) into
   // ceil(count / width) panels of [K][width]; where width does not divide count the last
   // panel is padded with zeros (the index clamped so nothing past the operand is read).
+  // `once`: a buffer kept across calls (prepack) of `tiled` panels, as many as the tiled loop
+  // reaches, all written (zeros past count): the masked-off lanes of a partial tile address
+  // panels past ceil(count / width), and there they must find memory that is in place rather
+  // than pages never touched (a masked load of those costs a page walk each time).
   auto pack_panels = [&](const Buffer& operand, int64_t count, int64_t width, const std::array<const char*, 3>& names,
-                         const std::function<Expr(Expr, Expr)>& at, bool vectorize, bool once) {
-    const int64_t panels = (count + width - 1) / width;
+                         const std::function<Expr(Expr, Expr)>& at, bool vectorize, bool once, int64_t tiled) {
+    const int64_t panels = once ? std::max(tiled, (count + width - 1) / width) : (count + width - 1) / width;
     std::vector<int64_t> shape = {panels, wl.k, width};
     if (batched) shape.insert(shape.begin(), wl.batch);
     Buffer packed = once ? MakePrepackedBuffer(operand->name + ".packed", shape, operand)
@@ -131,7 +135,7 @@ Schedule GemmTemplate::Build(const search::Config& c) const {
     std::vector<IterVar> pack_axes = {po, pk, pi};
     if (batched) pack_axes.insert(pack_axes.begin(), vb);
     Expr index = po.var * Expr(width) + pi.var;
-    Expr src = count % width == 0
+    Expr src = panels * width == count
                    ? at(index, pk.var)
                    : Select(index < Expr(count), at(Min(index, Expr(count - 1)), pk.var), FloatImm(0.0));
     Stage pack_stage(packed, pack_axes, src);
@@ -144,7 +148,7 @@ Schedule GemmTemplate::Build(const search::Config& c) const {
   Expr b_value = b_at(vk.var, vn.var);
   if (pack) {
     Buffer packed = pack_panels(b, wl.n, nb, {"no", "kk", "ni"}, [&](Expr n, Expr k) { return b_at(k, n); },
-                                wl.op != OpKind::kDense && nb > 1, prepack);
+                                wl.op != OpKind::kDense && nb > 1, prepack, fn[0] * fn[1]);
     b_value = Load(packed, bidx({vn.var / Expr(nb), vk.var, vn.var % Expr(nb)}));
   }
   // A in [M/mr][K][mr] panels with the rows interleaved, so the register tile's broadcasts of A
@@ -153,7 +157,7 @@ Schedule GemmTemplate::Build(const search::Config& c) const {
   if (pack_a) {
     const int64_t mr = fm[2];
     Buffer packed = pack_panels(a, wl.m, mr, {"mo", "ka", "mi"}, [&](Expr m, Expr k) { return Load(a, bidx({m, k})); },
-                                false, false);
+                                false, false, 0);
     a_value = Load(packed, bidx({vm.var / Expr(mr), vk.var, vm.var % Expr(mr)}));
   }
 
