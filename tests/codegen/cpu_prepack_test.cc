@@ -248,7 +248,9 @@ TEST(CpuPrepackTest, TwoKernelsWithTheSameWeightKeepTheirOwnPacks) {
 // outputs are right (each thread has its own input and output, the weight is shared).
 TEST(CpuPrepackTest, ConcurrentFirstCallsWaitForThePack) {
   std::mt19937_64 rng(kPrepackSeed + 4);
-  std::unique_ptr<Template> tmpl = PrepackTemplate(OpKind::kDense, "8,200,160", true, false);
+  // A weight of 2M floats: its pack takes milliseconds, long enough for the other threads to
+  // find it half done.
+  std::unique_ptr<Template> tmpl = PrepackTemplate(OpKind::kDense, "4,2000,1000", true, false);
   ASSERT_NE(tmpl, nullptr);
   const search::Config config = RandomPrepackConfigs(*tmpl, 1, rng)[0];
   PrepackKernel k = LoadPrepackKernel(*tmpl, config, "prepack_threads");
