@@ -369,6 +369,7 @@ absl::StatusOr<codegen::CudaDeviceInfo> CudaRunner::Probe(int device) {
                       int64_t{i.regs_per_block}, i.l2_bytes, int64_t{i.clock_khz}}) {
       payload.Put(v);
     }
+    payload.PutString(i.pci_bus_id);
     Send(channel, kResult, payload);
     return 0;
   });
@@ -391,6 +392,7 @@ absl::StatusOr<codegen::CudaDeviceInfo> CudaRunner::Probe(int device) {
   for (int64_t& x : v) {
     if (!reader.Get(&x)) return absl::InternalError("malformed probe answer");
   }
+  if (!reader.GetString(&info.pci_bus_id)) return absl::InternalError("malformed probe answer");
   info.ordinal = device;
   info.sm_count = static_cast<int>(v[0]);
   info.cc_major = static_cast<int>(v[1]);
