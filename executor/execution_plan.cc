@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 #include <thread>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -224,13 +225,26 @@ absl::StatusOr<std::unique_ptr<ExecutionPlan>> ExecutionPlan::Create(graph::Grap
     }
   }
 
-  // Tuned kernels: one per distinct (workload, config), compiled on up to all cores.
-  std::map<std::pair<std::string, std::string>, int> kernel_of;
+  // Tuned kernels: one per distinct (workload, config, weight kind), compiled on up to all cores.
+  // A schedule that packs its weight once (knob prepack) may keep the pack only where the
+  // weight is a constant of the model; where it is computed (a Gemm's B from another node), the
+  // kernel is built with prepack 0 and packs it on every call.
+  auto computed_weight = [&](const Pending& p) {
+    const graph::Tensor* t = p.in.size() < 2 ? nullptr : g.Find(p.in[1]);
+    return t == nullptr || !t->constant();
+  };
+  auto kernel_key = [&](const Pending& p) {
+    return std::make_tuple(p.choice->workload.Key(), p.choice->config_json, computed_weight(p));
+  };
+  std::map<std::tuple<std::string, std::string, bool>, int> kernel_of;
   std::vector<const TaskKernelChoice*> to_load;
+  std::vector<bool> packed_per_call;
   for (const Pending& p : pending) {
     if (p.choice == nullptr) continue;
-    auto key = std::make_pair(p.choice->workload.Key(), p.choice->config_json);
-    if (kernel_of.emplace(key, static_cast<int>(to_load.size())).second) to_load.push_back(p.choice);
+    if (kernel_of.emplace(kernel_key(p), static_cast<int>(to_load.size())).second) {
+      to_load.push_back(p.choice);
+      packed_per_call.push_back(computed_weight(p));
+    }
   }
   std::vector<absl::StatusOr<std::unique_ptr<TaskKernel>>> loaded;
   for (size_t i = 0; i < to_load.size(); ++i) loaded.emplace_back(absl::UnknownError("not loaded"));
@@ -248,6 +262,10 @@ absl::StatusOr<std::unique_ptr<ExecutionPlan>> ExecutionPlan::Create(graph::Grap
         if (!config.ok()) {
           loaded[i] = config.status();
           continue;
+        }
+        const std::vector<search::Knob>& knobs = (*tmpl)->space().knobs();
+        for (size_t k = 0; k < knobs.size() && packed_per_call[i]; ++k) {
+          if (knobs[k].name == "prepack") (*config)[k] = 0;  // option 0: packed in every call
         }
         loaded[i] = plan->backend_->LoadTaskKernel(**tmpl, *config);
       }
@@ -312,7 +330,7 @@ absl::StatusOr<std::unique_ptr<ExecutionPlan>> ExecutionPlan::Create(graph::Grap
   for (const Pending& p : pending) {
     Step s;
     if (p.choice != nullptr) {
-      s.task = plan->task_kernels_[kernel_of.at({p.choice->workload.Key(), p.choice->config_json})].get();
+      s.task = plan->task_kernels_[kernel_of.at(kernel_key(p))].get();
       for (const std::string& name : p.in) {
         auto ptr = aligned_pointer(name);
         if (!ptr.ok()) return ptr.status();
