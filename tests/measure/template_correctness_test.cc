@@ -271,8 +271,8 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(InvalidCase{"gemm", OpKind::kMatmul, "64,64,64",
                                   {"order_needs_tile", "register_tile", "unroll_size", "vector_width"}},
                       InvalidCase{"conv2d", OpKind::kConv2d, "1,64,20,40,64,3,11,1,1",
-                                  {"pack_weight_pinned", "register_tile", "unroll_size", "vector_axis_pinned",
-                                   "vector_width"}}),
+                                  {"pack_weight_pinned", "prepack_needs_pack", "register_tile", "unroll_size",
+                                   "vector_axis_pinned", "vector_width"}}),
     [](const ::testing::TestParamInfo<InvalidCase>& info) { return info.param.label; });
 
 // builder.h: "An invalid config becomes kInvalidConfig", also one whose option index is out of
