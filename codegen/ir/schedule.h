@@ -106,7 +106,9 @@ class Stage {
   bool cache_write_ = false;
 };
 
-/// A kernel: its argument buffers, scratch buffers and stages run in order. GPU templates
+/// A kernel: its argument buffers, scratch buffers and stages run in order (a stage whose
+/// output is a buffer kept across calls, BufferNode::prepack_source, only in a call where that
+/// buffer's `fresh` flag is 1). GPU templates
 /// build their loop nest with the primitives of codegen/gpu_schedule.h instead of stages:
 /// then `body` is that nest and `stages` is empty.
 struct Schedule {
