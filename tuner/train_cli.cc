@@ -193,6 +193,17 @@ std::string DataLine(const TrainingData& d) {
                       count(d.valid), ", test ", count(d.test), "); ", d.skipped, " skipped");
 }
 
+/// Why records were left out: the first few tasks' reasons, and how many more tasks lost some.
+void PrintSkipReasons(const TrainingData& d) {
+  constexpr size_t kShown = 5;
+  for (size_t i = 0; i < d.skip_reasons.size() && i < kShown; ++i) {
+    std::fprintf(stderr, "tune: left out %s\n", base::EscapeControl(d.skip_reasons[i]).c_str());
+  }
+  if (d.skip_reasons.size() > kShown) {
+    std::fprintf(stderr, "tune: ... and records of %zu more tasks\n", d.skip_reasons.size() - kShown);
+  }
+}
+
 /// --networks as given, or the default folder when a holdout needs networks and none are named.
 absl::StatusOr<std::vector<std::string>> NetworksOrDefault(std::vector<std::string> networks) {
   if (!networks.empty()) return networks;
@@ -232,6 +243,7 @@ int Evaluate(const std::vector<std::string>& paths, TrainingDataOptions data_opt
                                    data->target_key));
   }
   std::fprintf(stderr, "tune: %s\n", DataLine(*data).c_str());
+  PrintSkipReasons(*data);
   std::map<std::string, int> kinds;
   for (const auto& a : artifacts) ++kinds[a.info.kind];
   std::vector<std::string> labels;
@@ -348,6 +360,7 @@ int TrainCommand(int argc, char** argv) {
   if (!data.ok()) return base::Fail("tune", data.status());
   std::fprintf(stderr, "tune: %s; loaded in %s\n", DataLine(*data).c_str(),
                FormatSeconds(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()).c_str());
+  PrintSkipReasons(*data);
 
   const auto train_start = std::chrono::steady_clock::now();
   t.progress = [&line](const costmodel::TrainProgress& p) {

@@ -160,6 +160,7 @@ struct TaskJob {
   std::vector<double> latencies;  // per record
   costmodel::TrainGroup group;
   int64_t skipped = 0;
+  std::string first_skip;  // why the first left-out record was left out
 };
 
 /// The usable records of `task` on `target_id` (at most `max_per_task`, the first by id).
@@ -191,7 +192,7 @@ void Featurize(TaskJob* job, costmodel::InputNeeds needs, std::atomic<int64_t>* 
       job->group.inputs.push_back(*std::move(in));
       job->group.latencies_s.push_back(job->latencies[i]);
     } else {
-      ++job->skipped;
+      if (job->skipped++ == 0) job->first_skip = std::string(in.status().message());
     }
     if (done != nullptr) done->fetch_add(1, std::memory_order_relaxed);
   }
@@ -405,6 +406,7 @@ absl::StatusOr<TrainingData> LoadTrainingData(const TrainingDataOptions& options
     TaskTemplate tt = TemplateOf(t, *target);
     if (tt.tmpl == nullptr) {
       data.skipped += static_cast<int64_t>(job.records.size());
+      data.skip_reasons.push_back(absl::StrCat(t.workload_key, ": ", job.records.size(), " records: ", tt.why_not));
       continue;
     }
     job.tmpl = std::move(tt.tmpl);
@@ -423,6 +425,9 @@ absl::StatusOr<TrainingData> LoadTrainingData(const TrainingDataOptions& options
   std::map<int64_t, size_t> test_index;  // task id -> index into data.test
   for (TaskJob& job : jobs) {
     data.skipped += job.skipped;
+    if (job.skipped > 0) {
+      data.skip_reasons.push_back(absl::StrCat(job.info->workload_key, ": ", job.skipped, " records: ", job.first_skip));
+    }
     if (job.group.inputs.empty()) continue;
     data.records += static_cast<int64_t>(job.group.inputs.size());
     data.template_versions[job.tmpl->name()] = job.tmpl->version();

@@ -55,6 +55,9 @@ struct TrainingData {
   std::map<std::string, int> template_versions;  // of the tasks used
   int64_t records = 0;         // records featurized (all sets)
   int64_t skipped = 0;         // records left out: configs that no longer lower, unknown workloads
+  /// Why records were left out, one line per task that lost any: "WORKLOAD_KEY: N records: REASON"
+  /// (the first reason met in that task), in task order.
+  std::vector<std::string> skip_reasons;
   /// JSON object: source, target, records/tasks per set, networks and holdout.
   std::string summary_json;
 };
