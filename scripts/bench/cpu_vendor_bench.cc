@@ -86,6 +86,7 @@ std::vector<Bench> Workloads() {
       {"conv1", "conv 64x56x56->64 k3 s1 p1", parse(codegen::OpKind::kConv2d, "1,64,56,56,64,3,3,1,1")},
       {"conv2", "conv 128x28x28->128 k3 s1 p1", parse(codegen::OpKind::kConv2d, "1,128,28,28,128,3,3,1,1")},
       {"conv3", "conv 512x7x7->512 k3 s1 p1", parse(codegen::OpKind::kConv2d, "1,512,7,7,512,3,3,1,1")},
+      {"conv4", "conv 128x28x28->256 k1 s2 p0", parse(codegen::OpKind::kConv2d, "1,128,28,28,256,1,1,2,0")},
   };
 }
 
@@ -488,7 +489,7 @@ int main(int argc, char** argv) {
   app.add_option("--finalists", o.finalists,
                  "re-measure the search's K best configs here and keep the fastest (1 = its best)")
       ->check(CLI::Range(1, 100));
-  app.add_option("--only", o.only, "workload ids to run (sgemm, conv1, conv2, conv3)")->delimiter(',');
+  app.add_option("--only", o.only, "workload ids to run (sgemm, conv1, conv2, conv3, conv4)")->delimiter(',');
   app.add_option("--config-json", o.config_json,
                  "ID=JSON: also time this config of workload ID (a hand-picked row, not tuned)");
   CLI11_PARSE(app, argc, argv);
@@ -499,7 +500,7 @@ int main(int argc, char** argv) {
   }
   for (const auto& id : o.only) {
     if (std::none_of(benches.begin(), benches.end(), [&](const Bench& b) { return b.id == id; })) {
-      std::fprintf(stderr, "unknown workload id '%s' (sgemm, conv1, conv2, conv3)\n", id.c_str());
+      std::fprintf(stderr, "unknown workload id '%s' (sgemm, conv1, conv2, conv3, conv4)\n", id.c_str());
       return 2;
     }
   }

@@ -5,6 +5,7 @@ reference run's best, per task and method, median over seeds.
 usage: pretrained_tuning.py --tune BIN --target cuda|llvm --task OP:SHAPE[:bias,relu] [--task ...]
          --method NAME=STRATEGY[,COST_MODEL] [--method ...] [--seeds 5] [--trials 200]
          [--reference-trials 1000] [--threads N] [--out DIR] [--taskset CORES | --cores 4,5,6,..]
+         [--parallel N]
 
 Every search run starts from an empty database (no transfer from other tasks' records, no
 finalists), so the only prior knowledge a method has is its cost model. A method is
@@ -18,7 +19,9 @@ Prints one Markdown table and writes results.json under --out.
 
 --cores (CPU targets): runs go in parallel, each pinned to one core of the list with
 --threads 1 (first the reference runs of every task, then every method x seed run); a GPU
-target runs one search at a time (--taskset pins them all to a set of host cores).
+target runs --parallel searches at a time (default 1; the processes take turns on the GPU
+through its lock file, so no kernel is timed while another runs; --taskset pins them all to a
+set of host cores).
 """
 import argparse
 import json
@@ -129,6 +132,9 @@ def main():
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--taskset", default="")
     p.add_argument("--cores", default="", help="comma-separated cores: parallel runs, one per core")
+    p.add_argument("--parallel", type=int, default=1,
+                   help="GPU target: runs at once (they share the GPU through its lock file: one runs kernels "
+                        "at a time while the others compile and search)")
     p.add_argument("--reference-dir", default="",
                    help="reuse reference databases found here (ref-OP-SHAPE.db) instead of measuring them again")
     p.add_argument("--extra", default="", help="more tune flags for every run, e.g. '--repeats 3 --min-repeat-ms 10'")
@@ -149,7 +155,7 @@ def main():
     if args.cores:
         _free_cores.extend(int(c) for c in args.cores.split(",") if c)
         args.threads = 1
-    pool = ThreadPoolExecutor(max_workers=len(_free_cores) if args.cores else 1)
+    pool = ThreadPoolExecutor(max_workers=len(_free_cores) if args.cores else max(1, args.parallel))
     results = {"target": args.target, "trials": args.trials, "fraction": args.fraction, "tasks": []}
     specs = []
     for task in args.task:
