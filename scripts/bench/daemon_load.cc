@@ -45,6 +45,7 @@
 #include "server/latency_histogram.h"
 #include "server/wire_names.h"
 #include "tune/v1/tune.grpc.pb.h"
+#include "tuner/tuning_flags.h"
 
 namespace {
 
@@ -468,7 +469,8 @@ int main(int argc, char** argv) {
   app.add_option("--workers", workers, "simulated workers")->check(CLI::Range(1, 4096))->capture_default_str();
   app.add_option("--jobs", jobs, "tuning jobs submitted (they share the workers)")->check(CLI::Range(1, 256))
       ->capture_default_str();
-  app.add_option("--batch", batch, "configs per job round; 0 = 16 per worker")->check(CLI::Range(0, 65536));
+  app.add_option("--batch", batch, "configs per job round; 0 = 16 per worker, at most the daemon's limit")
+      ->check(CLI::Range(0, tune::tuner::TuningFlags::kMaxBatch));
   app.add_option("--seconds", seconds, "measured interval (in a soak: the whole run)")
       ->check(CLI::Range(0.5, 7 * 86400.0))->capture_default_str();
   app.add_option("--warmup", warmup,
@@ -496,7 +498,9 @@ int main(int argc, char** argv) {
   app.add_option("--rss-pct-per-hour", limits.rss_pct_per_hour, "soak: RSS growth tolerated per hour, %")
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
-  if (batch == 0) batch = 16 * workers;
+  // 16 configs per worker and round, up to the most a job's round may hold (from 65 workers on,
+  // each worker's share of a round is smaller).
+  if (batch == 0) batch = std::min(16 * workers, tune::tuner::TuningFlags::kMaxBatch);
   const bool soaking = soak.pid > 0;
   limits.warmup_s = warmup >= 0 ? warmup : limits.warmup_s;
   if (warmup < 0) warmup = 2;
@@ -518,14 +522,19 @@ int main(int argc, char** argv) {
     conns.push_back(grpc::CreateCustomChannel(server, grpc::InsecureChannelCredentials(), args));
   }
   auto client = v1::Tune::NewStub(conns[0]);
+  std::string health_error;  // why the last Health call failed
   auto health = [&]() -> std::optional<v1::HealthReply> {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    ctx.set_wait_for_ready(true);  // the daemon may have just started listening: connect, do not fail fast
     v1::HealthReply h;
-    if (!client->Health(&ctx, v1::HealthRequest{}, &h).ok()) return std::nullopt;
+    if (grpc::Status st = client->Health(&ctx, v1::HealthRequest{}, &h); !st.ok()) {
+      health_error = st.error_message();
+      return std::nullopt;
+    }
     return h;
   };
-  if (!health()) return Fail("no daemon answers at " + server);
+  if (!health()) return Fail("no daemon answers at " + server + ": " + health_error);
 
   // Register the workers as this host's CPU (the jobs' templates are the CPU ones).
   const tune::measure::Target target = tune::measure::Target::HostCpu(1);
@@ -610,7 +619,7 @@ int main(int argc, char** argv) {
   }
   shared.stop = true;
   heart.join();
-  if (!h0 || !h1) return Fail("the daemon stopped answering Health");
+  if (!h0 || !h1) return Fail("the daemon stopped answering Health: " + health_error);
 
   const double ingested = static_cast<double>(h1->results_ingested() - h0->results_ingested()) / elapsed;
   const double committed = static_cast<double>(h1->results_committed() - h0->results_committed()) / elapsed;
