@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
@@ -99,16 +100,15 @@ struct Daemon::Impl {
 
   std::mutex mu;
   std::condition_variable cv;
-  bool stopping = false;
+  bool stopping = false;  // guarded by mu; stopping_now mirrors it for lock-free polling
+  std::atomic<bool> stopping_now{false};
   std::thread janitor;  // expires silent workers and overdue leases
 
   explicit Impl(DaemonOptions o)
       : options(std::move(o)), registry(options.expire_after_s, options.quarantine_after) {}
 
-  bool Stopping() {
-    std::lock_guard<std::mutex> lock(mu);
-    return stopping;
-  }
+  /// Polled by every job round and stream, so it takes no lock.
+  bool Stopping() const { return stopping_now.load(std::memory_order_acquire); }
 };
 
 Daemon::Daemon(DaemonOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
@@ -189,9 +189,13 @@ absl::StatusOr<int> Daemon::Start() {
     std::unique_lock<std::mutex> lock(d.mu);
     while (!d.stopping) {
       d.cv.wait_for(lock, std::chrono::milliseconds(500));
+      if (d.stopping) break;
+      lock.unlock();  // the work below may hand batches to streams and end them
       const double now = MonotonicSeconds();
       for (uint64_t w : d.registry.Expire(now)) d.queue.ReleaseWorker(w);
       for (uint64_t w : d.queue.ExpireLeases(now)) (void)d.registry.BatchEnded(w, 0, /*crashed=*/true);
+      d.worker_service->Sweep(now);
+      lock.lock();
     }
   });
   return port;
@@ -207,8 +211,12 @@ void Daemon::Shutdown(double grace_s) {
     std::lock_guard<std::mutex> lock(d.mu);
     if (d.stopping) return;
     d.stopping = true;
+    d.stopping_now.store(true, std::memory_order_release);
   }
   d.cv.notify_all();
+  // Workers waiting for a batch are told at once; the streams of workers holding one end
+  // with the server's shutdown.
+  if (d.worker_service) d.worker_service->StopWaiting();
   if (d.server)
     d.server->Shutdown(std::chrono::system_clock::now() +
                        std::chrono::milliseconds(static_cast<int64_t>(grace_s * 1000)));

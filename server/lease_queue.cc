@@ -8,14 +8,84 @@
 
 namespace tune::server {
 
+class LeaseQueue::Locked {
+ public:
+  explicit Locked(LeaseQueue* q) : q_(q), lock_(q->mu_) {}
+  ~Locked() {
+    std::vector<std::function<void()>> run;
+    run.swap(q_->after_unlock_);
+    lock_.unlock();
+    for (std::function<void()>& f : run) f();
+  }
+  std::unique_lock<std::mutex>& lock() { return lock_; }
+
+ private:
+  LeaseQueue* q_;
+  std::unique_lock<std::mutex> lock_;
+};
+
 uint64_t LeaseQueue::Enqueue(BatchSpec spec) {
-  std::lock_guard<std::mutex> lock(mu_);
+  Locked locked(this);
   uint64_t id = next_id_++;
-  queues_[spec.target_key].push_back(id);
+  const std::string target_key = spec.target_key;
+  queues_[target_key].push_back(id);
   spec.queued_at = MonotonicSeconds();
-  ready_[spec.target_key].notify_one();  // one waiting worker of that target per batch
   batches_[id].spec = std::move(spec);
+  HandOutLocked(target_key);
+  ready_[target_key].notify_one();  // one waiting worker of that target per batch
   return id;
+}
+
+void LeaseQueue::HandOutLocked(const std::string& target_key) {
+  auto w = waiters_.find(target_key);
+  if (w == waiters_.end()) return;
+  const double now = MonotonicSeconds();
+  while (!w->second.empty()) {
+    Waiter& first = w->second.front();
+    std::optional<std::pair<uint64_t, BatchSpec>> got = LeaseLocked(first.worker_id, target_key, now);
+    if (!got) break;
+    waiting_.erase(first.worker_id);
+    after_unlock_.push_back([deliver = std::move(first.deliver), got = std::move(*got)]() mutable {
+      deliver(got.first, std::move(got.second));
+    });
+    w->second.pop_front();
+  }
+  if (w->second.empty()) waiters_.erase(w);
+}
+
+std::optional<std::pair<uint64_t, BatchSpec>> LeaseQueue::LeaseOrWait(uint64_t worker_id,
+                                                                      const std::string& target_key, double now,
+                                                                      Deliver deliver) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (auto got = LeaseLocked(worker_id, target_key, now)) return got;
+  if (waiting_.count(worker_id) == 0) {
+    waiting_[worker_id] = target_key;
+    waiters_[target_key].push_back({worker_id, std::move(deliver)});
+  }
+  return std::nullopt;
+}
+
+bool LeaseQueue::CancelWait(uint64_t worker_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = waiting_.find(worker_id);
+  if (it == waiting_.end()) return false;
+  auto w = waiters_.find(it->second);
+  if (w != waiters_.end()) {
+    std::erase_if(w->second, [worker_id](const Waiter& x) { return x.worker_id == worker_id; });
+    if (w->second.empty()) waiters_.erase(w);
+  }
+  waiting_.erase(it);
+  return true;
+}
+
+size_t LeaseQueue::Waiting() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return waiting_.size();
+}
+
+void LeaseQueue::WakeResultLocked(uint64_t batch_id) {
+  auto [begin, end] = result_waiters_.equal_range(batch_id);
+  for (auto it = begin; it != end; ++it) it->second->notify_one();
 }
 
 std::optional<std::pair<uint64_t, BatchSpec>> LeaseQueue::LeaseLocked(uint64_t worker_id,
@@ -102,7 +172,7 @@ absl::Status LeaseQueue::Complete(uint64_t worker_id, uint64_t batch_id, std::ve
     e->failed = false;
     stats_.results_ingested += results.size();
     e->results = std::move(results);
-    changed_.notify_all();
+    WakeResultLocked(batch_id);
     return absl::OkStatus();
   }
   absl::StatusOr<Entry*> held = HeldLocked(worker_id, batch_id);
@@ -116,7 +186,7 @@ absl::Status LeaseQueue::Complete(uint64_t worker_id, uint64_t batch_id, std::ve
   e.done = true;
   stats_.results_ingested += results.size();
   e.results = std::move(results);
-  changed_.notify_all();
+  WakeResultLocked(batch_id);
   return absl::OkStatus();
 }
 
@@ -137,6 +207,7 @@ void LeaseQueue::RequeueLocked(uint64_t batch_id) {
   e.worker_id = 0;
   e.deadline = 0;
   queues_[e.spec.target_key].push_front(batch_id);
+  HandOutLocked(e.spec.target_key);
 }
 
 void LeaseQueue::LostLocked(uint64_t batch_id) {
@@ -149,11 +220,11 @@ void LeaseQueue::LostLocked(uint64_t batch_id) {
   e.failed = true;
   const std::string why = absl::StrCat("worker lost ", e.losses, " times while measuring this batch");
   e.results.assign(e.spec.configs_json.size(), BatchResult{"runtime_error", why, {}, 0, 0, 0});
-  changed_.notify_all();
+  WakeResultLocked(batch_id);
 }
 
 absl::Status LeaseQueue::Release(uint64_t worker_id, uint64_t batch_id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  Locked locked(this);
   if (stale_.erase({worker_id, batch_id}) > 0) return absl::OkStatus();  // nothing to put back
   absl::StatusOr<Entry*> held = HeldLocked(worker_id, batch_id);
   if (!held.ok()) return held.status();
@@ -162,7 +233,7 @@ absl::Status LeaseQueue::Release(uint64_t worker_id, uint64_t batch_id) {
 }
 
 int LeaseQueue::ReleaseWorker(uint64_t worker_id, bool lost) {
-  std::lock_guard<std::mutex> lock(mu_);
+  Locked locked(this);
   std::erase_if(stale_, [worker_id](const std::pair<uint64_t, uint64_t>& s) { return s.first == worker_id; });
   int n = 0;
   for (auto it = batches_.begin(); it != batches_.end();) {
@@ -182,7 +253,7 @@ int LeaseQueue::ReleaseWorker(uint64_t worker_id, bool lost) {
 }
 
 std::vector<uint64_t> LeaseQueue::ExpireLeases(double now) {
-  std::lock_guard<std::mutex> lock(mu_);
+  Locked locked(this);
   std::vector<uint64_t> workers;
   for (auto it = batches_.begin(); it != batches_.end();) {
     Entry& e = it->second;
@@ -205,20 +276,28 @@ std::vector<uint64_t> LeaseQueue::ExpireLeases(double now) {
 std::optional<std::vector<BatchResult>> LeaseQueue::AwaitResults(uint64_t batch_id, double wait_s) {
   std::unique_lock<std::mutex> lock(mu_);
   auto end = std::chrono::steady_clock::now() + std::chrono::microseconds(static_cast<int64_t>(wait_s * 1e6));
+  // Woken only when this batch is done (or a job is cancelled), not by every other batch.
+  std::condition_variable cv;
+  auto self = result_waiters_.emplace(batch_id, &cv);
+  std::optional<std::vector<BatchResult>> out;
   while (true) {
     auto it = batches_.find(batch_id);
-    if (it == batches_.end() || it->second.cancelled) return std::nullopt;
+    if (it == batches_.end() || it->second.cancelled) break;
     if (it->second.done) {
-      if (it->second.taken) return std::nullopt;
-      it->second.taken = true;
-      return std::move(it->second.results);
+      if (!it->second.taken) {
+        it->second.taken = true;
+        out = std::move(it->second.results);
+      }
+      break;
     }
-    if (changed_.wait_until(lock, end) == std::cv_status::timeout) return std::nullopt;
+    if (cv.wait_until(lock, end) == std::cv_status::timeout) break;
   }
+  result_waiters_.erase(self);
+  return out;
 }
 
 void LeaseQueue::MarkCommitted(uint64_t batch_id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  Locked locked(this);
   auto it = batches_.find(batch_id);
   if (it == batches_.end()) return;
   const bool failed = it->second.failed;
@@ -228,7 +307,7 @@ void LeaseQueue::MarkCommitted(uint64_t batch_id) {
 }
 
 void LeaseQueue::MarkDiscarded(uint64_t batch_id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  Locked locked(this);
   auto it = batches_.find(batch_id);
   if (it == batches_.end()) return;
   const bool failed = it->second.failed;
@@ -237,8 +316,37 @@ void LeaseQueue::MarkDiscarded(uint64_t batch_id) {
 }
 
 void LeaseQueue::SettleLocked(uint64_t batch_id, bool committed) {
+  if (auto cb = settled_callbacks_.find(batch_id); cb != settled_callbacks_.end()) {
+    after_unlock_.push_back([settled = std::move(cb->second), committed] {
+      settled(committed ? Outcome::kCommitted : Outcome::kDiscarded);
+    });
+    settled_callbacks_.erase(cb);
+    return;
+  }
   committed_[batch_id] = committed;
   if (auto w = commit_waiters_.find(batch_id); w != commit_waiters_.end()) w->second->notify_one();
+}
+
+void LeaseQueue::OnSettled(uint64_t batch_id, std::function<void(Outcome)> settled) {
+  Outcome outcome;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = committed_.find(batch_id);
+    if (it == committed_.end()) {
+      settled_callbacks_[batch_id] = std::move(settled);
+      return;
+    }
+    outcome = it->second ? Outcome::kCommitted : Outcome::kDiscarded;
+    committed_.erase(it);
+  }
+  settled(outcome);
+}
+
+void LeaseQueue::ForgetSettled(uint64_t batch_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  // Not yet settled: the settlement is then taken by a callback that does nothing.
+  if (auto cb = settled_callbacks_.find(batch_id); cb != settled_callbacks_.end()) cb->second = [](Outcome) {};
+  committed_.erase(batch_id);
 }
 
 LeaseQueue::Outcome LeaseQueue::AwaitCommitted(uint64_t batch_id, double wait_s) {
@@ -259,7 +367,7 @@ LeaseQueue::Outcome LeaseQueue::AwaitCommitted(uint64_t batch_id, double wait_s)
 }
 
 void LeaseQueue::Cancel(uint64_t job_id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  Locked locked(this);
   for (auto it = batches_.begin(); it != batches_.end();) {
     Entry& e = it->second;
     if (e.spec.job_id != job_id || e.cancelled || (e.done && e.taken)) {
@@ -278,7 +386,7 @@ void LeaseQueue::Cancel(uint64_t job_id) {
       ++it;
     }
   }
-  changed_.notify_all();
+  for (auto& [id, cv] : result_waiters_) cv->notify_one();
 }
 
 size_t LeaseQueue::Queued(const std::string& target_key) const {

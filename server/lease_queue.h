@@ -4,6 +4,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -65,6 +66,18 @@ class LeaseQueue {
   std::optional<std::pair<uint64_t, BatchSpec>> LeaseWait(uint64_t worker_id, const std::string& target_key,
                                                           double wait_s, double (*clock)());
 
+  /// Called with a batch leased to a waiting worker: its id and spec.
+  using Deliver = std::function<void(uint64_t batch_id, BatchSpec spec)>;
+  /// Like Lease; when nothing is queued, `worker_id` waits instead without a thread: the next
+  /// batch of `target_key` that no earlier waiter takes is leased to it (at the moment it is
+  /// queued or requeued, deadline from then) and `deliver` is called with it once, on the thread
+  /// that queued it, outside the queue's lock (it must not block). A worker waits at most once.
+  std::optional<std::pair<uint64_t, BatchSpec>> LeaseOrWait(uint64_t worker_id, const std::string& target_key,
+                                                            double now, Deliver deliver);
+  /// Withdraws the wait of `worker_id`; false when it was not waiting (a batch may then have
+  /// been leased to it, whose `deliver` call may still be under way).
+  bool CancelWait(uint64_t worker_id);
+
   /// A worker's results for a batch it holds: one per config, in order. The batch is then
   /// done. A worker whose lease ran out (ExpireLeases) while it kept measuring still holds a
   /// claim on the batch: its results are taken as long as no other worker has returned the
@@ -104,11 +117,22 @@ class LeaseQueue {
   /// Waits up to `wait_s` for MarkCommitted or MarkDiscarded of `batch_id`.
   Outcome AwaitCommitted(uint64_t batch_id, double wait_s);
 
+  /// Calls `settled` once with kCommitted or kDiscarded when `batch_id` is settled (as
+  /// AwaitCommitted would return): at once, on this thread, when it is already; otherwise on
+  /// the thread that settles it, outside the queue's lock (it must not block). One callback
+  /// per batch, instead of AwaitCommitted.
+  void OnSettled(uint64_t batch_id, std::function<void(Outcome)> settled);
+  /// Drops the OnSettled callback of `batch_id` not yet called (its stream ended) and the
+  /// settlement it would have taken.
+  void ForgetSettled(uint64_t batch_id);
+
   /// Drops the queued and leased batches of `job_id`; their waiters get nullopt. A leased one
   /// is revoked: forgotten when its worker returns it (Complete says Aborted) or loses it.
   void Cancel(uint64_t job_id);
 
   size_t Queued(const std::string& target_key) const;
+  /// Workers waiting through LeaseOrWait now.
+  size_t Waiting() const;
 
   LeaseStats Stats() const;
 
@@ -131,13 +155,28 @@ class LeaseQueue {
   /// A cancelled batch (its job ended) is erased and reported as nullptr.
   absl::StatusOr<Entry*> HeldLocked(uint64_t worker_id, uint64_t batch_id);
   void UnleaseLocked(const Entry& e);
-  void SettleLocked(uint64_t batch_id, bool committed);  // records it and wakes its waiter  // e stops being leased: its job's lease count drops
+  void SettleLocked(uint64_t batch_id, bool committed);  // records it and wakes its waiter
+  /// Leases queued batches of `target_key` to workers waiting in LeaseOrWait, in the order
+  /// they came; their deliver calls run once the lock is let go (after_unlock_).
+  void HandOutLocked(const std::string& target_key);
+  void WakeResultLocked(uint64_t batch_id);  // AwaitResults of `batch_id`
+  /// Holds mu_; when let go, runs the callbacks queued in after_unlock_ meanwhile.
+  class Locked;
 
   const double lease_s_;
   const int max_losses_;
   mutable std::mutex mu_;
   std::map<std::string, std::condition_variable> ready_;  // per target: a batch was (re)queued
-  std::condition_variable changed_;  // a batch was done or cancelled (AwaitResults)
+  /// AwaitResults callers by batch: woken when that batch is done, or by a Cancel.
+  std::multimap<uint64_t, std::condition_variable*> result_waiters_;
+  struct Waiter {
+    uint64_t worker_id;
+    Deliver deliver;
+  };
+  std::map<std::string, std::deque<Waiter>> waiters_;     // target key -> LeaseOrWait waiters
+  std::map<uint64_t, std::string> waiting_;                // worker id -> target key it waits for
+  std::map<uint64_t, std::function<void(Outcome)>> settled_callbacks_;  // OnSettled
+  std::vector<std::function<void()>> after_unlock_;        // run by Locked once mu_ is let go
   uint64_t next_id_ = 1;
   std::map<uint64_t, Entry> batches_;                     // not yet taken by AwaitResults
   std::map<std::string, std::deque<uint64_t>> queues_;    // target key -> queued batch ids

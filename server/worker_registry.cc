@@ -83,6 +83,13 @@ absl::StatusOr<WorkerEntry> WorkerRegistry::Get(uint64_t id) const {
   return workers_[id - 1];
 }
 
+bool WorkerRegistry::IsLive(uint64_t id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (id == 0 || id > workers_.size()) return false;
+  const WorkerState state = workers_[id - 1].state;
+  return state == WorkerState::kIdle || state == WorkerState::kBusy;
+}
+
 void WorkerRegistry::SetBusy(uint64_t id, bool busy) {
   std::lock_guard<std::mutex> lock(mu_);
   if (id == 0 || id > workers_.size()) return;

@@ -67,6 +67,9 @@ class WorkerRegistry {
   /// Worker `id` as it stands; NotFound for an unknown id.
   absl::StatusOr<WorkerEntry> Get(uint64_t id) const;
 
+  /// Whether worker `id` is live (idle or busy); false for an unknown id.
+  bool IsLive(uint64_t id) const;
+
   /// Marks a live worker busy (holding a lease) or idle; quarantined and expired stay so.
   void SetBusy(uint64_t id, bool busy);
 
