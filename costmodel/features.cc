@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <set>
 #include <type_traits>
 #include <unordered_map>
 
@@ -127,9 +128,17 @@ class Walker {
       case StmtKind::kAtomicAdd:  // split-K's arrival counter: its body runs once per block
         Walk(static_cast<const codegen::AtomicAddNode*>(s.get())->body);
         return;
-      case StmtKind::kIf:  // counted as if taken (an upper bound on the work)
-        Walk(static_cast<const codegen::IfNode*>(s.get())->then_case);
+      case StmtKind::kIf: {  // counted as if taken (an upper bound on the work), except ...
+        auto* n = static_cast<const codegen::IfNode*>(s.get());
+        // ... the packing of a weight kept across calls (`fresh == 1`): it runs in the first
+        // call for a weight, not in the calls that are timed.
+        if (n->cond.node()->kind == codegen::ExprKind::kEQ) {
+          auto* eq = static_cast<const codegen::BinaryNode*>(n->cond.node().get());
+          if (once_vars_.count(eq->a.node().get()) > 0) return;
+        }
+        Walk(n->then_case);
         return;
+      }
       case StmtKind::kAllocate: {
         auto* n = static_cast<const AllocateNode*>(s.get());
         double elems = static_cast<double>(n->buffer->NumElements());
@@ -141,6 +150,7 @@ class Walker {
         } else {
           max_local = std::max(max_local, elems);
         }
+        if (n->buffer->fresh != nullptr) once_vars_.insert(n->buffer->fresh.get());
         allocs_.emplace_back(n->buffer.get(), stack_.size());
         Walk(n->body);
         allocs_.pop_back();
@@ -165,6 +175,7 @@ class Walker {
  private:
   std::vector<Loop> stack_;
   std::vector<std::pair<const BufferNode*, size_t>> allocs_;  // enclosing allocations
+  std::set<const codegen::ExprNode*> once_vars_;  // `fresh` flags of buffers kept across calls
   double execs_ = 1;
   int parallel_nesting_ = 0;
 };

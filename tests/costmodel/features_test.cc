@@ -12,6 +12,7 @@
 
 #include "codegen/ir/template.h"
 #include "codegen/ir/workload.h"
+#include "codegen/templates.h"
 #include "gtest/gtest.h"
 #include "tests/common/toy_template.h"
 
@@ -252,6 +253,45 @@ TEST(FeaturesTest, ReportsFeaturizationCost) {
                 extract / configs.size() * 1e6, sink > 0 ? 1.0 : 0.0);
     RecordProperty(t->name() + "_lower_extract_us", static_cast<int>(lower_extract / configs.size() * 1e6));
   }
+}
+
+// A dense kernel that packs its weight once (prepack 1) does per call only the GEMM; the same
+// config packing in every call (prepack 0) also stores the whole packed weight each time. The
+// features tell them apart: fewer store executions for prepack 1, whose main statement is the
+// multiply-add (with prepack 0 the pack's stores, as many as the GEMM's, may take that place).
+TEST(FeaturesTest, AWeightPackedOnceIsNotPerCallWork) {
+  absl::StatusOr<codegen::Workload> w = codegen::Workload::Parse(codegen::OpKind::kDense, "1,1000,512");
+  ASSERT_TRUE(w.ok()) << w.status();
+  auto tmpl = codegen::CreateTemplate(*w);
+  ASSERT_TRUE(tmpl.ok()) << tmpl.status();
+  const search::ConfigSpace& space = (*tmpl)->space();
+  auto option = [&](const std::string& name, int64_t value) {
+    const search::Knob& knob = space.knobs()[space.KnobIndex(name)];
+    for (size_t i = 0; i < knob.options.size(); ++i) {
+      if (knob.options[i][0] == value) return static_cast<int>(i);
+    }
+    return -1;
+  };
+  std::mt19937_64 rng(11);
+  int compared = 0;
+  for (int tries = 0; tries < 5000 && compared < 5; ++tries) {
+    search::Config once = space.Draw(rng);
+    once[space.KnobIndex("pack_b")] = option("pack_b", 1);
+    once[space.KnobIndex("prepack")] = option("prepack", 1);
+    once = space.Canonical(once);
+    if (!space.IsValid(once) || space.GetInt(once, "prepack") != 1) continue;
+    search::Config every = once;
+    every[space.KnobIndex("prepack")] = option("prepack", 0);
+    ASSERT_TRUE(space.IsValid(every));
+    auto f_once = (*tmpl)->Lower(once, "once");
+    auto f_every = (*tmpl)->Lower(every, "every");
+    ASSERT_TRUE(f_once.ok() && f_every.ok());
+    const AstFeatures a = ExtractAstFeatures(*f_once), b = ExtractAstFeatures(*f_every);
+    EXPECT_LT(a.log_store_execs, b.log_store_execs) << space.ToJson(once);
+    EXPECT_EQ(a.main_flops, 2) << "the main statement is the GEMM's multiply-add: " << space.ToJson(once);
+    ++compared;
+  }
+  EXPECT_EQ(compared, 5);
 }
 
 }  // namespace
