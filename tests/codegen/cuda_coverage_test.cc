@@ -130,48 +130,6 @@ std::vector<std::vector<float>> CoverageInputs(const Workload& w, uint64_t strea
   return inputs;
 }
 
-// Runs `f` in the GPU interpreter on `inputs` (twice where it has scratch arguments: split-K's
-// workspace and counters, the second run on what the first left); "" when every run matches
-// `reference` and leaves zero-initialized scratch zero, else why not. The interpreter reports
-// any access outside a buffer, any read of shared or local memory never written and any race.
-std::string CoverageRun(const LoweredFunc& f, const std::vector<std::vector<float>>& inputs,
-                        const std::vector<float>& reference) {
-  std::vector<std::vector<float>> in = inputs, scratch;
-  std::vector<float> out;
-  std::vector<std::vector<float>*> args;
-  for (auto& v : in) args.push_back(&v);
-  args.push_back(&out);
-  int runs = 1;
-  for (const Buffer& b : f.args) {
-    if (!b->scratch) continue;
-    scratch.emplace_back(b->NumElements(), b->zero_init ? 0.0f : std::nanf(""));
-    runs = 2;
-  }
-  for (auto& v : scratch) args.push_back(&v);
-  for (int run = 1; run <= runs; ++run) {
-    out.assign(reference.size(), std::nanf(""));  // an element never written shows
-    absl::Status st = test::GpuInterpreter::Run(f, args);
-    if (!st.ok()) return absl::StrCat("run ", run, ": ", st.ToString());
-    for (size_t i = 0; i < out.size(); ++i) {
-      if (!(std::abs(out[i] - reference[i]) <= 1e-4f + 1e-4f * std::abs(reference[i]))) {
-        return absl::StrCat("run ", run, ": out[", i, "] = ", out[i], ", expected ", reference[i]);
-      }
-    }
-    for (size_t a = 0; a < inputs.size(); ++a) {
-      if (in[a] != inputs[a]) return absl::StrCat("run ", run, " changed input ", a);
-    }
-    size_t s = 0;
-    for (const Buffer& b : f.args) {
-      if (!b->scratch) continue;
-      const std::vector<float>& v = scratch[s++];
-      for (size_t i = 0; b->zero_init && i < v.size(); ++i) {
-        if (v[i] != 0.0f) return absl::StrCat("run ", run, " left ", b->name, "[", i, "] = ", v[i]);
-      }
-    }
-  }
-  return "";
-}
-
 // Whether a split knob of the GEMM tiles covers more than its extent.
 bool CoverageHasTail(const search::ConfigSpace& space, const search::Config& c) {
   for (const char* name : {"tile_m", "tile_n", "tile_k"}) {
@@ -233,7 +191,7 @@ TEST(CudaCoverageTest, GroupedConvConfigsMatchTheReference) {
       double_buffered += space.GetInt(c, "double_buffer") != 0;
       absl::StatusOr<LoweredFunc> f = (*t)->Lower(c, "grouped");
       ASSERT_TRUE(f.ok()) << f.status();
-      EXPECT_EQ(CoverageRun(*f, inputs, reference), "") << w.Key() << " " << space.ToJson(c);
+      EXPECT_EQ(test::RunAgainstReference(*f, inputs, reference), "") << w.Key() << " " << space.ToJson(c);
     }
   }
   EXPECT_GE(splits, 9);  // the channel multiplier's K of 9 leaves split-K few configs
@@ -265,7 +223,7 @@ TEST(CudaCoverageTest, RegnetGroupedLayerMatchesTheReference) {
     ASSERT_TRUE(space.IsValid(c)) << space.WhyInvalid(c);
     absl::StatusOr<LoweredFunc> f = (*t)->Lower(c, "regnet");
     ASSERT_TRUE(f.ok()) << f.status();
-    EXPECT_EQ(CoverageRun(*f, inputs, reference), "") << space.ToJson(c);
+    EXPECT_EQ(test::RunAgainstReference(*f, inputs, reference), "") << space.ToJson(c);
   }
 }
 

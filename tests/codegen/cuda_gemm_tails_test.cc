@@ -108,43 +108,6 @@ std::vector<float> TailsReference(const Workload& w, const std::vector<std::vect
   return out;
 }
 
-// Runs `f` in the interpreter on `inputs` (twice for split-K, on the same scratch memory);
-// "" when every run matches `reference` and leaves zero-initialized scratch zero, else why not.
-std::string TailsRun(const LoweredFunc& f, const std::vector<std::vector<float>>& inputs,
-                     const std::vector<float>& reference) {
-  std::vector<std::vector<float>> in = inputs, scratch;
-  std::vector<float> out;
-  std::vector<std::vector<float>*> args;
-  for (auto& v : in) args.push_back(&v);
-  args.push_back(&out);
-  int runs = 1;
-  for (const Buffer& b : f.args) {
-    if (!b->scratch) continue;
-    scratch.emplace_back(b->NumElements(), b->zero_init ? 0.0f : std::nanf(""));
-    runs = 2;
-  }
-  for (auto& v : scratch) args.push_back(&v);
-  for (int run = 1; run <= runs; ++run) {
-    out.assign(reference.size(), -12345.0f);  // poison: an element never written shows
-    absl::Status st = test::GpuInterpreter::Run(f, args);
-    if (!st.ok()) return absl::StrCat("run ", run, ": ", st.ToString());
-    for (size_t i = 0; i < out.size(); ++i) {
-      if (!(std::abs(out[i] - reference[i]) <= 1e-4f + 1e-4f * std::abs(reference[i]))) {
-        return absl::StrCat("run ", run, ": out[", i, "] = ", out[i], ", expected ", reference[i]);
-      }
-    }
-    size_t s = 0;
-    for (const Buffer& b : f.args) {
-      if (!b->scratch) continue;
-      const std::vector<float>& v = scratch[s++];
-      for (size_t i = 0; b->zero_init && i < v.size(); ++i) {
-        if (v[i] != 0.0f) return absl::StrCat("run ", run, " left ", b->name, "[", i, "] = ", v[i]);
-      }
-    }
-  }
-  return "";
-}
-
 // 24 random valid configs per shape, at least 16 of them with tails (implicit GEMM for conv2d:
 // the direct variant has none), the same on every call.
 std::vector<search::Config> TailsConfigs(const Template& t, uint64_t stream) {
@@ -183,7 +146,7 @@ TEST(CudaGemmTailsTest, RandomConfigsWithTailsMatchTheReference) {
       wide += space.GetInt(c, "vector") > 1;
       absl::StatusOr<LoweredFunc> f = (*t)->Lower(c, "k");
       ASSERT_TRUE(f.ok()) << f.status();
-      EXPECT_EQ(TailsRun(*f, inputs, reference), "") << w.Key() << " " << space.ToJson(c);
+      EXPECT_EQ(test::RunAgainstReference(*f, inputs, reference), "") << w.Key() << " " << space.ToJson(c);
     }
   }
   EXPECT_GE(tails, 64);
@@ -323,7 +286,7 @@ TEST(CudaGemmTailsTest, DepthwiseConfigsWithTailsMatchTheReference) {
       tails += has_tail(c);
       absl::StatusOr<LoweredFunc> f = (*t)->Lower(c, "dw");
       ASSERT_TRUE(f.ok()) << f.status();
-      EXPECT_EQ(TailsRun(*f, inputs, reference), "") << w.Key() << " " << space.ToJson(c);
+      EXPECT_EQ(test::RunAgainstReference(*f, inputs, reference), "") << w.Key() << " " << space.ToJson(c);
     }
   }
   EXPECT_GE(tails, 36);
@@ -380,14 +343,14 @@ TEST(CudaGemmTailsTest, AMissingGuardIsCaught) {
   ASSERT_TRUE(f.ok());
   const std::vector<std::vector<float>> inputs = TailsInputs(w, 3);
   const std::vector<float> reference = TailsReference(w, inputs);
-  EXPECT_EQ(TailsRun(*f, inputs, reference), "");
+  EXPECT_EQ(test::RunAgainstReference(*f, inputs, reference), "");
   for (bool loads : {true, false}) {
     TailsUnguard unguard;
     unguard.loads = loads, unguard.stores = !loads;
     unguard.out = f->args.back().get();
     LoweredFunc broken = *f;
     broken.body = unguard.MutateStmt(f->body);
-    const std::string why = TailsRun(broken, inputs, reference);
+    const std::string why = test::RunAgainstReference(broken, inputs, reference);
     EXPECT_THAT(why, HasSubstr(loads ? "read of " : "write of out")) << "loads " << loads;
     EXPECT_THAT(why, HasSubstr("out of bounds")) << "loads " << loads;
   }

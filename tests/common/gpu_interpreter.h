@@ -395,4 +395,46 @@ class GpuInterpreter {
   std::string error_;
 };
 
+/// Runs `f` in the interpreter on `inputs` -- twice where it has scratch arguments (split-K's
+/// workspace and counters; the second run on what the first left) -- with the output poisoned
+/// (NaN) before each run. "" when every run matches `reference` (1e-4 relative + absolute),
+/// leaves the inputs unchanged and zero-initialized scratch zero; else why not.
+inline std::string RunAgainstReference(const codegen::LoweredFunc& f, const std::vector<std::vector<float>>& inputs,
+                                       const std::vector<float>& reference) {
+  std::vector<std::vector<float>> in = inputs, scratch;
+  std::vector<float> out;
+  std::vector<std::vector<float>*> args;
+  for (auto& v : in) args.push_back(&v);
+  args.push_back(&out);
+  int runs = 1;
+  for (const codegen::Buffer& b : f.args) {
+    if (!b->scratch) continue;
+    scratch.emplace_back(b->NumElements(), b->zero_init ? 0.0f : std::nanf(""));
+    runs = 2;
+  }
+  for (auto& v : scratch) args.push_back(&v);
+  for (int run = 1; run <= runs; ++run) {
+    out.assign(reference.size(), std::nanf(""));  // an element never written shows
+    absl::Status st = GpuInterpreter::Run(f, args);
+    if (!st.ok()) return absl::StrCat("run ", run, ": ", st.ToString());
+    for (size_t i = 0; i < out.size(); ++i) {
+      if (!(std::abs(out[i] - reference[i]) <= 1e-4f + 1e-4f * std::abs(reference[i]))) {
+        return absl::StrCat("run ", run, ": out[", i, "] = ", out[i], ", expected ", reference[i]);
+      }
+    }
+    for (size_t a = 0; a < inputs.size(); ++a) {
+      if (in[a] != inputs[a]) return absl::StrCat("run ", run, " changed input ", a);
+    }
+    size_t s = 0;
+    for (const codegen::Buffer& b : f.args) {
+      if (!b->scratch) continue;
+      const std::vector<float>& v = scratch[s++];
+      for (size_t i = 0; b->zero_init && i < v.size(); ++i) {
+        if (v[i] != 0.0f) return absl::StrCat("run ", run, " left ", b->name, "[", i, "] = ", v[i]);
+      }
+    }
+  }
+  return "";
+}
+
 }  // namespace tune::test
