@@ -37,11 +37,7 @@ GemmTemplate::GemmTemplate(Workload w, CpuLimits cpu) : Template(std::move(w)), 
   int unroll_k = s.AddChoice("unroll_k", {0, 1});
   int pack = s.AddChoice("pack_b", {1, 0});
   int cache = s.AddChoice("acc_tile", {1, 0});
-  // 1: the outermost loop runs on the thread pool; 2: the two outermost (M and N blocks) fused
-  // into one parallel loop, so a few large row blocks still give every thread work
-  // (batch_matmul fuses its batch axis with the outermost for 1 already).
-  const bool batched = wl.op == OpKind::kBatchMatmul;
-  s.AddChoice("parallel", batched ? std::vector<int64_t>{1, 0} : std::vector<int64_t>{1, 0, 2});
+  s.AddChoice("parallel", {1, 0});
   s.AddChoice("pack_a", {0, 1});
   s.AllowMissing("pack_a");  // configs recorded before A could be packed read A in place
   if (wl.op == OpKind::kDense) {
@@ -201,7 +197,7 @@ Schedule GemmTemplate::Build(const search::Config& c) const {
   if (acc_tile) st.CacheWrite(attach);
   if (parallel) {
     int outer = leaves[0];
-    if (batched || s.GetInt(c, "parallel") == 2) outer = st.Fuse(leaves[0], leaves[1]);
+    if (batched) outer = st.Fuse(leaves[0], leaves[1]);
     st.Parallel(outer);
   }
   sched.stages.push_back(std::move(st));
