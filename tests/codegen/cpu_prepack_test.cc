@@ -46,41 +46,6 @@ std::unique_ptr<Template> PrepackTemplate(OpKind op, const std::string& shape, b
   return t.ok() ? std::move(*t) : nullptr;
 }
 
-/// The option of knob `name` whose value is `value` (-1: none).
-int PrepackOption(const search::ConfigSpace& space, const std::string& name, int64_t value) {
-  const search::Knob& knob = space.knobs()[space.KnobIndex(name)];
-  for (size_t i = 0; i < knob.options.size(); ++i) {
-    if (knob.options[i][0] == value) return static_cast<int>(i);
-  }
-  return -1;
-}
-
-/// `count` distinct random valid configs of `tmpl` that pack the weight once; with `layout` >= 0
-/// (conv2d) in that layout.
-std::vector<search::Config> RandomPrepackConfigs(const Template& tmpl, int count, std::mt19937_64& rng,
-                                                 int64_t layout = -1) {
-  const search::ConfigSpace& space = tmpl.space();
-  const bool conv = tmpl.workload().op == OpKind::kConv2d;
-  std::vector<search::Config> out;
-  for (int tries = 0; tries < 20000 && static_cast<int>(out.size()) < count; ++tries) {
-    search::Config c = space.Draw(rng);
-    if (conv) {
-      if (layout >= 0) c[space.KnobIndex("layout")] = PrepackOption(space, "layout", layout);
-      c[space.KnobIndex("pack_weight")] = PrepackOption(space, "pack_weight", 1);
-    } else {
-      c[space.KnobIndex("pack_b")] = PrepackOption(space, "pack_b", 1);
-    }
-    c[space.KnobIndex("prepack")] = PrepackOption(space, "prepack", 1);
-    c = space.Canonical(c);
-    if (!space.IsValid(c) || space.GetInt(c, "prepack") != 1) continue;
-    bool seen = false;
-    for (const search::Config& o : out) seen |= o == c;
-    if (!seen) out.push_back(c);
-  }
-  EXPECT_EQ(static_cast<int>(out.size()), count) << "too few prepack configs of " << tmpl.workload().Key();
-  return out;
-}
-
 /// A compiled and loaded kernel of one config.
 struct PrepackKernel {
   std::unique_ptr<LoadedKernel> loaded;
@@ -185,7 +150,7 @@ TEST(CpuPrepackTest, DenseRandomConfigsPackTheWeightOnce) {
   for (const char* shape : {"3,37,29", "16,64,48", "1,100,70"}) {
     std::unique_ptr<Template> tmpl = PrepackTemplate(OpKind::kDense, shape, /*bias=*/true, /*relu=*/shape[0] == '3');
     ASSERT_NE(tmpl, nullptr);
-    CheckPackedOnce(*tmpl, RandomPrepackConfigs(*tmpl, 4, rng), rng, "prepack_dense_");
+    CheckPackedOnce(*tmpl, test::RandomPrepackConfigs(*tmpl, 4, rng), rng, "prepack_dense_");
   }
 }
 
@@ -194,7 +159,7 @@ TEST(CpuPrepackTest, ConvNchwRandomConfigsPackTheWeightOnce) {
   for (const char* shape : {"1,8,9,9,12,3,3,1,1", "1,6,10,10,20,3,3,2,1"}) {
     std::unique_ptr<Template> tmpl = PrepackTemplate(OpKind::kConv2d, shape, /*bias=*/true, /*relu=*/true);
     ASSERT_NE(tmpl, nullptr);
-    CheckPackedOnce(*tmpl, RandomPrepackConfigs(*tmpl, 3, rng, /*layout=*/0), rng, "prepack_conv_");
+    CheckPackedOnce(*tmpl, test::RandomPrepackConfigs(*tmpl, 3, rng, /*layout=*/0), rng, "prepack_conv_");
   }
 }
 
@@ -203,7 +168,7 @@ TEST(CpuPrepackTest, ConvBlockedRandomConfigsPackTheWeightOnce) {
   for (const char* shape : {"1,8,9,9,12,3,3,1,1", "1,16,9,9,16,3,3,1,1,1,16"}) {
     std::unique_ptr<Template> tmpl = PrepackTemplate(OpKind::kConv2d, shape, /*bias=*/true, /*relu=*/false);
     ASSERT_NE(tmpl, nullptr);
-    CheckPackedOnce(*tmpl, RandomPrepackConfigs(*tmpl, 3, rng, /*layout=*/1), rng, "prepack_blocked_");
+    CheckPackedOnce(*tmpl, test::RandomPrepackConfigs(*tmpl, 3, rng, /*layout=*/1), rng, "prepack_blocked_");
   }
 }
 
@@ -219,7 +184,7 @@ TEST(CpuPrepackTest, TwoKernelsWithTheSameWeightKeepTheirOwnPacks) {
     // Two configs that differ only in the register tile's width (so in the packed layout).
     std::vector<search::Config> configs;
     const std::string tile = op == OpKind::kDense ? "tile_n" : "tile_oc";
-    for (const search::Config& c : RandomPrepackConfigs(*tmpl, 40, rng)) {
+    for (const search::Config& c : test::RandomPrepackConfigs(*tmpl, 40, rng)) {
       if (!configs.empty() && space.Get(c, tile).back() == space.Get(configs[0], tile).back()) continue;
       configs.push_back(c);
       if (configs.size() == 2) break;
@@ -252,7 +217,7 @@ TEST(CpuPrepackTest, ConcurrentFirstCallsWaitForThePack) {
   // find it half done.
   std::unique_ptr<Template> tmpl = PrepackTemplate(OpKind::kDense, "4,2000,1000", true, false);
   ASSERT_NE(tmpl, nullptr);
-  const search::Config config = RandomPrepackConfigs(*tmpl, 1, rng)[0];
+  const search::Config config = test::RandomPrepackConfigs(*tmpl, 1, rng)[0];
   PrepackKernel k = LoadPrepackKernel(*tmpl, config, "prepack_threads");
   ASSERT_NE(k.loaded, nullptr);
   const Workload& w = tmpl->workload();
@@ -313,7 +278,7 @@ TEST(CpuPrepackTest, KnobAppliesToConstantWeightsOnly) {
   ASSERT_TRUE(f.ok()) << f.status();
   EXPECT_THAT(Print(*f), Not(HasSubstr("prepacked")));
   // prepack without pack_b is pinned off (the knob matters only where B is packed).
-  c[space.KnobIndex("prepack")] = PrepackOption(space, "prepack", 1);
+  c[space.KnobIndex("prepack")] = test::OptionWithValue(space, "prepack", 1);
   EXPECT_FALSE(space.IsValid(c));
   // A config written before the knob parses as prepack=0.
   std::string json = space.ToJson(dense->DefaultConfig());

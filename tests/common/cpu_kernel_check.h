@@ -196,4 +196,39 @@ inline std::string RunFencedAgainstReference(void (*fn)(float* const*), const co
   return "";
 }
 
+/// The option of knob `name` whose value is `value` (-1: none).
+inline int OptionWithValue(const search::ConfigSpace& space, const std::string& name, int64_t value) {
+  const search::Knob& knob = space.knobs()[space.KnobIndex(name)];
+  for (size_t i = 0; i < knob.options.size(); ++i) {
+    if (knob.options[i][0] == value) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+/// `count` distinct random valid configs of `tmpl` that pack the weight once; with `layout` >= 0
+/// (conv2d) in that layout.
+inline std::vector<search::Config> RandomPrepackConfigs(const codegen::Template& tmpl, int count, std::mt19937_64& rng,
+                                                        int64_t layout = -1) {
+  const search::ConfigSpace& space = tmpl.space();
+  const bool conv = tmpl.workload().op == codegen::OpKind::kConv2d;
+  std::vector<search::Config> out;
+  for (int tries = 0; tries < 20000 && static_cast<int>(out.size()) < count; ++tries) {
+    search::Config c = space.Draw(rng);
+    if (conv) {
+      if (layout >= 0) c[space.KnobIndex("layout")] = OptionWithValue(space, "layout", layout);
+      c[space.KnobIndex("pack_weight")] = OptionWithValue(space, "pack_weight", 1);
+    } else {
+      c[space.KnobIndex("pack_b")] = OptionWithValue(space, "pack_b", 1);
+    }
+    c[space.KnobIndex("prepack")] = OptionWithValue(space, "prepack", 1);
+    c = space.Canonical(c);
+    if (!space.IsValid(c) || space.GetInt(c, "prepack") != 1) continue;
+    bool seen = false;
+    for (const search::Config& o : out) seen |= o == c;
+    if (!seen) out.push_back(c);
+  }
+  EXPECT_EQ(static_cast<int>(out.size()), count) << "too few prepack configs of " << tmpl.workload().Key();
+  return out;
+}
+
 }  // namespace tune::test
