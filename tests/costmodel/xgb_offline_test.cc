@@ -13,6 +13,7 @@
 #include "costmodel/offline_model.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "tests/common/test_seed.h"
 #include "tests/costmodel/analytic_gemm.h"
 
@@ -238,6 +239,54 @@ TEST(XgbOfflineTest, FineTuneLearnsTheTaskAndFailsCleanly) {
   auto loaded = MakeXgbOfflineModel();
   ASSERT_TRUE(loaded->LoadPayload(*payload).ok());
   EXPECT_EQ(XgbOfflineScores(*loaded, task), XgbOfflineScores(*model, task));
+}
+
+// The JSON header of an xgb payload (magic, u64 little-endian length, JSON, then the booster)
+// and the booster's bytes after it.
+std::pair<nlohmann::json, std::string> XgbOfflinePayloadParts(const std::string& payload) {
+  EXPECT_GE(payload.size(), 16u);
+  uint64_t len = 0;
+  for (int i = 0; i < 8; ++i) len |= static_cast<uint64_t>(static_cast<unsigned char>(payload[8 + i])) << (8 * i);
+  EXPECT_LE(16 + len, payload.size());
+  return {nlohmann::json::parse(payload.substr(16, len), nullptr, false), payload.substr(16 + len + 8)};
+}
+
+// The settings chosen on the held-out networks of data/datasets: trees of depth 6 with
+// min_child_weight 1 (rank:ndcg: 0), 16 pairs sampled per config and round (XGBoost's
+// default is 1). The
+// booster itself carries num_pairsample (so the setting reached XGBoost), and the payload
+// header records them all, also after a round trip; the lambdarank loss records rank:ndcg.
+TEST(XgbOfflineTest, TrainsWithTheChosenSettingsAndRecordsThem) {
+  const XgbOfflineSets& d = XgbOfflineData();
+  for (const std::string loss : {"", "lambdarank"}) {
+    auto model = MakeXgbOfflineModel();
+    TrainOptions o = XgbOfflineOptions(11);
+    o.loss = loss;
+    ASSERT_TRUE(model->Train(d.train, d.valid, o).ok());
+    auto payload = model->SavePayload();
+    ASSERT_TRUE(payload.ok()) << payload.status();
+    const auto [meta, booster] = XgbOfflinePayloadParts(*payload);
+    ASSERT_TRUE(meta.is_object());
+    const std::string objective = loss.empty() ? "rank:pairwise" : "rank:ndcg";
+    EXPECT_EQ(meta.value("objective", ""), objective);
+    ASSERT_TRUE(meta.contains("params")) << meta.dump();
+    const nlohmann::json& params = meta["params"];
+    EXPECT_EQ(params.value("objective", ""), objective);
+    EXPECT_EQ(params.value("max_depth", 0), 6);
+    EXPECT_EQ(params.value("min_child_weight", -1.0), loss.empty() ? 1.0 : 0.0);
+    EXPECT_EQ(params.value("num_pairsample", 0), 16);
+    EXPECT_DOUBLE_EQ(params.value("eta", 0.0), 0.2);
+    // XGBoost keeps the objective's parameters with the model (as strings).
+    const size_t at = booster.find("num_pairsample");
+    ASSERT_NE(at, std::string::npos);
+    EXPECT_NE(booster.substr(at, 32).find("16"), std::string::npos);
+    EXPECT_EQ(booster.find(loss.empty() ? "rank:ndcg" : "rank:pairwise"), std::string::npos);
+    auto loaded = MakeXgbOfflineModel();
+    ASSERT_TRUE(loaded->LoadPayload(*payload).ok());
+    auto again = loaded->SavePayload();
+    ASSERT_TRUE(again.ok());
+    EXPECT_EQ(XgbOfflinePayloadParts(*again).first["params"], params);
+  }
 }
 
 TEST(XgbOfflineTest, NothingToLearnIsInvalidArgument) {
