@@ -82,18 +82,21 @@ class Stage::TailLowering {
 
   /// The kind of loop `l` at this point. In a partial tile an unrolled loop stays unrolled only
   /// where the guard of its own split becomes a constant per iteration (every other index of
-  /// the guard fixed), so the dead iterations fold away; otherwise it runs serially, which keeps
-  /// the rarely run copies of the nest small.
+  /// the guard fixed), so the dead iterations fold away, or where an enclosing If checks every
+  /// partial tail's guard already (the body below runs unguarded: the full panels of a GEMM's
+  /// last, shorter block); otherwise it runs serially, which keeps the rarely run copies of the
+  /// nest small.
   ForKind KindInPartialTile(const Loop& l, bool with_reduce, const State& state) const {
     if (l.kind != ForKind::kUnrolled) return l.kind;
     const VarNode* var = AsVar(l.var);
     bool partial = false, folds = false;
     for (size_t t = 0; t < tails_.size(); ++t) {
       const Tail& tail = tails_[t];
-      if ((tail.reduce && !with_reduce) || state.mode[t] != Mode::kPartial) continue;
+      // A tail whose guard an enclosing If already checks leaves the body below unguarded.
+      if ((tail.reduce && !with_reduce) || state.mode[t] != Mode::kPartial || state.guarded[t]) continue;
       partial = true;
       Expr guard = Substitute(tail.guard, state.subst);
-      if (state.guarded[t] || !UsesVar(guard, var)) continue;
+      if (!UsesVar(guard, var)) continue;
       bool only_var = true;
       for (int other : stage_.leaves_) {
         const VarNode* v = AsVar(stage_.loops_[other].var);
