@@ -99,9 +99,10 @@ class ReplayTaskFactory final : public TaskFactory {
 KernelKind LlvmKind() {
   KernelKind k;
   k.tmpl = [](const codegen::Workload& w, const Target& target) {
-    // Register tiles for the target's CPU (a worker's, a recorded one's), not this host's.
-    std::optional<codegen::CpuLimits> cpu;
-    if (!target.features.empty()) cpu = codegen::CpuLimitsOf(target.features);
+    // Register tiles for the target's CPU (a worker's, a recorded one's), not this host's, and
+    // parallel loops for its thread count.
+    codegen::CpuLimits cpu = target.features.empty() ? codegen::HostCpuLimits() : codegen::CpuLimitsOf(target.features);
+    cpu.threads = target.threads;
     return codegen::CreateTemplate(w, codegen::Backend::kLlvm, {}, cpu);
   };
   k.builder = [](const Target&, int threads) -> std::unique_ptr<Builder> {

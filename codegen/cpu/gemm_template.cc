@@ -37,7 +37,13 @@ GemmTemplate::GemmTemplate(Workload w, CpuLimits cpu) : Template(std::move(w)), 
   int unroll_k = s.AddChoice("unroll_k", {0, 1});
   int pack = s.AddChoice("pack_b", {1, 0});
   int cache = s.AddChoice("acc_tile", {1, 0});
-  s.AddChoice("parallel", {1, 0});
+  // 1: the outermost loop runs on the thread pool; 2: the two outermost (M and N blocks) fused
+  // into one parallel loop, so a few large row blocks still give every thread an even share
+  // (the pool gives each thread one contiguous chunk of the fused iterations: whole rows of
+  // blocks and at most one partial row each). batch_matmul fuses its batch axis with the
+  // outermost for 1 already.
+  const bool batched = wl.op == OpKind::kBatchMatmul;
+  int par = s.AddChoice("parallel", batched ? std::vector<int64_t>{1, 0} : std::vector<int64_t>{1, 0, 2});
   s.AddChoice("pack_a", {0, 1});
   s.AllowMissing("pack_a");  // configs recorded before A could be packed read A in place
   if (wl.op == OpKind::kDense) {
@@ -69,6 +75,22 @@ GemmTemplate::GemmTemplate(Workload w, CpuLimits cpu) : Template(std::move(w)), 
   s.AddConstraint("order_needs_tile", [=](const search::Config& c) {
     return value(c, order) != kKBetweenMN || value(c, cache) == 1;
   });
+  if (cpu_.threads > 0) {
+    // The pool gives each thread one contiguous chunk of the parallel loop's iterations, so
+    // that loop must have at least one per thread and a count that divides evenly, or enough
+    // to leave the last thread at most 1/8 short (3 blocks on 2 threads run at 2/3 speed). At
+    // one thread a parallel loop is a serial one: not offered twice.
+    const int64_t threads = cpu_.threads, batch = batched ? wl.batch : 1;
+    s.AddConstraint("parallel_balance", [=](const search::Config& c) {
+      const int64_t p = value(c, par);
+      if (p == 0) return true;
+      // The outer factors of M and N: the block counts of the two outermost loops.
+      const int64_t m_blocks = value(c, tm), n_blocks = value(c, tn);
+      const int64_t first = value(c, order) == kNMOuterNM ? n_blocks : m_blocks;
+      const int64_t extent = p == 2 ? m_blocks * n_blocks : batch * first;
+      return threads > 1 && extent >= threads && (extent % threads == 0 || extent >= 8 * threads);
+    });
+  }
   (void)pack;
 }
 
@@ -170,8 +192,23 @@ Schedule GemmTemplate::Build(const search::Config& c) const {
   }
   int off = batched ? 1 : 0;
   constexpr auto kTails = search::SplitTails::kAllowed;
-  auto m = st.SplitFactors(st.axis(off), fm, kTails);
-  auto n = st.SplitFactors(st.axis(off + 1), fn, kTails);
+  // M and N by their three factors [f0, f1, f2]. Without a tail as SplitFactors makes them.
+  // With one, the register tile's panels first (E -> ceil(E / f2) panels of f2), then the
+  // panels into f0 blocks of f1 (the same loops: ceil(ceil(E / f2) / f1) = ceil(E / (f1 f2))),
+  // so the tail costs where it lies: the last panel runs the guarded (masked, not unrolled)
+  // register tile, the last block skips its missing panels with one guard per panel, and every
+  // other panel of that block keeps the full register tile (one outermost tail would guard
+  // each row of the whole last block inside the K loop). The loops are then named
+  // E00, E01, E1 for f0, f1, f2.
+  auto split3 = [&](int loop, const std::vector<int64_t>& f) {
+    const int64_t extent = st.extent(loop);
+    if (f[0] * f[1] * f[2] == extent) return st.SplitFactors(loop, f, kTails);
+    std::vector<int> panels = st.SplitFactors(loop, {(extent + f[2] - 1) / f[2], f[2]}, kTails);
+    std::vector<int> blocks = st.SplitFactors(panels[0], {f[0], f[1]}, kTails);
+    return std::vector<int>{blocks[0], blocks[1], panels[1]};
+  };
+  auto m = split3(st.axis(off), fm);
+  auto n = split3(st.axis(off + 1), fn);
   auto k = st.SplitFactors(st.reduce_axis(0), fk, kTails);
   std::vector<int> leaves;
   if (batched) leaves.push_back(st.axis(0));
@@ -197,7 +234,7 @@ Schedule GemmTemplate::Build(const search::Config& c) const {
   if (acc_tile) st.CacheWrite(attach);
   if (parallel) {
     int outer = leaves[0];
-    if (batched) outer = st.Fuse(leaves[0], leaves[1]);
+    if (batched || s.GetInt(c, "parallel") == 2) outer = st.Fuse(leaves[0], leaves[1]);
     st.Parallel(outer);
   }
   sched.stages.push_back(std::move(st));

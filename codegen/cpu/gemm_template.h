@@ -10,7 +10,7 @@ namespace tune::codegen {
 /// (the innermost pair forms the register accumulator tile), a two-level tile of K, the loop
 /// order, vectorization of the N tile, unrolling of the M tile and the inner K loop, a packed
 /// [N/nb][K][nb] copy of B, a packed [M/mr][K][mr] copy of A, the accumulator tile on/off,
-/// and a parallel outer loop.
+/// and a parallel outer loop (or the outer M and N block loops fused into one parallel loop).
 ///
 /// The register tile (mr x nr, the innermost factors of M and N) is sized to the CPU: mr may
 /// be any of 1..16 and nr any multiple of the vector lanes up to 64, so the canonical
@@ -21,7 +21,7 @@ class GemmTemplate : public Template {
  public:
   explicit GemmTemplate(Workload workload, CpuLimits cpu = HostCpuLimits());
   std::string name() const override { return "gemm"; }
-  int version() const override { return 1; }
+  int version() const override { return 2; }
   search::Config DefaultConfig() const override;
 
  protected:
