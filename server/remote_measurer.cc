@@ -30,28 +30,40 @@ std::vector<measure::MeasureResult> RemoteMeasurer::Measure(const codegen::Templ
   }
   std::vector<measure::MeasureResult> out;
   out.reserve(configs.size());
+  std::vector<uint64_t> taken;
   for (uint64_t id : ids) {
     while (true) {
       if (auto results = queue_->AwaitResults(id, 0.2)) {
-        last_batches_.push_back(id);
+        taken.push_back(id);
         for (const BatchResult& r : *results) out.push_back(ToMeasureResult(r));
         break;
       }
       if (aborted_()) {
         queue_->Cancel(job_id_);
         // Batches already taken are never committed: their workers are told so.
-        for (uint64_t taken : last_batches_) queue_->MarkDiscarded(taken);
-        last_batches_.clear();
+        for (uint64_t batch : TakeLast()) queue_->MarkDiscarded(batch);
+        for (uint64_t batch : taken) queue_->MarkDiscarded(batch);
         return {};
       }
     }
   }
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<uint64_t>& last = last_batches_[std::this_thread::get_id()];
+  last.insert(last.end(), taken.begin(), taken.end());
   return out;
 }
 
+std::vector<uint64_t> RemoteMeasurer::TakeLast() {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = last_batches_.find(std::this_thread::get_id());
+  if (it == last_batches_.end()) return {};
+  std::vector<uint64_t> ids = std::move(it->second);
+  last_batches_.erase(it);
+  return ids;
+}
+
 void RemoteMeasurer::Committed() {
-  for (uint64_t id : last_batches_) queue_->MarkCommitted(id);
-  last_batches_.clear();
+  for (uint64_t batch : TakeLast()) queue_->MarkCommitted(batch);
 }
 
 measure::MeasureResult ToMeasureResult(const BatchResult& r) {

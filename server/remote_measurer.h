@@ -3,7 +3,10 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "server/lease_queue.h"
@@ -19,6 +22,10 @@ namespace tune::server {
 /// while waiting: when it returns true (daemon shutting down, job cancelled) the job's batches
 /// are dropped (leased ones revoked) and Measure returns no results. A batch whose workers kept
 /// dying comes back with the queue's failed results (LeaseQueue's max_losses).
+///
+/// Thread-safe: a job's tuner may have batches of several tasks in flight at once
+/// (tuner::TuneOptions::parallel_tasks), each measured and committed on a thread of its own;
+/// Committed() acknowledges the batches of the last Measure call of the calling thread.
 class RemoteMeasurer final : public measure::KernelMeasurer {
  public:
   RemoteMeasurer(LeaseQueue* queue, uint64_t job_id, std::string target_key, uint64_t data_seed,
@@ -37,7 +44,13 @@ class RemoteMeasurer final : public measure::KernelMeasurer {
   uint64_t data_seed_;
   std::function<int()> workers_;
   std::function<bool()> aborted_;
-  std::vector<uint64_t> last_batches_;  // taken, not yet committed
+  /// The calling thread's batches of last_batches_, removed from it.
+  std::vector<uint64_t> TakeLast();
+
+  std::mutex mu_;
+  /// Batches whose results a thread has taken, not yet committed, by the thread that measures
+  /// them (guarded by mu_).
+  std::map<std::thread::id, std::vector<uint64_t>> last_batches_;
 };
 
 /// A worker's result as the record database's MeasureResult (an unknown status becomes

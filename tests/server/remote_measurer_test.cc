@@ -1,0 +1,79 @@
+// RemoteMeasurer with two tasks' batches measured at once on two threads: each thread's
+// Committed() acknowledges its own batches only.
+#include "server/remote_measurer.h"
+
+#include <chrono>
+#include <future>
+#include <map>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "server/lease_queue.h"
+#include "tests/common/test_seed.h"
+#include "tests/common/toy_template.h"
+
+namespace tune::test {
+namespace {
+
+// Two threads measure a batch of a different template each through one RemoteMeasurer; a
+// fake worker returns both; then the first thread's Committed() settles its batch and leaves
+// the other's waiting until that thread commits too.
+TEST(RemoteMeasurerThreads, EachThreadCommitsOnlyTheBatchesItMeasured) {
+  std::mt19937_64 rng = TestRng(91);
+  server::LeaseQueue queue(600);
+  server::RemoteMeasurer measurer(&queue, /*job_id=*/1, "cpu", /*data_seed=*/rng(), [] { return 1; },
+                                  [] { return false; });
+  const std::vector<std::string> shapes = {"8,8,8", "16,8,8"};
+  std::vector<std::unique_ptr<codegen::Template>> templates;
+  std::vector<std::vector<search::Config>> configs(2);
+  for (int t = 0; t < 2; ++t) {
+    templates.push_back(MakeTemplate(codegen::OpKind::kMatmul, shapes[t]));
+    ASSERT_NE(templates.back(), nullptr);
+    const int n = std::uniform_int_distribution<int>(1, 4)(rng);
+    for (int i = 0; i < n; ++i) {
+      absl::StatusOr<search::Config> c = templates.back()->space().Sample(rng);
+      ASSERT_TRUE(c.ok()) << c.status();
+      configs[t].push_back(*c);
+    }
+  }
+  // Each thread: Measure, say how many results came back, wait for its turn, Committed.
+  std::promise<void> turn[2];
+  std::promise<size_t> measured[2];
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 2; ++t) {
+    threads.emplace_back([&, t] {
+      measured[t].set_value(measurer.Measure(*templates[t], nullptr, configs[t], measure::MeasureProtocol()).size());
+      turn[t].get_future().wait();
+      measurer.Committed();
+    });
+  }
+  // The worker: both batches leased (one per Measure call: one live worker), then returned.
+  std::map<std::string, uint64_t> batch_of;  // workload key -> batch id
+  for (int tries = 0; tries < 3000 && batch_of.size() < 2; ++tries) {
+    if (auto lease = queue.Lease(/*worker_id=*/5, "cpu", 0)) {
+      batch_of[lease->second.workload_key] = lease->first;
+      std::vector<server::BatchResult> ok(lease->second.configs_json.size(), server::BatchResult{"ok", "", {1e-3}, 1, 0, 0});
+      ASSERT_TRUE(queue.Complete(5, lease->first, ok).ok());
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  }
+  ASSERT_EQ(batch_of.size(), 2u);
+  for (int t = 0; t < 2; ++t) EXPECT_EQ(measured[t].get_future().get(), configs[t].size());
+  const uint64_t first = batch_of.at(templates[0]->workload().Key());
+  const uint64_t second = batch_of.at(templates[1]->workload().Key());
+  turn[0].set_value();
+  threads[0].join();
+  EXPECT_EQ(queue.AwaitCommitted(first, 10), server::LeaseQueue::Outcome::kCommitted);
+  EXPECT_EQ(queue.AwaitCommitted(second, 0.05), server::LeaseQueue::Outcome::kTimedOut)
+      << "the first thread's Committed() acknowledged the other thread's batch";
+  turn[1].set_value();
+  threads[1].join();
+  EXPECT_EQ(queue.AwaitCommitted(second, 10), server::LeaseQueue::Outcome::kCommitted);
+}
+
+}  // namespace
+}  // namespace tune::test
