@@ -5,7 +5,10 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <optional>
+#include <system_error>
+#include <thread>
 #include <unordered_set>
 
 #include "absl/strings/str_cat.h"
@@ -77,6 +80,7 @@ Tuner::Tuner(dataset::RecordDatabase* db, std::unique_ptr<measure::TaskFactory> 
 Tuner::Tuner(dataset::RecordDatabase* db, measure::Target target, measure::RunnerFactory runners,
              TuneOptions options, ProgressFn progress)
     : db_(db), options_(std::move(options)), progress_(std::move(progress)) {
+  options_.parallel_tasks = nullptr;  // kernels timed here one batch at a time (TuneOptions)
   measure::TaskFactoryOptions fo;
   fo.runners = std::move(runners);
   fo.build_threads = options_.build_threads;
@@ -113,6 +117,7 @@ struct Tuner::TaskRun {
   int64_t target_id = 0, run_id = 0;
   int64_t last_record_id = 0;  // records up to this id are known (CatchUp reads the newer ones)
   int since_improvement = 0;
+  int reserved = 0;  // RunConcurrent: trials of the total budget held by its batch in flight
 };
 
 absl::StatusOr<std::vector<TaskOutcome>> Tuner::Run(const std::vector<TuneTask>& tasks) {
@@ -188,6 +193,7 @@ absl::StatusOr<std::vector<TaskOutcome>> Tuner::RunStarted(std::vector<TaskRun>&
   total_budget_ = options_.total_trials > 0 ? std::min(options_.total_trials, options_.trials_per_task * n)
                                             : options_.trials_per_task * n;
   done_trials_ = 0;
+  reserved_ = 0;
 
   for (int i = 0; i < n; ++i) {
     // Round-robin splits a total budget evenly; the adaptive schedulers share it freely.
@@ -197,14 +203,52 @@ absl::StatusOr<std::vector<TaskOutcome>> Tuner::RunStarted(std::vector<TaskRun>&
     }
     runs[i].progress.budget = budget;
     runs[i].progress.weight = runs[i].info.count;
-    if (auto st = Prepare(runs[i], target_id, run_id); !st.ok()) return st;
   }
 
-  std::vector<search::TaskProgress> progress(n);
   bool interrupted = false;
+  if (!options_.parallel_tasks) {
+    for (int i = 0; i < n; ++i) {
+      if (auto st = Prepare(runs[i], target_id, run_id); !st.ok()) return st;
+    }
+    if (auto st = RunSequential(runs, scheduler, &interrupted); !st.ok()) return st;
+    if (!interrupted) {
+      for (auto& t : runs) {
+        if (auto st = Finalize(t); !st.ok()) return st;
+      }
+    }
+  } else {
+    // The tasks' default schedules K at a time, in task order.
+    int next = 0;
+    if (auto st = RunOnThreads([&](int) { return next < n ? next++ : kNoMore; },
+                               [&](int i) { return Prepare(runs[i], target_id, run_id); });
+        !st.ok()) {
+      return st;
+    }
+    if (auto st = RunConcurrent(runs, scheduler, &interrupted); !st.ok()) return st;
+    if (!interrupted) {
+      next = 0;
+      if (auto st = RunOnThreads([&](int) { return next < n ? next++ : kNoMore; },
+                                 [&](int i) { return Finalize(runs[i]); });
+          !st.ok()) {
+        return st;
+      }
+    }
+  }
+  std::vector<TaskOutcome> out;
+  for (auto& t : runs) {
+    Report(t, true);
+    out.push_back(t.outcome);
+  }
+  if (auto st = db_->FinishRun(run_id, interrupted ? "interrupted" : "finished", RunNote(out)); !st.ok()) return st;
+  return out;
+}
+
+absl::Status Tuner::RunSequential(std::vector<TaskRun>& runs, search::TaskScheduler& scheduler, bool* interrupted) {
+  const int n = static_cast<int>(runs.size());
+  std::vector<search::TaskProgress> progress(n);
   while (done_trials_ < total_budget_) {
     if (options_.should_stop && options_.should_stop()) {
-      interrupted = true;
+      *interrupted = true;
       break;
     }
     for (int i = 0; i < n; ++i) progress[i] = runs[i].progress;
@@ -214,16 +258,121 @@ absl::StatusOr<std::vector<TaskOutcome>> Tuner::RunStarted(std::vector<TaskRun>&
     int want = std::min({options_.batch, t.progress.budget - t.outcome.trials, total_budget_ - done_trials_});
     if (auto st = RunBatch(t, want); !st.ok()) return st;
   }
-  std::vector<TaskOutcome> out;
-  for (auto& t : runs) {
-    if (!interrupted) {
-      if (auto st = Finalize(t); !st.ok()) return st;
+  return absl::OkStatus();
+}
+
+absl::Status Tuner::RunConcurrent(std::vector<TaskRun>& runs, search::TaskScheduler& scheduler, bool* interrupted) {
+  const int n = static_cast<int>(runs.size());
+  // What the scheduler sees: a task with a batch in flight is "done" for now (it is never
+  // picked twice), with its progress as it was when its batch started (its thread changes it).
+  std::vector<search::TaskProgress> progress(n);
+  std::vector<bool> in_flight(n, false);
+  // Called under mu_; the batch of the task it names starts with its share of the budget held.
+  auto pick = [&](int active) -> int {
+    for (int i = 0; i < n; ++i) {
+      if (in_flight[i] && runs[i].reserved == 0) in_flight[i] = false;  // its batch ended
+      if (!in_flight[i]) progress[i] = runs[i].progress;
     }
-    Report(t, true);
-    out.push_back(t.outcome);
+    if (options_.should_stop && options_.should_stop()) {
+      *interrupted = true;
+      return kNoMore;
+    }
+    // The budget left is held by batches in flight: what they do not use is given back.
+    if (done_trials_ + reserved_ >= total_budget_) return active > 0 ? kWait : kNoMore;
+    int i = scheduler.Next(progress);
+    // A task without budget of its own left is done (as RunBatch with nothing to want says).
+    while (i >= 0 && runs[i].progress.budget - runs[i].outcome.trials <= 0) {
+      runs[i].progress.done = true;
+      progress[i] = runs[i].progress;
+      i = scheduler.Next(progress);
+    }
+    if (i < 0) return active > 0 ? kWait : kNoMore;
+    TaskRun& t = runs[i];
+    const int want = std::min(
+        {options_.batch, t.progress.budget - t.outcome.trials, total_budget_ - done_trials_ - reserved_});
+    t.reserved = want;
+    reserved_ += want;
+    in_flight[i] = true;
+    progress[i].done = true;
+    return i;
+  };
+  auto work = [&](int i) {
+    TaskRun& t = runs[i];
+    absl::Status st = RunBatch(t, t.reserved, t.reserved);
+    std::lock_guard<std::mutex> lock(mu_);
+    reserved_ -= t.reserved;
+    t.reserved = 0;
+    return st;
+  };
+  return RunOnThreads(pick, work);
+}
+
+int Tuner::Parallelism() const {
+  return options_.parallel_tasks ? std::max(1, options_.parallel_tasks()) : 1;
+}
+
+absl::Status Tuner::RunOnThreads(const std::function<int(int active)>& pick,
+                                 const std::function<absl::Status(int)>& work) {
+  std::map<uint64_t, std::thread> threads;  // by start number, until joined
+  std::vector<uint64_t> ended;              // threads that have returned, not yet joined
+  uint64_t started = 0;
+  int active = 0;
+  absl::Status first_error;
+  auto keep_error = [&](const absl::Status& st) {  // under mu_
+    if (st.ok()) return;
+    if (first_error.ok() || (absl::IsCancelled(first_error) && !absl::IsCancelled(st))) first_error = st;
+  };
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    if (!ended.empty()) {
+      std::vector<std::thread> done;
+      for (uint64_t id : ended) {
+        done.push_back(std::move(threads.at(id)));
+        threads.erase(id);
+      }
+      ended.clear();
+      lock.unlock();
+      for (std::thread& th : done) th.join();
+      lock.lock();
+    }
+    int next = kNoMore;
+    if (first_error.ok()) {
+      lock.unlock();
+      const int limit = Parallelism();  // asked without the lock: it may take locks of its own
+      lock.lock();
+      next = active < limit ? pick(active) : kWait;
+    }
+    if (next == kNoMore && active == 0) break;
+    if (next < 0) {
+      // Woken when an item ends; the time-out asks again about a stop and the parallelism.
+      ended_.wait_for(lock, std::chrono::milliseconds(100), [&] { return !ended.empty(); });
+      continue;
+    }
+    const uint64_t id = started++;
+    ++active;
+    try {
+      // Its bookkeeping at the end takes mu_, held here until the thread is in `threads`.
+      threads.emplace(id, std::thread([&, id, next] {
+        absl::Status st;
+        try {
+          st = work(next);
+        } catch (const std::exception& e) {
+          st = absl::InternalError(absl::StrCat("the tuning loop ended by an exception: ", e.what()));
+        }
+        std::lock_guard<std::mutex> guard(mu_);
+        keep_error(st);
+        --active;
+        ended.push_back(id);
+        ended_.notify_all();
+      }));
+    } catch (const std::system_error& e) {
+      --active;
+      keep_error(absl::ResourceExhaustedError(absl::StrCat("cannot start a thread of the tuning loop: ", e.what())));
+    }
   }
-  if (auto st = db_->FinishRun(run_id, interrupted ? "interrupted" : "finished", RunNote(out)); !st.ok()) return st;
-  return out;
+  lock.unlock();
+  for (auto& [id, th] : threads) th.join();  // none left running: each has said it ended
+  return first_error;
 }
 
 std::string Tuner::RunNote(const std::vector<TaskOutcome>& outcomes) const {
@@ -237,6 +386,7 @@ std::string Tuner::RunNote(const std::vector<TaskOutcome>& outcomes) const {
 
 void Tuner::Report(const TaskRun& t, bool done) {
   if (!progress_) return;
+  std::lock_guard<std::mutex> lock(mu_);
   ProgressEvent e;
   e.task_index = t.index;
   e.task_count = task_count_;
@@ -276,7 +426,7 @@ absl::Status Tuner::Prepare(TaskRun& t, int64_t target_id, int64_t run_id) {
   info.shape_json = keys.shape_json;
   info.flops = keys.flops;
   info.template_version = keys.template_version;
-  auto task_id = db_->UpsertTask(info);
+  auto task_id = Locked([&] { return db_->UpsertTask(info); });
   if (!task_id.ok()) return task_id.status();
 
   TaskOutcome& outcome = t.outcome;
@@ -312,7 +462,7 @@ absl::Status Tuner::Prepare(TaskRun& t, int64_t target_id, int64_t run_id) {
   // never measured again, and the default schedule's record is reused.
   bool have_default = false;
   if (options_.resume) {
-    auto old = db_->Records(*task_id, target_id);
+    auto old = Locked([&] { return db_->Records(*task_id, target_id); });
     if (!old.ok()) return old.status();
     std::vector<search::MeasuredConfig> known;
     for (const auto& rec : *old) {
@@ -340,7 +490,7 @@ absl::Status Tuner::Prepare(TaskRun& t, int64_t target_id, int64_t run_id) {
     FitModel(t);
     t.strategy->Update(known);
     int counted = std::min(outcome.trials, t.progress.budget);
-    done_trials_ += counted;
+    Locked([&] { return done_trials_ += counted; });
     if (counted > 0) t.progress.best_history.push_back(outcome.best_s);
   }
   t.progress.trials = outcome.trials;
@@ -370,7 +520,7 @@ absl::Status Tuner::TakeLease(TaskRun& t, bool* taken) {
   *taken = true;
   // A private in-memory database has no other connection to share its tasks with.
   if (db_->path() == ":memory:") return absl::OkStatus();
-  auto holder = db_->AcquireLease(t.outcome.task_id, t.target_id, t.run_id);
+  auto holder = Locked([&] { return db_->AcquireLease(t.outcome.task_id, t.target_id, t.run_id); });
   if (!holder.ok()) return holder.status();
   if (holder->has_value()) {
     *taken = false;
@@ -379,7 +529,7 @@ absl::Status Tuner::TakeLease(TaskRun& t, bool* taken) {
     return absl::OkStatus();
   }
   // Records committed from now on by anyone are read before each batch (CatchUp).
-  auto last = db_->LastRecordId();
+  auto last = Locked([&] { return db_->LastRecordId(); });
   if (!last.ok()) return last.status();
   t.last_record_id = *last;
   return absl::OkStatus();
@@ -390,7 +540,7 @@ absl::Status Tuner::CatchUp(TaskRun& t) {
   TaskOutcome& outcome = t.outcome;
   // The lease should still be this run's; a run that took it over (this one's heartbeat had
   // stopped for kStaleAfterS: a suspended process, say) tunes the task from now on.
-  auto holder = db_->Lease(outcome.task_id, t.target_id);
+  auto holder = Locked([&] { return db_->Lease(outcome.task_id, t.target_id); });
   if (!holder.ok()) return holder.status();
   if (!holder->has_value()) {  // released meanwhile (by hand, say): taken again if free
     const int64_t known_up_to = t.last_record_id;
@@ -408,7 +558,7 @@ absl::Status Tuner::CatchUp(TaskRun& t) {
     return absl::OkStatus();
   }
   // Configs recorded by others since: never measured again; with --resume they count.
-  auto fresh = db_->Records(outcome.task_id, t.target_id, t.last_record_id);
+  auto fresh = Locked([&] { return db_->Records(outcome.task_id, t.target_id, t.last_record_id); });
   if (!fresh.ok()) return fresh.status();
   const search::ConfigSpace& space = t.task->space();
   std::vector<search::MeasuredConfig> known;
@@ -424,7 +574,7 @@ absl::Status Tuner::CatchUp(TaskRun& t) {
     if (!options_.resume) continue;
     const int counted_before = std::min(outcome.trials, t.progress.budget);
     ++outcome.trials;
-    done_trials_ += std::min(outcome.trials, t.progress.budget) - counted_before;
+    Locked([&] { return done_trials_ += std::min(outcome.trials, t.progress.budget) - counted_before; });
     if (!rec.result.ok()) ++outcome.failed;
     if (rec.result.ok() && rec.result.Median() < outcome.best_s) {
       outcome.best_s = rec.result.Median();
@@ -471,7 +621,7 @@ absl::Status Tuner::WarmStart(TaskRun& t, int64_t target_id) {
   // operators; knob features of recorded spaces do not).
   if (t.task->tmpl() == nullptr) return absl::OkStatus();
   costmodel::FeatureCostModel& model = *t.owned_model;
-  auto tasks = db_->Tasks();
+  auto tasks = Locked([&] { return db_->Tasks(); });
   if (!tasks.ok()) return tasks.status();
   size_t others = 0;
   for (const auto& info : *tasks) others += info.id != t.outcome.task_id ? 1 : 0;
@@ -486,7 +636,7 @@ absl::Status Tuner::WarmStart(TaskRun& t, int64_t target_id) {
     if (!tmpl.ok() || (*tmpl)->version() != info.template_version) continue;
     auto other = costmodel::CreateFeatureCostModel(name, {tmpl->get(), nullptr});
     if (!other.ok() || !((*other)->schema() == model.schema())) continue;
-    auto recs = db_->Records(info.id, target_id);
+    auto recs = Locked([&] { return db_->Records(info.id, target_id); });
     if (!recs.ok()) return recs.status();
     std::vector<std::vector<float>> rows;
     std::vector<double> costs;
@@ -573,7 +723,7 @@ absl::Status Tuner::Commit(TaskRun& t, const std::vector<search::Config>& config
     r.result = results[i];
     records.push_back(std::move(r));
   }
-  if (auto st = db_->AddRecords(records); !st.ok()) return st;
+  if (auto st = Locked([&] { return db_->AddRecords(records); }); !st.ok()) return st;
   t.task->Committed();
   return absl::OkStatus();
 }
@@ -587,7 +737,9 @@ absl::Status Tuner::SeedFromSimilar(TaskRun& t) {
   ConfigTransferOptions o;
   o.max_configs = options_.transfer_configs;
   o.per_task = std::max(1, (options_.transfer_configs + 1) / 2);
-  auto seeds = TransferConfigs(*db_, t.target_id, t.outcome.task_id, t.info.workload, *t.task->tmpl(), **factory_, o);
+  auto seeds = Locked([&] {
+    return TransferConfigs(*db_, t.target_id, t.outcome.task_id, t.info.workload, *t.task->tmpl(), **factory_, o);
+  });
   if (!seeds.ok()) return seeds.status();
   // Not the task's own default schedule, measured already (strategy "default").
   const std::optional<search::Config> own_default = t.task->DefaultConfig();
@@ -605,14 +757,16 @@ absl::Status Tuner::SeedFromSimilar(TaskRun& t) {
   return absl::OkStatus();
 }
 
-absl::Status Tuner::RunBatch(TaskRun& t, int want) {
+absl::Status Tuner::RunBatch(TaskRun& t, int want, int reserved) {
   TaskOutcome& outcome = t.outcome;
   const int trials_before = outcome.trials;
   if (want > 0) {
     if (auto st = CatchUp(t); !st.ok()) return st;
     if (t.progress.done) return absl::OkStatus();
     if (outcome.trials != trials_before) {  // others' records counted against the budget
-      want = std::min({want, t.progress.budget - outcome.trials, total_budget_ - done_trials_});
+      // Of the total budget left, what other batches in flight hold is theirs.
+      const int left = Locked([&] { return total_budget_ - done_trials_ - (reserved_ - reserved); });
+      want = std::min({want, t.progress.budget - outcome.trials, left});
     }
   }
   if (want <= 0 || (options_.early_stop > 0 && t.since_improvement >= options_.early_stop)) {
@@ -679,7 +833,6 @@ absl::Status Tuner::RunBatch(TaskRun& t, int want) {
     t.seen.insert(configs[i]);
     ++outcome.trials;
     ++outcome.measured_now;
-    ++done_trials_;
     ++t.since_improvement;
     if (!r.ok()) ++outcome.failed;
     if (r.ok() && r.Median() < outcome.best_s) {
@@ -688,6 +841,7 @@ absl::Status Tuner::RunBatch(TaskRun& t, int want) {
       t.since_improvement = 0;
     }
   }
+  Locked([&] { return done_trials_ += static_cast<int>(configs.size()); });
   FitModel(t);
   t.strategy->Update(measured);
   t.progress.trials = outcome.trials;

@@ -1,9 +1,11 @@
 // Tuner: the tuning loop over a model's tasks (propose -> build -> measure -> record -> learn).
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -89,6 +91,17 @@ struct TuneOptions {
   std::vector<std::string> given_configs;
   measure::MeasureProtocol protocol;
   std::string command;       // recorded with the run
+  /// How many tasks may have a batch in flight at once (K), asked before each task is
+  /// started: null, or an answer below 2, measures one batch at a time. With K > 1 the loop
+  /// keeps up to K batches of different tasks in flight, each proposed, measured and committed
+  /// on a thread of its own (a task never has two), so K measuring devices stay busy while
+  /// the search of another task runs here; the default schedules and the finalists of the
+  /// tasks are measured K at a time too. Which task gets the next batch then depends on which
+  /// batch came back first, so only K = 1 repeats a run exactly for a seed. Only for tasks
+  /// whose Measure may be called from several threads at once (server::RemoteMeasurer, one
+  /// device each on remote workers); the Tuner that measures with local runners ignores it,
+  /// since kernels timed at once on one host disturb each other. Called on the tuning thread.
+  std::function<int()> parallel_tasks;
 };
 
 /// What tuning one task produced.
@@ -118,7 +131,8 @@ struct TaskOutcome {
   std::string skipped;
 };
 
-/// Progress events for a display. Called on the tuning thread.
+/// Progress events for a display. Called on the tuning thread, or with
+/// TuneOptions::parallel_tasks on the thread of the task's batch, one call at a time.
 struct ProgressEvent {
   int task_index = 0, task_count = 0;
   const TuneTask* task = nullptr;
@@ -157,6 +171,11 @@ struct LoopTask {
 /// Leases of runs whose process is gone are taken over. Before each batch the task's records
 /// committed meanwhile by others are read, and their configs are never measured again. A run
 /// that ends with an error is marked "failed" with its message.
+///
+/// With TuneOptions::parallel_tasks, batches of different tasks are in flight at once (see
+/// there); the database connection, the trial budget and the progress reports are shared
+/// under one lock, and a task's own state (strategy, cost model, history) is only touched by
+/// the one thread that runs its batch.
 class Tuner {
  public:
   /// Tasks made by `factory` (measure::TaskFactory). `db` is not owned and must outlive the tuner.
@@ -184,7 +203,26 @@ class Tuner {
   absl::Status Prepare(TaskRun& t, int64_t target_id, int64_t run_id);
   absl::Status TakeLease(TaskRun& t, bool* taken);
   absl::Status CatchUp(TaskRun& t);
-  absl::Status RunBatch(TaskRun& t, int want);
+  /// One batch of at most `want` configs; `reserved`: the trials of the total budget it holds
+  /// (RunConcurrent; 0 in the sequential loop).
+  absl::Status RunBatch(TaskRun& t, int want, int reserved = 0);
+  /// The sequential loop (TuneOptions::parallel_tasks null) and the one with batches of
+  /// several tasks in flight; both stop at the budget, a stop or when every task is done.
+  absl::Status RunSequential(std::vector<TaskRun>& runs, search::TaskScheduler& scheduler, bool* interrupted);
+  absl::Status RunConcurrent(std::vector<TaskRun>& runs, search::TaskScheduler& scheduler, bool* interrupted);
+  /// `pick` (called under mu_ with the number of items running; kWait: none to start now,
+  /// kNoMore: none) names the next item, and `work` runs it on a thread of its own, at most
+  /// Parallelism() at once. After the first error nothing more is started; returns it (a
+  /// non-cancelled one before a cancellation) once every started item has ended.
+  static constexpr int kWait = -1, kNoMore = -2;
+  absl::Status RunOnThreads(const std::function<int(int active)>& pick, const std::function<absl::Status(int)>& work);
+  int Parallelism() const;
+  /// f() under mu_.
+  template <typename F>
+  auto Locked(F&& f) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return f();
+  }
   absl::Status CreateModel(TaskRun& t, int64_t target_id);
   absl::Status WarmStart(TaskRun& t, int64_t target_id);
   /// Config transfer (TuneOptions::transfer_configs): fills the task's seeds.
@@ -203,7 +241,11 @@ class Tuner {
   TuneOptions options_;
   ProgressFn progress_;
   double start_ = 0;
+  // Guards db_, done_trials_ and progress_ calls while batches of several tasks are in flight.
+  mutable std::mutex mu_;
+  std::condition_variable ended_;  // an item of RunOnThreads ended
   int done_trials_ = 0, total_budget_ = 0, task_count_ = 0;
+  int reserved_ = 0;  // trials of the total budget held by batches in flight (RunConcurrent)
 };
 
 /// The strategy a run uses: "auto" becomes search::AutoStrategy::Choice(), or ChoiceWithModel()
