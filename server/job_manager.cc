@@ -366,6 +366,10 @@ void JobManager::Run(Job* job) {
   }
   job->started = MonotonicSeconds();
   const std::string key = target->Key();
+  // As many tasks in flight as live workers measure the target (asked before each batch, so
+  // workers that join later are used too): while one task's batch waits for the search here,
+  // the workers measure another's. Each batch is still split among all live workers.
+  o.parallel_tasks = [this, key] { return static_cast<int>(registry_->LiveCount(key)); };
   auto measurer = std::make_unique<RemoteMeasurer>(
       queue_, job->id, key, tuner::TaskDataSeed(o.seed),
       [this, key] { return static_cast<int>(registry_->LiveCount(key)); },
