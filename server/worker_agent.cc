@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -93,28 +94,42 @@ std::string HostName() {
 
 
 /// What a worker keeps between batches: its task factory (local builder and runner), and the
-/// task it measured last (consecutive batches mostly belong to one task; its random inputs are
-/// drawn once).
+/// tasks it measured last (a daemon job keeps batches of several tasks in flight, so a
+/// worker's batches alternate between a few tasks; each task's random inputs, and its host
+/// reference, are drawn once while it stays among the last kTasks).
 struct BatchCache {
+  static constexpr size_t kTasks = 4;
+  struct Kept {
+    std::string workload_key;
+    uint64_t data_seed = 0;
+    std::unique_ptr<measure::Task> task;
+  };
   std::unique_ptr<measure::TaskFactory> factory;
-  std::string workload_key;
-  uint64_t data_seed = 0;
-  std::unique_ptr<measure::Task> task;
+  std::deque<Kept> kept;            // most recently used first
+  measure::Task* task = nullptr;    // the current batch's (one of kept), null after an error
 
   /// Makes the task of `batch` current; the template's error otherwise.
   absl::Status Prepare(const v1::Batch& batch) {
-    if (task && workload_key == batch.workload_key() && data_seed == batch.data_seed()) return absl::OkStatus();
-    task.reset();
+    task = nullptr;
+    for (auto it = kept.begin(); it != kept.end(); ++it) {
+      if (it->workload_key != batch.workload_key() || it->data_seed != batch.data_seed()) continue;
+      Kept hit = std::move(*it);
+      kept.erase(it);
+      kept.push_front(std::move(hit));
+      task = kept.front().task.get();
+      return absl::OkStatus();
+    }
     auto workload = codegen::Workload::FromKey(batch.workload_key());
     if (!workload.ok()) return workload.status();
     // A daemon may send a workload too big for this host (its check used its own memory, or
     // none): refused here, before its buffers are drawn.
     if (absl::Status fits = measure::CheckBuffersFit({*workload}, factory->target()); !fits.ok()) return fits;
+    // The least recently used task goes first, so no more than kTasks tasks' buffers are held.
+    if (kept.size() >= kTasks) kept.pop_back();
     auto made = factory->Make({*workload, batch.data_seed()});
     if (!made.ok()) return made.status();
-    task = std::move(*made);
-    workload_key = batch.workload_key();
-    data_seed = batch.data_seed();
+    kept.push_front({batch.workload_key(), batch.data_seed(), std::move(*made)});
+    task = kept.front().task.get();
     return absl::OkStatus();
   }
 };
