@@ -96,6 +96,13 @@ class Walker {
       }
       case StmtKind::kStore: {
         auto* n = static_cast<const StoreNode*>(s.get());
+        const double lanes = InnermostVectorLanes();
+        if (lanes > 0) {
+          if (n->buffer->scope == BufferScope::kShared) shared_copy_lanes = std::max(shared_copy_lanes, lanes);
+          for (const LoadNode* load : codegen::CollectLoads(n->value)) {
+            if (load->buffer->scope == BufferScope::kArg) arg_load_lanes = std::max(arg_load_lanes, lanes);
+          }
+        }
         int flops = CountFlops(n->value);
         total_flops += execs_ * flops;
         store_execs += execs_;
@@ -122,9 +129,14 @@ class Walker {
       case StmtKind::kAsyncCommit:
       case StmtKind::kAsyncWait:  // each precedes a barrier, which is counted
         return;
-      case StmtKind::kAsyncCopy:  // a global -> shared move: counted with the stores
+      case StmtKind::kAsyncCopy: {  // a global -> shared move: counted with the stores
         store_execs += execs_;
+        auto* n = static_cast<const codegen::AsyncCopyNode*>(s.get());
+        const double lanes = InnermostVectorLanes();
+        if (n->dst->scope == BufferScope::kShared) shared_copy_lanes = std::max(shared_copy_lanes, lanes);
+        if (n->src->scope == BufferScope::kArg) arg_load_lanes = std::max(arg_load_lanes, lanes);
         return;
+      }
       case StmtKind::kAtomicAdd:  // split-K's arrival counter: its body runs once per block
         Walk(static_cast<const codegen::AtomicAddNode*>(s.get())->body);
         return;
@@ -161,6 +173,7 @@ class Walker {
 
   double total_flops = 0, store_execs = 0, parallel_execs = 0, heap_bytes = 0, max_local = 0;
   double shared_bytes = 0;
+  double shared_copy_lanes = 0, arg_load_lanes = 0;  // see AstFeatures
   double block_dims[3] = {1, 1, 1}, thread_dims[3] = {1, 1, 1};
   int num_syncs = 0;
   bool gpu = false;  // the kernel has GPU bindings
@@ -173,6 +186,14 @@ class Walker {
   size_t main_alloc_depth = 0;  // loops outside the allocation of the main statement's buffer
 
  private:
+  /// Extent of the innermost vectorized loop enclosing the current statement; 0 when none.
+  double InnermostVectorLanes() const {
+    for (size_t i = stack_.size(); i-- > 0;) {
+      if (stack_[i].kind == ForKind::kVectorized) return static_cast<double>(stack_[i].extent);
+    }
+    return 0;
+  }
+
   std::vector<Loop> stack_;
   std::vector<std::pair<const BufferNode*, size_t>> allocs_;  // enclosing allocations
   std::set<const codegen::ExprNode*> once_vars_;  // `fresh` flags of buffers kept across calls
@@ -492,6 +513,8 @@ std::vector<std::string> BuildNames() {
     }
   }
   for (int l = 0; l < kLevels; ++l) names.push_back("log_intensity.l" + std::to_string(l));
+  names.push_back("shared_copy_lanes");
+  names.push_back("arg_load_lanes");
   TUNE_CHECK(names.size() == kNumFeatures) << names.size() << " names for " << kNumFeatures << " features";
   return names;
 }
@@ -533,6 +556,8 @@ AstFeatures ExtractAstFeatures(const codegen::LoweredFunc& func) {
   f.log_local_floats = Log2p(w.max_local);
   f.log_shared_bytes = Log2p(w.shared_bytes);
   f.num_syncs = static_cast<float>(w.num_syncs);
+  f.shared_copy_lanes = static_cast<float>(w.shared_copy_lanes);
+  f.arg_load_lanes = static_cast<float>(w.arg_load_lanes);
   if (w.gpu) {
     f.log_gpu_threads = Log2p(w.thread_dims[0] * w.thread_dims[1] * w.thread_dims[2]);
     f.log_gpu_blocks = Log2p(w.block_dims[0] * w.block_dims[1] * w.block_dims[2]);

@@ -11,7 +11,7 @@ namespace tune::costmodel {
 
 /// Bumped whenever the meaning, order or number of features changes; saved models record it
 /// and refuse to load against another version.
-inline constexpr int kFeatureVersion = 2;  // 2: GPU bindings, shared memory, barriers
+inline constexpr int kFeatureVersion = 3;  // 2: GPU bindings, shared memory, barriers; 3: copy widths
 
 /// Loops of the main statement described one by one, innermost first.
 inline constexpr int kLoopSlots = 8;
@@ -112,6 +112,13 @@ struct AstFeatures {
   AccessFeatures accesses[kAccessSlots];
   float log_intensity[kLevels];  // log2(1 + flops / non-local unique bytes) of the main
                                  // statement at each level [flops per byte]
+  // --- copies (the stages around the main statement) ---
+  float shared_copy_lanes;  // extent of the widest innermost vectorized loop around a store or
+                            // cp.async into GPU shared memory, 0 if none (e.g. the vector width
+                            // of a CUDA GEMM's tile copies) [lanes] (raw, not log)
+  float arg_load_lanes;     // extent of the widest innermost vectorized loop around a load of
+                            // an argument buffer (global memory) by any statement, 0 if none
+                            // [lanes] (raw, not log)
 };
 
 /// Number of floats ExtractFeatures returns.
