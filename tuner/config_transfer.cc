@@ -114,21 +114,31 @@ absl::StatusOr<TransferSeeds> TransferConfigs(const dataset::RecordDatabase& db,
   if (options.max_configs <= 0) return seeds;
   auto tasks = db.Tasks();
   if (!tasks.ok()) return tasks.status();
-  std::vector<std::pair<double, const dataset::TaskInfo*>> similar;
+  // Distances first (a parse of each key), templates only for the nearest tasks as they are
+  // taken: making the template of every recorded task would cost each new task time and
+  // memory in proportion to the database, however few configs it seeds.
+  struct Candidate {
+    double distance;
+    const dataset::TaskInfo* info;
+    codegen::Workload workload;
+  };
+  std::vector<Candidate> similar;
   for (const dataset::TaskInfo& info : *tasks) {
     if (info.id == task_id || info.template_version != tmpl.version()) continue;
     auto w = codegen::Workload::FromKey(info.workload_key);
     if (!w.ok()) continue;
     const double d = WorkloadDistance(workload, *w);
     if (!std::isfinite(d)) continue;
-    auto other = factory.MakeTemplate(*w);
-    if (!other.ok() || (*other)->name() != tmpl.name()) continue;
-    similar.push_back({d, &info});
+    similar.push_back({d, &info, std::move(*w)});
   }
-  std::stable_sort(similar.begin(), similar.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+  std::stable_sort(similar.begin(), similar.end(),
+                   [](const Candidate& x, const Candidate& y) { return x.distance < y.distance; });
   std::set<search::Config> taken;
-  for (const auto& [distance, info] : similar) {
+  for (const Candidate& candidate : similar) {
     if (static_cast<int>(seeds.configs.size()) >= options.max_configs) break;
+    const dataset::TaskInfo* info = candidate.info;
+    auto other = factory.MakeTemplate(candidate.workload);
+    if (!other.ok() || (*other)->name() != tmpl.name()) continue;
     // More of the task's best than it may give: some map onto the same config, or break a
     // constraint of the new shape.
     auto best = db.Best(info->id, target_id, 4 * std::max(options.per_task, 1));

@@ -168,6 +168,65 @@ TEST(ConfigTransferTest, SeedsANewTaskFromTheMostSimilarRecordedOne) {
   for (const auto& r : test::RecordsOf(*db2, off[0].task_id, target)) EXPECT_NE(r.strategy, "transfer");
 }
 
+/// The host CPU's task factory, counting the templates it is asked to make.
+class TemplateCountingFactory final : public measure::TaskFactory {
+ public:
+  explicit TemplateCountingFactory(const measure::Target& target)
+      : measure::TaskFactory(target), inner_(*measure::TaskFactory::Create(target)) {}
+  absl::StatusOr<std::unique_ptr<measure::Task>> Make(const measure::TaskSpec& spec) const override {
+    return inner_->Make(spec);
+  }
+  absl::StatusOr<std::unique_ptr<codegen::Template>> MakeTemplate(const codegen::Workload& workload) const override {
+    ++templates_made;
+    return inner_->MakeTemplate(workload);
+  }
+  absl::StatusOr<std::string> KernelSource(const codegen::Workload& workload,
+                                           const std::string& config) const override {
+    return inner_->KernelSource(workload, config);
+  }
+  mutable int templates_made = 0;
+
+ private:
+  std::unique_ptr<measure::TaskFactory> inner_;
+};
+
+// Seeding a task looks at the nearest recorded tasks only: with a hundred other tasks in the
+// database it makes the templates of the few it takes configs from, not of every task (each
+// new task of a daemon that has recorded thousands paid for all of them, in time and memory).
+TEST(ConfigTransferTest, SeedingMakesTemplatesOnlyForTheNearestTasks) {
+  auto db = test::OpenTestDb();
+  const TuneTask near{"near", TransferMatmul("16,32,24"), 1};
+  TransferRun(db.get(), near, TransferFastOptions(10, 5, 0));
+  const measure::Target target = measure::Target::HostCpu(1);
+  auto target_info = db->FindTarget(target.Key());
+  ASSERT_TRUE(target_info.ok() && target_info->has_value());
+  const int version = test::MakeTemplate(near.workload)->version();
+  std::mt19937 rng(std::random_device{}());
+  std::uniform_int_distribution<int> extent(40, 400);
+  for (int i = 0; i < 100; ++i) {  // tasks recorded without records, all farther than `near`
+    const codegen::Workload w =
+        TransferMatmul(std::to_string(extent(rng)) + "," + std::to_string(extent(rng)) + "," + std::to_string(extent(rng)));
+    dataset::TaskInfo info;
+    info.workload_key = w.Key();
+    info.op = "matmul";
+    info.shape_json = "{}";
+    info.template_version = version;
+    ASSERT_TRUE(db->UpsertTask(info).ok());
+  }
+  const codegen::Workload fresh = TransferMatmul("16,32,28");
+  auto fresh_tmpl = test::MakeTemplate(fresh);
+  TemplateCountingFactory factory(target);
+  ConfigTransferOptions options;
+  options.max_configs = 1;
+  options.per_task = 1;
+  auto seeds = TransferConfigs(*db, (*target_info)->id, /*task_id=*/-1, fresh, *fresh_tmpl, factory, options);
+  ASSERT_TRUE(seeds.ok()) << seeds.status();
+  EXPECT_EQ(seeds->configs.size(), 1u);
+  ASSERT_EQ(seeds->sources.size(), 1u);
+  EXPECT_EQ(seeds->sources[0], near.workload.Key());
+  EXPECT_EQ(factory.templates_made, 1) << "templates made for 101 recorded tasks";
+}
+
 }  // namespace
 }  // namespace tune::tuner
 
