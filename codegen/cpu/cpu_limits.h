@@ -8,8 +8,8 @@ namespace tune::codegen {
 /// What the CPU templates need to know of the CPU their kernels run on: the float32 lanes of
 /// its widest vector register and how many such registers there are. They bound the register
 /// tiles a template offers, so a space never holds micro-kernels for an ISA the CPU lacks.
-/// Where the thread count of the target is known, a template offers only parallel loops that
-/// share out evenly among that many threads (none at one thread).
+/// Where the thread count of the target is known (more than one), a template offers only
+/// parallel loops that share out evenly among that many threads.
 struct CpuLimits {
   int vector_lanes = 8;       // float32 lanes per vector register (4 SSE, 8 AVX2, 16 AVX-512)
   int vector_registers = 16;  // architectural vector registers (16 xmm/ymm, 32 zmm)

@@ -75,11 +75,12 @@ GemmTemplate::GemmTemplate(Workload w, CpuLimits cpu) : Template(std::move(w)), 
   s.AddConstraint("order_needs_tile", [=](const search::Config& c) {
     return value(c, order) != kKBetweenMN || value(c, cache) == 1;
   });
-  if (cpu_.threads > 0) {
+  if (cpu_.threads > 1) {
     // The pool gives each thread one contiguous chunk of the parallel loop's iterations, so
     // that loop must have at least one per thread and a count that divides evenly, or enough
     // to leave the last thread at most 1/8 short (3 blocks on 2 threads run at 2/3 speed). At
-    // one thread a parallel loop is a serial one: not offered twice.
+    // one thread a parallel loop runs serially: any block count will do (and configs chosen
+    // elsewhere, given or transferred, stay valid there).
     const int64_t threads = cpu_.threads, batch = batched ? wl.batch : 1;
     s.AddConstraint("parallel_balance", [=](const search::Config& c) {
       const int64_t p = value(c, par);
@@ -88,7 +89,7 @@ GemmTemplate::GemmTemplate(Workload w, CpuLimits cpu) : Template(std::move(w)), 
       const int64_t m_blocks = value(c, tm), n_blocks = value(c, tn);
       const int64_t first = value(c, order) == kNMOuterNM ? n_blocks : m_blocks;
       const int64_t extent = p == 2 ? m_blocks * n_blocks : batch * first;
-      return threads > 1 && extent >= threads && (extent % threads == 0 || extent >= 8 * threads);
+      return extent >= threads && (extent % threads == 0 || extent >= 8 * threads);
     });
   }
   (void)pack;
