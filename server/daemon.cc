@@ -160,7 +160,7 @@ absl::StatusOr<int> Daemon::Start() {
     d.retrainer = std::move(*retrainer);
   }
   d.jobs = std::make_unique<JobManager>(d.options.db_path, d.job_store.get(), &d.registry, &d.queue, stopping,
-                                        d.retrainer.get());
+                                        d.retrainer.get(), d.options.ended_jobs_kept);
   d.tune_service = std::make_unique<TuneService>(d.options.token, d.options.db_path, d.db.get(), d.jobs.get(),
                                                  &d.registry, &d.queue, &d.dispatch);
   d.worker_service = std::make_unique<WorkerService>(

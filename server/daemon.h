@@ -28,6 +28,9 @@ struct DaemonOptions {
   /// after this many new records of the target; jobs without their own artifact start from it.
   int64_t retrain_every = 0;
   std::string retrain_kind = "xgb";       // costmodel::CreateOfflineModel's name
+  /// Ended jobs kept in memory (the most recently ended); older ones are read from the jobs
+  /// table when listed or asked for.
+  size_t ended_jobs_kept = 256;
 };
 
 /// Owns the gRPC server, the worker registry and the record database. Start once, then Wait

@@ -98,13 +98,14 @@ struct JobManager::Job {
 };
 
 JobManager::JobManager(std::string db_path, JobStore* store, WorkerRegistry* registry, LeaseQueue* queue,
-                       std::function<bool()> stopping, const tuner::Retrainer* retrainer)
+                       std::function<bool()> stopping, const tuner::Retrainer* retrainer, size_t ended_kept)
     : db_path_(std::move(db_path)),
       store_(store),
       registry_(registry),
       queue_(queue),
       stopping_(std::move(stopping)),
-      retrainer_(retrainer) {}
+      retrainer_(retrainer),
+      ended_kept_(ended_kept) {}
 
 JobManager::~JobManager() { JoinAll(); }
 
@@ -126,12 +127,14 @@ absl::Status JobManager::Restore() {
       continue;
     }
     if (IsFinished(state)) {
-      AddEnded(row, req, state);
+      AddEnded(row);
       continue;
     }
     if (auto job = Launch(static_cast<uint64_t>(row.id), req, /*resumed=*/true); !job.ok())
       (void)store_->SetState(row.id, "failed", std::string(job.status().message()));
   }
+  std::lock_guard<std::mutex> lock(mu_);
+  ForgetOldEndedLocked();
   return absl::OkStatus();
 }
 
@@ -172,17 +175,17 @@ absl::StatusOr<uint64_t> JobManager::Submit(const v1::SubmitJobRequest& req) {
 }
 
 absl::StatusOr<v1::JobState> JobManager::Cancel(uint64_t id) {
-  Job* job = Find(id);
+  std::shared_ptr<Job> job = Find(id);
   if (!job) return absl::NotFoundError(absl::StrCat("no job ", id));
   job->cancel = true;
   queue_->Cancel(id);
-  if (!SetState(job, v1::JOB_CANCELLED, "cancelled")) return job->State();
+  if (!SetState(job.get(), v1::JOB_CANCELLED, "cancelled")) return job->State();
   return v1::JOB_CANCELLED;
 }
 
 absl::Status JobManager::Watch(uint64_t id, const std::function<bool(const v1::JobEvent&)>& write,
                                const std::function<bool()>& cancelled) {
-  Job* job = Find(id);
+  std::shared_ptr<Job> job = Find(id);
   if (!job) return absl::NotFoundError(absl::StrCat("no job ", id));
   uint64_t seen = ~0ull;
   while (!cancelled()) {
@@ -198,9 +201,20 @@ absl::Status JobManager::Watch(uint64_t id, const std::function<bool(const v1::J
 }
 
 std::vector<v1::JobInfo> JobManager::List() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::map<uint64_t, std::shared_ptr<Job>> known;  // by id: oldest first
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& job : jobs_) known[job->id] = job;
+  }
+  // The ended jobs let go of, as the store has them.
+  if (absl::StatusOr<std::vector<JobRow>> rows = store_->List(); rows.ok()) {
+    for (const JobRow& row : *rows) {
+      if (known.count(static_cast<uint64_t>(row.id)) > 0) continue;
+      if (std::shared_ptr<Job> ended = EndedFromRow(row)) known[ended->id] = std::move(ended);
+    }
+  }
   std::vector<v1::JobInfo> out;
-  for (const auto& job : jobs_) {
+  for (const auto& [id, job] : known) {
     const v1::JobEvent e = job->Event();
     v1::JobInfo& j = out.emplace_back();
     j.set_job_id(job->id);
@@ -223,10 +237,21 @@ uint32_t JobManager::ActiveCount() const {
   return active;
 }
 
-JobManager::Job* JobManager::Find(uint64_t id) const {
+size_t JobManager::InMemoryCount() const {
   std::lock_guard<std::mutex> lock(mu_);
-  for (const auto& j : jobs_)
-    if (j->id == id) return j.get();
+  return jobs_.size();
+}
+
+std::shared_ptr<JobManager::Job> JobManager::Find(uint64_t id) const {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& j : jobs_)
+      if (j->id == id) return j;
+  }
+  absl::StatusOr<std::vector<JobRow>> rows = store_->List();
+  if (!rows.ok()) return nullptr;
+  for (const JobRow& row : *rows)
+    if (static_cast<uint64_t>(row.id) == id) return EndedFromRow(row);
   return nullptr;
 }
 
@@ -266,8 +291,19 @@ bool JobManager::SetState(Job* job, v1::JobState state, const std::string& why) 
 
 /// A job that ended under an earlier daemon, as the database has it: listed and watchable
 /// (its final state), never run.
-void JobManager::AddEnded(const JobRow& row, const v1::SubmitJobRequest& req, v1::JobState state) {
-  auto job = std::make_unique<Job>();
+void JobManager::AddEnded(const JobRow& row) {
+  std::shared_ptr<Job> job = EndedFromRow(row);
+  if (!job) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  jobs_.push_back(std::move(job));
+}
+
+std::shared_ptr<JobManager::Job> JobManager::EndedFromRow(const JobRow& row) const {
+  const v1::JobState state = JobStateFromName(row.state);
+  if (!IsFinished(state)) return nullptr;
+  v1::SubmitJobRequest req;
+  if (!google::protobuf::util::JsonStringToMessage(row.request_json, &req).ok()) return nullptr;
+  auto job = std::make_shared<Job>();
   job->id = static_cast<uint64_t>(row.id);
   job->request = req;
   absl::StatusOr<tuner::ZooModel> model = ModelOf(req);
@@ -277,15 +313,31 @@ void JobManager::AddEnded(const JobRow& row, const v1::SubmitJobRequest& req, v1
   job->message = row.message;
   job->trials_total = static_cast<uint32_t>(row.trials_total);
   job->stored_trials_done = static_cast<uint32_t>(row.trials_done);
-  std::lock_guard<std::mutex> lock(mu_);
-  jobs_.push_back(std::move(job));
+  return job;
+}
+
+void JobManager::ForgetOldEndedLocked() {
+  size_t ended = 0;
+  for (auto& job : jobs_) {
+    if (job->thread_ended && job->thread.joinable()) job->thread.join();
+    ended += !job->thread.joinable() && IsFinished(job->State()) ? 1 : 0;
+  }
+  // Oldest first: jobs_ is in the order jobs were added.
+  for (auto it = jobs_.begin(); it != jobs_.end() && ended > ended_kept_;) {
+    if (!(*it)->thread.joinable() && IsFinished((*it)->State())) {
+      it = jobs_.erase(it);
+      --ended;
+    } else {
+      ++it;
+    }
+  }
 }
 
 /// Creates the job's in-memory entry and starts its thread. Caller validated the request.
 absl::StatusOr<JobManager::Job*> JobManager::Launch(uint64_t id, const v1::SubmitJobRequest& req, bool resumed) {
   absl::StatusOr<tuner::ZooModel> model = ModelOf(req);
   if (!model.ok()) return model.status();
-  auto job = std::make_unique<Job>();
+  auto job = std::make_shared<Job>();
   job->id = id;
   job->request = req;
   job->resumed = resumed;
@@ -297,11 +349,10 @@ absl::StatusOr<JobManager::Job*> JobManager::Launch(uint64_t id, const v1::Submi
   {
     std::lock_guard<std::mutex> lock(mu_);
     // Threads of jobs that ended are joined here, so a daemon that runs job after job does not
-    // keep every ended thread's stack until it stops. The new thread starts under the same
+    // keep every ended thread's stack until it stops, and the oldest ended jobs beyond
+    // ended_kept_ are let go of (the store keeps them). The new thread starts under the same
     // lock, so no reaper reads its std::thread while it is being assigned.
-    for (auto& ended : jobs_) {
-      if (ended->thread_ended && ended->thread.joinable()) ended->thread.join();
-    }
+    ForgetOldEndedLocked();
     jobs_.push_back(std::move(job));
     try {
       raw->thread = std::thread([this, raw] {

@@ -31,8 +31,12 @@ class JobManager {
   /// daemon shuts down: jobs then stop after their batch in flight and keep their stored
   /// state, so that a restarted daemon resumes them. `retrainer`, when not null (outlives the
   /// manager), gives each job without its own cost-model artifact the latest model of its target.
+  /// `ended_kept`: ended jobs kept in memory, the most recently ended; older ones are read back
+  /// from the store when asked for (a daemon that runs job after job would otherwise hold
+  /// every job it ever ran).
   JobManager(std::string db_path, JobStore* store, WorkerRegistry* registry, LeaseQueue* queue,
-             std::function<bool()> stopping, const tuner::Retrainer* retrainer = nullptr);
+             std::function<bool()> stopping, const tuner::Retrainer* retrainer = nullptr,
+             size_t ended_kept = kEndedJobsKept);
   /// Joins every job's thread (see JoinAll).
   ~JobManager();
   JobManager(const JobManager&) = delete;
@@ -46,6 +50,8 @@ class JobManager {
   /// Jobs not yet ended that one daemon runs at once (each holds a thread); a submit beyond
   /// them is refused with ResourceExhausted until some end.
   static constexpr uint32_t kMaxActiveJobs = 256;
+  /// Ended jobs kept in memory by default.
+  static constexpr size_t kEndedJobsKept = 256;
 
   /// Checks `request` (target, trials, model, tuning names), stores it and starts the job;
   /// returns its id. InvalidArgument saying what is wrong; ResourceExhausted beyond
@@ -69,6 +75,8 @@ class JobManager {
   std::vector<v1::JobInfo> List() const;
   /// Jobs not yet ended.
   uint32_t ActiveCount() const;
+  /// Jobs held in memory: those not yet ended and at most `ended_kept` ended ones.
+  size_t InMemoryCount() const;
 
   /// Waits for every job's thread to end (they end soon once `stopping` is true).
   void JoinAll();
@@ -77,8 +85,14 @@ class JobManager {
   struct Job;
 
   absl::StatusOr<Job*> Launch(uint64_t id, const v1::SubmitJobRequest& request, bool resumed);
-  void AddEnded(const JobRow& row, const v1::SubmitJobRequest& request, v1::JobState state);
-  Job* Find(uint64_t id) const;
+  void AddEnded(const JobRow& row);
+  /// The job of `row`, ended as the store has it; null when the row is not an ended job.
+  std::shared_ptr<Job> EndedFromRow(const JobRow& row) const;
+  /// Joins the threads of ended jobs and lets go of the oldest ended ones beyond ended_kept_.
+  /// Caller holds mu_.
+  void ForgetOldEndedLocked();
+  /// Job `id` in memory, or else as the store has it (an ended job let go of); null: unknown.
+  std::shared_ptr<Job> Find(uint64_t id) const;
   std::string Note(const Job& job, const v1::JobEvent& event) const;
   void Run(Job* job);
   bool SetState(Job* job, v1::JobState state, const std::string& why = "");
@@ -90,7 +104,8 @@ class JobManager {
   std::function<bool()> stopping_;
   const tuner::Retrainer* retrainer_;
   mutable std::mutex mu_;
-  std::list<std::unique_ptr<Job>> jobs_;  // guarded by mu_
+  const size_t ended_kept_;
+  std::list<std::shared_ptr<Job>> jobs_;  // guarded by mu_; a Watch holds its job while it runs
 };
 
 }  // namespace tune::server
