@@ -159,6 +159,9 @@ struct SoakLimits {
   int thread_slack = 8;
   double rss_slack_mib = 8;
   double rss_pct_per_hour = 5;
+  /// When > 0, RSS growth is also tolerated up to this many KiB per job ended between the two
+  /// thirds' middles: a soak of short jobs judges growth per job (0: not).
+  double rss_kib_per_job = 0;
 };
 
 /// The verdict on a soak: ok when nothing grew beyond the limits and results were still
@@ -213,9 +216,20 @@ SoakVerdict JudgeSoak(const std::vector<SoakSample>& samples, const SoakLimits& 
   for (const SoakSample& s : last) b.push_back(s.rss_mib), tb += s.t_s;
   const double base = Median(a), end = Median(b), hours = std::max(1e-9, (tb - ta) / static_cast<double>(third) / 3600);
   const double growth = end - base;
-  const double allowed = std::max(limits.rss_slack_mib, base * limits.rss_pct_per_hour / 100 * hours);
+  std::vector<double> ja, jb;
+  for (const SoakSample& s : first) ja.push_back(static_cast<double>(s.jobs_ended));
+  for (const SoakSample& s : last) jb.push_back(static_cast<double>(s.jobs_ended));
+  const double jobs_between = std::max(0.0, Median(jb) - Median(ja));
+  const double allowed = std::max({limits.rss_slack_mib, base * limits.rss_pct_per_hour / 100 * hours,
+                                   limits.rss_kib_per_job * jobs_between / 1024});
   const bool rss_ok = growth <= allowed;
   if (!rss_ok) grew.push_back("RSS grew");
+  if (limits.rss_kib_per_job > 0) {
+    std::snprintf(line, sizeof line,
+                  "RSS per job: %.0f jobs ended between the thirds' middles, %+.1f KiB per job (tolerance %.0f KiB)\n",
+                  jobs_between, growth * 1024 / std::max(jobs_between, 1.0), limits.rss_kib_per_job);
+    v.text += line;
+  }
   std::snprintf(line, sizeof line,
                 "RSS: %.1f MiB at the first sample after the warm-up, %.1f at the last; median of the first third "
                 "%.1f, of the last third %.1f: %+.1f MiB in %.3f h (%+.1f MiB/h, %+.1f%%/h); tolerance the more of "
@@ -495,6 +509,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--rss-slack-mib", limits.rss_slack_mib, "soak: RSS growth tolerated at any length, MiB")
       ->capture_default_str();
+  app.add_option("--rss-kib-per-job", limits.rss_kib_per_job,
+                 "soak: RSS growth tolerated per job ended between the thirds, KiB (0: not judged per job)")
+      ->check(CLI::Range(0.0, 1e6));
   app.add_option("--rss-pct-per-hour", limits.rss_pct_per_hour, "soak: RSS growth tolerated per hour, %")
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
