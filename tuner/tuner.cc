@@ -206,7 +206,8 @@ absl::StatusOr<std::vector<TaskOutcome>> Tuner::RunStarted(std::vector<TaskRun>&
   }
 
   bool interrupted = false;
-  if (!options_.parallel_tasks) {
+  // One task has no other task's batch to overlap with: the sequential loop, on this thread.
+  if (!options_.parallel_tasks || n == 1) {
     for (int i = 0; i < n; ++i) {
       if (auto st = Prepare(runs[i], target_id, run_id); !st.ok()) return st;
     }
