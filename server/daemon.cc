@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "dataset/record_database.h"
 #include "grpcpp/grpcpp.h"
+#include "grpcpp/health_check_service_interface.h"
 #include "server/job_manager.h"
 #include "server/job_store.h"
 #include "server/latency_histogram.h"
@@ -168,6 +169,10 @@ absl::StatusOr<int> Daemon::Start() {
                            d.options.lease_s},
       &d.registry, &d.queue, &d.dispatch, stopping);
 
+  // The standard grpc.health.v1.Health service beside the daemon's own Health RPC, for probes
+  // that speak it (grpc_health_probe, Kubernetes' grpc probes on a plaintext port): SERVING
+  // while the daemon runs, NOT_SERVING from the start of its shutdown. It needs no token.
+  grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   int port = -1;
   // gRPC turns SO_REUSEPORT on by default: a second daemon on the same port would then start
@@ -182,6 +187,7 @@ absl::StatusOr<int> Daemon::Start() {
   if (!d.server || port <= 0)
     return absl::UnavailableError(
         absl::StrCat("cannot listen on ", d.options.listen, " (the address is not local, or the port is in use)"));
+  if (grpc::HealthCheckServiceInterface* health = d.server->GetHealthCheckService()) health->SetServingStatus(true);
   // Jobs a previous daemon left unfinished resume, skipping the configs already recorded; the
   // ones that ended are listed as they ended.
   if (absl::Status s = d.jobs->Restore(); !s.ok()) return s;
@@ -214,6 +220,10 @@ void Daemon::Shutdown(double grace_s) {
     d.stopping_now.store(true, std::memory_order_release);
   }
   d.cv.notify_all();
+  if (d.server) {
+    if (grpc::HealthCheckServiceInterface* health = d.server->GetHealthCheckService())
+      health->SetServingStatus(false);
+  }
   // Workers waiting for a batch are told at once; the streams of workers holding one end
   // with the server's shutdown.
   if (d.worker_service) d.worker_service->StopWaiting();
