@@ -26,6 +26,7 @@
 #include "measure/target.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "tests/server/batch_results.h"
 #include "server/grpc_status.h"
 #include "server/job_manager.h"
 #include "tests/common/subprocess.h"
@@ -144,16 +145,7 @@ class DaemonTest : public ::testing::Test {
 
   /// `n` results for a leased batch, ok unless changed.
   static v1::WorkerMessage OkResults(const v1::Batch& batch) {
-    v1::WorkerMessage m;
-    m.mutable_results()->set_batch_id(batch.batch_id());
-    for (int i = 0; i < batch.configs_json_size(); ++i) {
-      v1::MeasureResult* r = m.mutable_results()->add_results();
-      r->set_index(static_cast<uint32_t>(i));
-      r->set_status("ok");
-      r->add_costs_s(1e-3);
-      r->set_number(1);
-    }
-    return m;
+    return tune::test::OkBatchResults(batch, [](int) { return 1e-3; });
   }
 
   static v1::RegisterRequest CpuWorker(const std::string& name) {

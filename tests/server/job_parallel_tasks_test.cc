@@ -15,6 +15,7 @@
 #include "dataset/record_database.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "tests/server/batch_results.h"
 #include "measure/target.h"
 #include "server/daemon.h"
 #include "server/grpc_status.h"
@@ -74,15 +75,7 @@ class SimulatedWorker {
         log_->cv.wait_for(lock, hold_, [&] { return log_->two_tasks_at_once || log_->holding.size() > 1; });
         log_->holding.erase(id_);
       }
-      v1::WorkerMessage m;
-      m.mutable_results()->set_batch_id(batch.batch_id());
-      for (int i = 0; i < batch.configs_json_size(); ++i) {
-        v1::MeasureResult* r = m.mutable_results()->add_results();
-        r->set_index(static_cast<uint32_t>(i));
-        r->set_status("ok");
-        r->add_costs_s(cost(rng_));
-        r->set_number(1);
-      }
+      const v1::WorkerMessage m = OkBatchResults(batch, [&](int) { return cost(rng_); });
       if (!stream->Write(m) || !stream->Write(ready)) return;
     }
   }

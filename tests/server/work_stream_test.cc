@@ -13,6 +13,7 @@
 
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "tests/server/batch_results.h"
 #include "measure/target.h"
 #include "server/daemon.h"
 #include "server/grpc_status.h"
@@ -260,15 +261,7 @@ TEST_F(WorkStreamDaemonTest, WaitingWorkersHoldNoDaemonThreadAndGetTheNextBatche
       v1::DaemonMessage m;
       while (s->stream->Read(&m)) {
         if (!m.has_batch()) continue;  // an Ack
-        v1::WorkerMessage r;
-        r.mutable_results()->set_batch_id(m.batch().batch_id());
-        for (int k = 0; k < m.batch().configs_json_size(); ++k) {
-          v1::MeasureResult* x = r.mutable_results()->add_results();
-          x->set_index(static_cast<uint32_t>(k));
-          x->set_status("ok");
-          x->add_costs_s(1e-3 * (1 + k));
-          x->set_number(1);
-        }
+        const v1::WorkerMessage r = tune::test::OkBatchResults(m.batch(), [](int k) { return 1e-3 * (1 + k); });
         v1::WorkerMessage ready;
         ready.mutable_ready()->set_worker_id(id);
         if (!s->stream->Write(r) || !s->stream->Write(ready)) return;
@@ -282,15 +275,8 @@ TEST_F(WorkStreamDaemonTest, WaitingWorkersHoldNoDaemonThreadAndGetTheNextBatche
   ASSERT_TRUE(in.has_batch());
   const v1::Batch batch = in.batch();
   ASSERT_GT(batch.configs_json_size(), 0);
-  v1::WorkerMessage results;
-  results.mutable_results()->set_batch_id(batch.batch_id());
-  for (int i = 0; i < batch.configs_json_size(); ++i) {
-    v1::MeasureResult* r = results.mutable_results()->add_results();
-    r->set_index(static_cast<uint32_t>(i));
-    r->set_status("ok");
-    r->add_costs_s(std::uniform_real_distribution<double>(1e-4, 1e-2)(rng));
-    r->set_number(1);
-  }
+  const v1::WorkerMessage results =
+      tune::test::OkBatchResults(batch, [&](int) { return std::uniform_real_distribution<double>(1e-4, 1e-2)(rng); });
   ASSERT_TRUE(streams[pick]->stream->Write(results));
   if (!streams[pick]->stream->Read(&in)) {
     grpc::Status st = streams[pick]->stream->Finish();
