@@ -118,23 +118,18 @@ void JobManager::JoinAll() {
 absl::Status JobManager::Restore() {
   absl::StatusOr<std::vector<JobRow>> stored = store_->List();
   if (!stored.ok()) return stored.status();
+  // Ended jobs stay in the store, where List and Find read them (EndedFromRow).
   for (const JobRow& row : *stored) {
     const v1::JobState state = JobStateFromName(row.state);
-    if (!IsFinished(state) && state != v1::JOB_QUEUED && state != v1::JOB_RUNNING) continue;
+    if (state != v1::JOB_QUEUED && state != v1::JOB_RUNNING) continue;
     v1::SubmitJobRequest req;
     if (!google::protobuf::util::JsonStringToMessage(row.request_json, &req).ok()) {
-      if (!IsFinished(state)) (void)store_->SetState(row.id, "failed", "stored request cannot be read");
-      continue;
-    }
-    if (IsFinished(state)) {
-      AddEnded(row);
+      (void)store_->SetState(row.id, "failed", "stored request cannot be read");
       continue;
     }
     if (auto job = Launch(static_cast<uint64_t>(row.id), req, /*resumed=*/true); !job.ok())
       (void)store_->SetState(row.id, "failed", std::string(job.status().message()));
   }
-  std::lock_guard<std::mutex> lock(mu_);
-  ForgetOldEndedLocked();
   return absl::OkStatus();
 }
 
@@ -289,15 +284,8 @@ bool JobManager::SetState(Job* job, v1::JobState state, const std::string& why) 
   return true;
 }
 
-/// A job that ended under an earlier daemon, as the database has it: listed and watchable
-/// (its final state), never run.
-void JobManager::AddEnded(const JobRow& row) {
-  std::shared_ptr<Job> job = EndedFromRow(row);
-  if (!job) return;
-  std::lock_guard<std::mutex> lock(mu_);
-  jobs_.push_back(std::move(job));
-}
-
+/// A job that ended (under this daemon or an earlier one), as the database has it: listed and
+/// watchable (its final state), never run.
 std::shared_ptr<JobManager::Job> JobManager::EndedFromRow(const JobRow& row) const {
   const v1::JobState state = JobStateFromName(row.state);
   if (!IsFinished(state)) return nullptr;

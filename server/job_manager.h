@@ -85,7 +85,6 @@ class JobManager {
   struct Job;
 
   absl::StatusOr<Job*> Launch(uint64_t id, const v1::SubmitJobRequest& request, bool resumed);
-  void AddEnded(const JobRow& row);
   /// The job of `row`, ended as the store has it; null when the row is not an ended job.
   std::shared_ptr<Job> EndedFromRow(const JobRow& row) const;
   /// Joins the threads of ended jobs and lets go of the oldest ended ones beyond ended_kept_.
