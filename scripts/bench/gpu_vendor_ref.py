@@ -5,9 +5,12 @@ cuDNN through torch (conv2d, batch 1). Prints one JSON object per line:
   {"kind": "matmul", "shape": [M, N, K], "lib": "cublas", "ms": ..., "tflops": ...}
 Times are medians of triton.testing.do_bench (L2 flushed before each repetition).
 
-usage: gpu_vendor_ref.py [--matmul M,N,K ...] [--dense M,N,K ...] [--conv N,C,H,W,OC,KH,KW,stride,pad ...]
-                         [--no-triton]
-(dense: out[M,N] = data[M,K] x weight[N,K]^T, as torch.nn.functional.linear)
+usage: gpu_vendor_ref.py [--matmul M,N,K ...] [--dense M,N,K ...] [--bmm B,M,N,K ...]
+                         [--conv N,C,H,W,OC,KH,KW,stride,pad[,groups] ...] [--no-triton]
+                         [--cudnn-benchmark]
+(dense: out[M,N] = data[M,K] x weight[N,K]^T, as torch.nn.functional.linear; bmm: torch.bmm
+of [B,M,K] x [B,K,N]; conv groups default to 1, groups = C is a depthwise conv;
+--cudnn-benchmark lets cuDNN time its algorithms and keep the fastest for each shape.)
 """
 import argparse
 import json
@@ -75,8 +78,11 @@ def main():
     p.add_argument("--matmul", nargs="*", default=[])
     p.add_argument("--dense", nargs="*", default=[])
     p.add_argument("--conv", nargs="*", default=[])
+    p.add_argument("--bmm", nargs="*", default=[])
     p.add_argument("--no-triton", action="store_true")
+    p.add_argument("--cudnn-benchmark", action="store_true")
     args = p.parse_args()
+    torch.backends.cudnn.benchmark = args.cudnn_benchmark
     gen = torch.Generator(device="cuda").manual_seed(0)
     jobs = [("matmul", t) for t in args.matmul] + [("dense", t) for t in args.dense]
     for kind, text in jobs:
@@ -99,16 +105,28 @@ def main():
             err = ((out.double() - ref).norm() / ref.norm()).item()
             ms = triton.testing.do_bench(lambda: triton_mm(a, b), warmup=50, rep=300, return_mode="median")
             emit(kind=kind, shape=[M, N, K], lib="triton", ms=ms, tflops=flops / ms / 1e9, rel_err=err)
+    for text in args.bmm:
+        B, M, N, K = (int(x) for x in text.split(","))
+        a = torch.rand((B, M, K), device="cuda", generator=gen) * 2 - 1
+        b = torch.rand((B, K, N), device="cuda", generator=gen) * 2 - 1
+        ref = torch.bmm(a.double(), b.double())
+        err = ((torch.bmm(a, b).double() - ref).norm() / ref.norm()).item()
+        ms = triton.testing.do_bench(lambda: torch.bmm(a, b), warmup=50, rep=300, return_mode="median")
+        emit(kind="batch_matmul", shape=[B, M, N, K], lib="cublas", ms=ms, tflops=2.0 * B * M * N * K / ms / 1e9,
+             rel_err=err)
     for text in args.conv:
-        n, c, h, w, oc, kh, kw, stride, pad = (int(x) for x in text.split(","))
+        fields = [int(x) for x in text.split(",")]
+        n, c, h, w, oc, kh, kw, stride, pad = fields[:9]
+        groups = fields[9] if len(fields) > 9 else 1
         x = torch.rand((n, c, h, w), device="cuda", generator=gen) * 2 - 1
-        wt = torch.rand((oc, c, kh, kw), device="cuda", generator=gen) * 2 - 1
-        f = lambda: torch.nn.functional.conv2d(x, wt, stride=stride, padding=pad)
+        wt = torch.rand((oc, c // groups, kh, kw), device="cuda", generator=gen) * 2 - 1
+        f = lambda: torch.nn.functional.conv2d(x, wt, stride=stride, padding=pad, groups=groups)
         oh = (h + 2 * pad - kh) // stride + 1
         ow = (w + 2 * pad - kw) // stride + 1
-        flops = 2.0 * n * oc * oh * ow * c * kh * kw
+        flops = 2.0 * n * oc * oh * ow * (c // groups) * kh * kw
         ms = triton.testing.do_bench(f, warmup=50, rep=300, return_mode="median")
-        emit(kind="conv2d", shape=[n, c, h, w, oc, kh, kw, stride, pad], lib="cudnn", ms=ms, tflops=flops / ms / 1e9)
+        shape = [n, c, h, w, oc, kh, kw, stride, pad] + ([groups] if groups != 1 else [])
+        emit(kind="conv2d", shape=shape, lib="cudnn", ms=ms, tflops=flops / ms / 1e9)
     return 0
 
 
