@@ -38,7 +38,13 @@ Conv2dTemplate::Conv2dTemplate(Workload w, CpuLimits cpu) : Template(std::move(w
   int unroll = s.AddChoice("unroll", {1, 0});
   s.AddChoice("pack_weight", {1, 0});
   s.AddChoice("acc_tile", {1, 0});
-  s.AddChoice("parallel", {1, 0});
+  // 1: the outermost loop (with the batch) runs on the thread pool; 2: the batch and the two
+  // outermost block loops (OC and OH blocks, in the order's order) fused into one parallel
+  // loop, so a few large channel blocks still give every thread an even share (the pool gives
+  // each thread one contiguous chunk of the fused iterations), and the copies around the
+  // convolution (padding, weight packing, the blocked output's transform) are shared out by
+  // rows rather than by channels or blocks alone.
+  int par = s.AddChoice("parallel", {1, 0, 2});
   // Grouped convolutions other than depthwise ones have the nchw layout only.
   const bool blocked_ok = wl.groups == 1 || wl.depthwise();
   int layout = blocked_ok ? s.AddChoice("layout", {kNchw, kBlocked}, {"nchw", "blocked"})
@@ -83,6 +89,26 @@ Conv2dTemplate::Conv2dTemplate(Workload w, CpuLimits cpu) : Template(std::move(w
     int64_t v = value(c, vec);
     return v == 0 || (v == 1 ? inner(c, toc) : inner(c, tow)) > 1;
   });
+  if (cpu_.threads > 1) {
+    // As the GEMM template's: the pool gives each thread one contiguous chunk of the parallel
+    // loop's iterations, so that loop must have at least one per thread and a count that
+    // divides evenly, or enough to leave the last thread at most 1/8 short (one OC block of a
+    // batch-1 convolution leaves a thread idle; 3 on 2 threads run at 2/3 speed). At one
+    // thread a parallel loop runs serially: any count will do (and configs chosen elsewhere,
+    // given or transferred, stay valid there).
+    const int64_t threads = cpu_.threads, batch = wl.batch;
+    const int toh = s.KnobIndex("tile_oh"), ord = s.KnobIndex("order");
+    s.AddConstraint("parallel_balance", [=](const search::Config& c) {
+      const int64_t p = value(c, par);
+      if (p == 0) return true;
+      // The outer factors of OC and OH: the counts of the outermost OC and OH block loops
+      // (a blocked layout's ceil(ceil(OC / ob) / oc1) is the same ceil(OC / (oc1 ob))).
+      const int64_t oc_blocks = value(c, toc), oh_blocks = value(c, toh);
+      const int64_t first = value(c, ord) == 2 ? oh_blocks : oc_blocks;
+      const int64_t extent = batch * (p == 2 ? oc_blocks * oh_blocks : first);
+      return extent >= threads && (extent % threads == 0 || extent >= 8 * threads);
+    });
+  }
 }
 
 search::Config Conv2dTemplate::DefaultConfig() const {
@@ -108,6 +134,9 @@ Schedule Conv2dTemplate::Build(const search::Config& c) const {
   int64_t order = s.GetInt(c, "order"), vec = s.GetInt(c, "vector_axis");
   bool unroll = s.GetInt(c, "unroll"), pack = s.GetInt(c, "pack_weight");
   bool acc_tile = s.GetInt(c, "acc_tile"), parallel = s.GetInt(c, "parallel");
+  // parallel 2: the convolution's batch and outer OC and OH block loops fused, and the copies
+  // shared out by rows.
+  const bool fused = s.GetInt(c, "parallel") == 2;
   const bool blocked = s.GetInt(c, "layout") == kBlocked;
   const bool prepack = s.GetInt(c, "prepack");
   int64_t icg = wl.in_c / wl.groups, ocg = wl.out_c / wl.groups;
@@ -153,7 +182,11 @@ Schedule Conv2dTemplate::Build(const search::Config& c) const {
     Expr load = Load(data, {n.var, ch, ih, iw});
     Stage copy_stage(copy, {n, cb, h, x, cv}, inside.defined() ? Select(inside, load, FloatImm(0.0)) : load);
     copy_stage.Vectorize(copy_stage.axis(4));
-    if (parallel) copy_stage.Parallel(copy_stage.Fuse(copy_stage.axis(0), copy_stage.axis(1)));
+    if (parallel) {
+      int outer = copy_stage.Fuse(copy_stage.axis(0), copy_stage.axis(1));
+      if (fused) outer = copy_stage.Fuse(outer, copy_stage.axis(2));
+      copy_stage.Parallel(outer);
+    }
     sched.stages.push_back(std::move(copy_stage));
     src = copy;
   } else if (wl.pad_h > 0 || wl.pad_w > 0) {
@@ -167,7 +200,11 @@ Schedule Conv2dTemplate::Build(const search::Config& c) const {
                   (Expr(wl.pad_w) <= x.var) && (x.var < Expr(wl.pad_w + wl.in_w));
     Expr load = Load(data, {n.var, ch.var, Min(Max(ih, 0), wl.in_h - 1), Min(Max(iw, 0), wl.in_w - 1)});
     Stage pad(padded, {n, ch, h, x}, Select(inside, load, FloatImm(0.0)));
-    if (parallel) pad.Parallel(pad.Fuse(pad.axis(0), pad.axis(1)));
+    if (parallel) {
+      int outer = pad.Fuse(pad.axis(0), pad.axis(1));
+      if (fused) outer = pad.Fuse(outer, pad.axis(2));
+      pad.Parallel(outer);
+    }
     sched.stages.push_back(std::move(pad));
     src = padded;
   }
@@ -200,7 +237,7 @@ Schedule Conv2dTemplate::Build(const search::Config& c) const {
                             Load(weight, {Min(channel, Expr(wl.out_c - 1)), pi.var, ph.var, pw.var}), FloatImm(0.0));
     Stage ps(packed, {po, pi, ph, pw, pb}, src);
     if (blocked) ps.Vectorize(ps.axis(4));
-    if (parallel) ps.Parallel(ps.axis(0));
+    if (parallel) ps.Parallel(fused ? ps.Fuse(ps.axis(0), ps.axis(1)) : ps.axis(0));
     sched.stages.push_back(std::move(ps));
     w_value = blocked ? Load(packed, {voc.var, vic.var, vkh.var, vkw.var, vob.var})
                       : Load(packed, {voc.var / Expr(ob), vic.var, vkh.var, vkw.var, voc.var % Expr(ob)});
@@ -272,7 +309,11 @@ Schedule Conv2dTemplate::Build(const search::Config& c) const {
     st.Unroll(kw);
   }
   if (acc_tile) st.CacheWrite(attach);
-  if (parallel) st.Parallel(st.Fuse(leaves[0], leaves[1]));
+  if (parallel) {
+    int outer = st.Fuse(leaves[0], leaves[1]);
+    if (fused) outer = st.Fuse(outer, leaves[2]);
+    st.Parallel(outer);
+  }
   sched.stages.push_back(std::move(st));
 
   if (blocked) {
@@ -297,7 +338,11 @@ Schedule Conv2dTemplate::Build(const search::Config& c) const {
     auto tw = tr.SplitFactors(tr.axis(3), {(ow_extent + width - 1) / width, width}, kTails);
     tr.Reorder({tr.axis(0), tc[0], tr.axis(2), tw[0], tc[1], tw[1]});
     if (width > 1) tr.Vectorize(tw[1]);
-    if (parallel) tr.Parallel(tr.Fuse(tr.axis(0), tc[0]));
+    if (parallel) {
+      int outer = tr.Fuse(tr.axis(0), tc[0]);
+      if (fused) outer = tr.Fuse(outer, tr.axis(2));
+      tr.Parallel(outer);
+    }
     sched.stages.push_back(std::move(tr));
   }
   return sched;
