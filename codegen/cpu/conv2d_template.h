@@ -10,8 +10,10 @@ namespace tune::codegen {
 /// weight[oc,ic,kh,kw]). Knobs: three-level tiles of OC and OW, two-level tiles of OH and the
 /// per-group input channels, the loop order, which register-tile axis (OW or OC) is
 /// vectorized, unrolling, a packed [OC/ob][ICg][KH][KW][ob] weight copy, the accumulator tile
-/// on/off, a parallel outer loop, and the layout the convolution writes. Padding is
-/// materialized in a scratch buffer first.
+/// on/off, a parallel outer loop (or the batch and the outer OC and OH block loops fused into
+/// one parallel loop), and the layout the convolution writes. Padding is materialized in a
+/// scratch buffer first. Where the target's thread count is known (more than one), parallel
+/// configs need an iteration count that divides among the threads or is at least 8 per thread.
 ///
 /// `layout` 0 (nchw) writes the output in place. `layout` 1 (blocked, NCHWc) accumulates
 /// register tiles of ow2 x ob (ob = the innermost OC factor, the vector axis) into a scratch
