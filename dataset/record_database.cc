@@ -571,6 +571,24 @@ absl::StatusOr<std::vector<TaskInfo>> RecordDatabase::Tasks() const {
   return ReadRows(*query, ReadTask);
 }
 
+absl::Status RecordDatabase::ForEachTaskMeasuredOn(int64_t target_id,
+                                                   const std::function<void(const TaskInfo&)>& visit) const {
+  // records_by_task_target_status_median answers the EXISTS from the index alone.
+  absl::StatusOr<Statement> query = PrepareBound(
+      impl_->db,
+      absl::StrCat("SELECT ", kTaskColumns,
+                   " FROM tasks WHERE EXISTS (SELECT 1 FROM records r WHERE r.task_id = tasks.id "
+                   "AND r.target_id = ?1 AND r.status = 'ok') ORDER BY id"),
+      target_id);
+  if (!query.ok()) return query.status();
+  while (true) {
+    absl::StatusOr<bool> more = query->Step();
+    if (!more.ok()) return more.status();
+    if (!*more) return absl::OkStatus();
+    visit(ReadTask(*query));
+  }
+}
+
 absl::StatusOr<std::vector<RunInfo>> RecordDatabase::Runs() const {
   absl::StatusOr<Statement> query = Statement::Prepare(
       impl_->db,

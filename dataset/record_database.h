@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -166,6 +167,10 @@ class RecordDatabase {
   absl::StatusOr<ImportCounts> ImportRecords(const std::vector<PortableRecord>& records);
 
   absl::StatusOr<std::vector<TaskInfo>> Tasks() const;
+  /// Calls `visit` with each task that has an ok record on target `target_id`, oldest first, one
+  /// row at a time: nothing is held in proportion to the tasks table (Tasks() holds it all).
+  /// `visit` must not use this database. Errors: SQL.
+  absl::Status ForEachTaskMeasuredOn(int64_t target_id, const std::function<void(const TaskInfo&)>& visit) const;
   absl::StatusOr<std::vector<TargetInfo>> Targets() const;
   absl::StatusOr<std::optional<TaskInfo>> FindTask(const std::string& workload_key,
                                                    int template_version) const;

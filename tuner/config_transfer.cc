@@ -112,31 +112,40 @@ absl::StatusOr<TransferSeeds> TransferConfigs(const dataset::RecordDatabase& db,
                                               const ConfigTransferOptions& options) {
   TransferSeeds seeds;
   if (options.max_configs <= 0) return seeds;
-  auto tasks = db.Tasks();
-  if (!tasks.ok()) return tasks.status();
   // Distances first (a parse of each key), templates only for the nearest tasks as they are
   // taken: making the template of every recorded task would cost each new task time and
-  // memory in proportion to the database, however few configs it seeds.
+  // memory in proportion to the database, however few configs it seeds. Likewise only the
+  // nearest `candidates` are kept while the tasks table is read, row by row.
   struct Candidate {
     double distance;
-    const dataset::TaskInfo* info;
+    dataset::TaskInfo info;
     codegen::Workload workload;
   };
-  std::vector<Candidate> similar;
-  for (const dataset::TaskInfo& info : *tasks) {
-    if (info.id == task_id || info.template_version != tmpl.version()) continue;
+  const auto nearer = [](const Candidate& x, const Candidate& y) {
+    return x.distance < y.distance || (x.distance == y.distance && x.info.id < y.info.id);
+  };
+  const size_t kept = static_cast<size_t>(std::max(options.candidates, 1));
+  std::vector<Candidate> similar;  // a max-heap under `nearer`: the farthest kept on top
+  absl::Status scanned = db.ForEachTaskMeasuredOn(target_id, [&](const dataset::TaskInfo& info) {
+    if (info.id == task_id || info.template_version != tmpl.version()) return;
     auto w = codegen::Workload::FromKey(info.workload_key);
-    if (!w.ok()) continue;
+    if (!w.ok()) return;
     const double d = WorkloadDistance(workload, *w);
-    if (!std::isfinite(d)) continue;
-    similar.push_back({d, &info, std::move(*w)});
-  }
-  std::stable_sort(similar.begin(), similar.end(),
-                   [](const Candidate& x, const Candidate& y) { return x.distance < y.distance; });
+    if (!std::isfinite(d)) return;
+    if (similar.size() == kept) {
+      if (!(d < similar.front().distance)) return;  // ids grow: a tie is the later task
+      std::pop_heap(similar.begin(), similar.end(), nearer);
+      similar.pop_back();
+    }
+    similar.push_back({d, info, std::move(*w)});
+    std::push_heap(similar.begin(), similar.end(), nearer);
+  });
+  if (!scanned.ok()) return scanned;
+  std::sort_heap(similar.begin(), similar.end(), nearer);
   std::set<search::Config> taken;
   for (const Candidate& candidate : similar) {
     if (static_cast<int>(seeds.configs.size()) >= options.max_configs) break;
-    const dataset::TaskInfo* info = candidate.info;
+    const dataset::TaskInfo* info = &candidate.info;
     auto other = factory.MakeTemplate(candidate.workload);
     if (!other.ok() || (*other)->name() != tmpl.name()) continue;
     // More of the task's best than it may give: some map onto the same config, or break a

@@ -34,6 +34,11 @@ struct ConfigTransferOptions {
   int max_configs = 4;
   /// Configs taken from any one source task at most (the rest come from the next most similar).
   int per_task = 2;
+  /// Source tasks considered at most: the nearest of those with ok records on the target. The
+  /// tasks table is read one row at a time and only these are kept, so a new task's memory does
+  /// not grow with the database (a daemon running job after job, each a new task, grew by the
+  /// whole table's worth in every allocator arena).
+  int candidates = 64;
 };
 
 /// What TransferConfigs found.
@@ -48,8 +53,9 @@ struct TransferSeeds {
 /// The best ok configs (not the untuned default schedule's) recorded on `target_id` for the
 /// tasks other than `task_id` whose template
 /// (made by `factory` for their workload) has the name and version of `tmpl`, most similar
-/// (WorkloadDistance to `workload`) first, mapped into `tmpl`'s space (MapConfig); configs that
-/// do not map are skipped.
+/// (WorkloadDistance to `workload`; ties: the older task) first, among the
+/// `options.candidates` most similar tasks with ok records on `target_id`, mapped into
+/// `tmpl`'s space (MapConfig); configs that do not map are skipped.
 absl::StatusOr<TransferSeeds> TransferConfigs(const dataset::RecordDatabase& db, int64_t target_id, int64_t task_id,
                                               const codegen::Workload& workload, const codegen::Template& tmpl,
                                               const measure::TaskFactory& factory,

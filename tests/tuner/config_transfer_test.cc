@@ -227,6 +227,47 @@ TEST(ConfigTransferTest, SeedingMakesTemplatesOnlyForTheNearestTasks) {
   EXPECT_EQ(factory.templates_made, 1) << "templates made for 101 recorded tasks";
 }
 
+// Seeding keeps only the nearest few tasks measured on the target (ConfigTransferOptions::
+// candidates) while it reads the tasks table: tasks nearer than the one measured but without
+// records there neither crowd it out nor cost a template.
+TEST(ConfigTransferTest, SeedingConsidersOnlyTasksMeasuredOnTheTarget) {
+  auto db = test::OpenTestDb();
+  const TuneTask far{"far", TransferMatmul("96,8,96"), 1};
+  TransferRun(db.get(), far, TransferFastOptions(10, 5, 0));
+  const measure::Target target = measure::Target::HostCpu(1);
+  auto target_info = db->FindTarget(target.Key());
+  ASSERT_TRUE(target_info.ok() && target_info->has_value());
+  const int version = test::MakeTemplate(far.workload)->version();
+  const codegen::Workload fresh = TransferMatmul("16,32,28");
+  std::mt19937 rng(std::random_device{}());
+  std::uniform_int_distribution<int> m(12, 22), n(24, 44), k(20, 36);
+  std::set<std::string> keys = {fresh.Key()};
+  while (keys.size() < 41) {  // 40 tasks nearer to `fresh` than `far`, without records
+    const codegen::Workload w =
+        TransferMatmul(std::to_string(m(rng)) + "," + std::to_string(n(rng)) + "," + std::to_string(k(rng)));
+    if (!keys.insert(w.Key()).second) continue;
+    ASSERT_LT(WorkloadDistance(fresh, w), WorkloadDistance(fresh, far.workload));
+    dataset::TaskInfo info;
+    info.workload_key = w.Key();
+    info.op = "matmul";
+    info.shape_json = "{}";
+    info.template_version = version;
+    ASSERT_TRUE(db->UpsertTask(info).ok());
+  }
+  auto fresh_tmpl = test::MakeTemplate(fresh);
+  TemplateCountingFactory factory(target);
+  ConfigTransferOptions options;
+  options.max_configs = 1;
+  options.per_task = 1;
+  options.candidates = 4;
+  auto seeds = TransferConfigs(*db, (*target_info)->id, /*task_id=*/-1, fresh, *fresh_tmpl, factory, options);
+  ASSERT_TRUE(seeds.ok()) << seeds.status();
+  EXPECT_EQ(seeds->configs.size(), 1u);
+  ASSERT_EQ(seeds->sources.size(), 1u);
+  EXPECT_EQ(seeds->sources[0], far.workload.Key());
+  EXPECT_EQ(factory.templates_made, 1) << "templates made for tasks without records on the target";
+}
+
 }  // namespace
 }  // namespace tune::tuner
 
