@@ -4,6 +4,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <optional>
 #include <system_error>
@@ -25,6 +26,9 @@
 
 namespace tune::server {
 namespace {
+
+// Rows of the jobs table read at once by List.
+constexpr int64_t kListPage = 256;
 
 std::vector<codegen::Workload> Workloads(const tuner::ZooModel& model) {
   std::vector<codegen::Workload> out;
@@ -201,8 +205,11 @@ std::vector<v1::JobInfo> JobManager::List() const {
     std::lock_guard<std::mutex> lock(mu_);
     for (const auto& job : jobs_) known[job->id] = job;
   }
-  // The ended jobs let go of, as the store has them.
-  if (absl::StatusOr<std::vector<JobRow>> rows = store_->List(); rows.ok()) {
+  // The ended jobs let go of, as the store has them, a page of rows at a time.
+  for (int64_t after = std::numeric_limits<int64_t>::min();;) {
+    absl::StatusOr<std::vector<JobRow>> rows = store_->List(after, kListPage);
+    if (!rows.ok() || rows->empty()) break;
+    after = rows->back().id;
     for (const JobRow& row : *rows) {
       if (known.count(static_cast<uint64_t>(row.id)) > 0) continue;
       if (std::shared_ptr<Job> ended = EndedFromRow(row)) known[ended->id] = std::move(ended);
@@ -243,11 +250,10 @@ std::shared_ptr<JobManager::Job> JobManager::Find(uint64_t id) const {
     for (const auto& j : jobs_)
       if (j->id == id) return j;
   }
-  absl::StatusOr<std::vector<JobRow>> rows = store_->List();
-  if (!rows.ok()) return nullptr;
-  for (const JobRow& row : *rows)
-    if (static_cast<uint64_t>(row.id) == id) return EndedFromRow(row);
-  return nullptr;
+  // One row by its key: a lookup of an old job costs the same however many jobs there are.
+  absl::StatusOr<std::optional<JobRow>> row = store_->Get(static_cast<int64_t>(id));
+  if (!row.ok() || !row->has_value()) return nullptr;
+  return EndedFromRow(**row);
 }
 
 /// Why job `job` (whose progress is `e`) ended as it did, or why it cannot progress now.

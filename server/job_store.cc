@@ -1,7 +1,9 @@
 // JobStore on its own SQLite connection: the `jobs` table, created and widened on first write.
 #include "server/job_store.h"
 
+#include <atomic>
 #include <chrono>
+#include <limits>
 #include <mutex>
 
 #include "dataset/schema.h"
@@ -47,6 +49,11 @@ double NowSeconds() {
 struct JobStore::Impl {
   std::mutex mu;
   dataset::SqliteConnection connection;  // guarded by mu
+  std::atomic<int64_t> rows_read{0};
+
+  /// The jobs with `where` (SQL over the columns, parameters ?1 and ?2 bound to `a` and `b`),
+  /// oldest first. Caller holds mu.
+  absl::StatusOr<std::vector<JobRow>> Select(const std::string& where, int64_t a, int64_t b);
 };
 
 JobStore::JobStore(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -84,23 +91,45 @@ absl::Status JobStore::SetState(int64_t id, const std::string& state, const std:
   return update->Run();
 }
 
-absl::StatusOr<std::vector<JobRow>> JobStore::List() const {
-  std::lock_guard<std::mutex> lock(impl_->mu);
-  sqlite3* db = impl_->connection.get();
+absl::StatusOr<std::vector<JobRow>> JobStore::Impl::Select(const std::string& where, int64_t a, int64_t b) {
+  sqlite3* db = connection.get();
   absl::StatusOr<int64_t> has = QueryInt(db, "SELECT count(*) FROM sqlite_master WHERE name = 'jobs'");
   if (!has.ok()) return has.status();
   if (*has == 0) return std::vector<JobRow>();
   // A jobs table from before the trial columns reads as 0 trials (nothing is altered here).
   absl::StatusOr<bool> counted = HasTrialColumns(db);
   if (!counted.ok()) return counted.status();
-  absl::StatusOr<Statement> query = Statement::Prepare(
-      db, *counted ? "SELECT id, request_json, state, message, submitted, trials_done, trials_total "
-                     "FROM jobs ORDER BY id"
-                   : "SELECT id, request_json, state, message, submitted, 0, 0 FROM jobs ORDER BY id");
+  absl::StatusOr<Statement> query = dataset::PrepareBound(
+      db,
+      std::string(*counted ? "SELECT id, request_json, state, message, submitted, trials_done, trials_total "
+                           : "SELECT id, request_json, state, message, submitted, 0, 0 ") +
+          "FROM jobs WHERE " + where + " ORDER BY id LIMIT ?2",
+      a, b);
   if (!query.ok()) return query.status();
-  return dataset::ReadRows(*query, [](const Statement& row) {
+  return dataset::ReadRows(*query, [this](const Statement& row) {
+    rows_read.fetch_add(1, std::memory_order_relaxed);
     return JobRow{row.Int64(0), row.Text(1), row.Text(2), row.Text(3), row.Double(4), row.Int64(5), row.Int64(6)};
   });
 }
+
+absl::StatusOr<std::vector<JobRow>> JobStore::List() const {
+  return List(std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max());
+}
+
+absl::StatusOr<std::vector<JobRow>> JobStore::List(int64_t after_id, int64_t limit) const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  if (limit <= 0) return std::vector<JobRow>();
+  return impl_->Select("id > ?1", after_id, limit);
+}
+
+absl::StatusOr<std::optional<JobRow>> JobStore::Get(int64_t id) const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  absl::StatusOr<std::vector<JobRow>> rows = impl_->Select("id = ?1", id, 1);
+  if (!rows.ok()) return rows.status();
+  if (rows->empty()) return std::optional<JobRow>();
+  return std::optional<JobRow>(std::move(rows->front()));
+}
+
+int64_t JobStore::RowsRead() const { return impl_->rows_read.load(std::memory_order_relaxed); }
 
 }  // namespace tune::server

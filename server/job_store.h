@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,14 @@ class JobStore {
                         int64_t trials_done = -1, int64_t trials_total = -1);
   /// Every job, oldest first.
   absl::StatusOr<std::vector<JobRow>> List() const;
+  /// A page of List: at most `limit` jobs with ids above `after_id`, oldest first (the next
+  /// page starts after the last id of this one; empty: no more).
+  absl::StatusOr<std::vector<JobRow>> List(int64_t after_id, int64_t limit) const;
+  /// Job `id`, read by its key (one row, whatever the number of jobs); nullopt when there is
+  /// no such job.
+  absl::StatusOr<std::optional<JobRow>> Get(int64_t id) const;
+  /// Rows read from the jobs table since Open (List, Get), for tests and diagnostics.
+  int64_t RowsRead() const;
 
  private:
   struct Impl;

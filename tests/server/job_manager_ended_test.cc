@@ -81,6 +81,8 @@ TEST(JobManagerEndedTest, KeepsOnlyTheLatestEndedJobsAndReadsTheOthersFromTheSto
   }
   // The first job, long let go of: watched, it shows its final state once; cancelled again, it
   // stays cancelled.
+  // Each of Watch and Cancel reads it by its id: one row, not the whole jobs table.
+  const int64_t rows_before = (*store)->RowsRead();
   std::vector<v1::JobEvent> events;
   ASSERT_TRUE(manager
                   .Watch(
@@ -97,6 +99,7 @@ TEST(JobManagerEndedTest, KeepsOnlyTheLatestEndedJobsAndReadsTheOthersFromTheSto
   auto again = manager.Cancel(ids[0]);
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ(*again, v1::JOB_CANCELLED);
+  EXPECT_EQ((*store)->RowsRead() - rows_before, 2) << "rows read to watch and cancel one old job";
   EXPECT_EQ(manager.Cancel(ids.back() + 1000).status().code(), absl::StatusCode::kNotFound);
 }
 

@@ -1,7 +1,9 @@
 // Tests of JobStore: jobs round-trip with their trial counts; older jobs tables keep working.
 #include "server/job_store.h"
 
+#include <random>
 #include <string>
+#include <vector>
 
 #include "dataset/schema.h"
 #include "dataset/sqlite.h"
@@ -82,6 +84,73 @@ TEST(JobStoreTest, RefusesForeignFiles) {
   }
   absl::StatusOr<std::unique_ptr<JobStore>> store = JobStore::Open(path);
   EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition) << store.status();
+}
+
+// A job is read by its id alone: one row, the right one, however many jobs are stored; an id
+// not stored (or a file without jobs) reads as none.
+TEST(JobStoreTest, GetReadsOneJobByItsId) {
+  test::TempDir dir;
+  auto store = MustOpen(dir.Join("records.db"));
+  ASSERT_NE(store, nullptr);
+  absl::StatusOr<std::optional<JobRow>> none = store->Get(1);
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_FALSE(none->has_value());
+  std::mt19937 rng(std::random_device{}());
+  const int n = 40 + static_cast<int>(rng() % 40);
+  std::vector<int64_t> ids;
+  for (int i = 0; i < n; ++i) {
+    absl::StatusOr<int64_t> id = store->Add("{\"n\": " + std::to_string(i) + "}", "queued");
+    ASSERT_TRUE(id.ok()) << id.status();
+    ASSERT_TRUE(store->SetState(*id, i % 2 ? "done" : "cancelled", "m" + std::to_string(i), i, i + 1).ok());
+    ids.push_back(*id);
+  }
+  for (int k = 0; k < 8; ++k) {
+    const int i = static_cast<int>(rng() % ids.size());
+    const int64_t before = store->RowsRead();
+    absl::StatusOr<std::optional<JobRow>> job = store->Get(ids[i]);
+    ASSERT_TRUE(job.ok()) << job.status();
+    ASSERT_TRUE(job->has_value()) << "job " << ids[i];
+    EXPECT_EQ(store->RowsRead() - before, 1) << "rows read to find one job of " << n;
+    EXPECT_EQ((*job)->id, ids[i]);
+    EXPECT_EQ((*job)->request_json, "{\"n\": " + std::to_string(i) + "}");
+    EXPECT_EQ((*job)->state, i % 2 ? "done" : "cancelled");
+    EXPECT_EQ((*job)->message, "m" + std::to_string(i));
+    EXPECT_EQ((*job)->trials_done, i);
+    EXPECT_EQ((*job)->trials_total, i + 1);
+  }
+  const int64_t before = store->RowsRead();
+  none = store->Get(ids.back() + 1 + static_cast<int64_t>(rng() % 100));
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_FALSE(none->has_value());
+  EXPECT_EQ(store->RowsRead(), before);
+}
+
+// List's pages, each starting after the last id of the one before, are List's rows in order.
+TEST(JobStoreTest, ListPagesFollowEachOther) {
+  test::TempDir dir;
+  auto store = MustOpen(dir.Join("records.db"));
+  ASSERT_NE(store, nullptr);
+  std::mt19937 rng(std::random_device{}());
+  const int n = 20 + static_cast<int>(rng() % 30);
+  for (int i = 0; i < n; ++i) ASSERT_TRUE(store->Add("{\"n\": " + std::to_string(i) + "}", "queued").ok());
+  absl::StatusOr<std::vector<JobRow>> all = store->List();
+  ASSERT_TRUE(all.ok()) << all.status();
+  ASSERT_EQ(all->size(), static_cast<size_t>(n));
+  const int64_t page = 1 + static_cast<int64_t>(rng() % 7);
+  std::vector<JobRow> paged;
+  for (int64_t after = 0;;) {
+    absl::StatusOr<std::vector<JobRow>> rows = store->List(after, page);
+    ASSERT_TRUE(rows.ok()) << rows.status();
+    ASSERT_LE(static_cast<int64_t>(rows->size()), page);
+    if (rows->empty()) break;
+    after = rows->back().id;
+    paged.insert(paged.end(), rows->begin(), rows->end());
+  }
+  ASSERT_EQ(paged.size(), all->size());
+  for (size_t i = 0; i < paged.size(); ++i) {
+    EXPECT_EQ(paged[i].id, (*all)[i].id);
+    EXPECT_EQ(paged[i].request_json, (*all)[i].request_json);
+  }
 }
 
 }  // namespace
