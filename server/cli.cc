@@ -221,7 +221,7 @@ void ForwardLines(int fd, FILE* out, const std::string& tag) {
   ::close(fd);
 }
 
-/// One `tune worker --target cuda:I` process of `tune worker --target cuda:all`.
+/// One `tune worker --target cuda:I --slots 1` process of a `tune worker` with several agents.
 struct GpuWorkerProcess {
   std::string target;
   pid_t pid = -1;
@@ -238,13 +238,14 @@ int RunGpuWorkerProcesses(const std::vector<WorkerAgentOptions>& agents, const C
                           const std::function<bool()>& stop) {
   char exe[4096] = {};
   const ssize_t len = ::readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-  if (len <= 0) return base::Fail("tune", base::kExitFailure, "cuda:all: cannot find the tune executable");
+  if (len <= 0) return base::Fail("tune", base::kExitFailure, "tune worker: cannot find the tune executable");
   std::vector<GpuWorkerProcess> procs(agents.size());
   for (size_t i = 0; i < agents.size(); ++i) {
     const WorkerAgentOptions& a = agents[i];
     std::vector<std::string> args = {exe, "worker", "--server", a.server, "--target", a.target, "--name", a.name,
                                      "--threads", absl::StrCat(a.threads), "--build-threads",
-                                     absl::StrCat(a.build_threads), "--stop-grace", absl::StrCat(a.stop_grace_s)};
+                                     absl::StrCat(a.build_threads), "--stop-grace", absl::StrCat(a.stop_grace_s),
+                                     "--slots", absl::StrCat(a.slots)};
     if (!flags.token_file.empty()) args.insert(args.end(), {"--token-file", flags.token_file});
     if (!flags.tls_ca.empty()) args.insert(args.end(), {"--tls-ca", flags.tls_ca});
     std::vector<char*> argv;
@@ -252,10 +253,10 @@ int RunGpuWorkerProcesses(const std::vector<WorkerAgentOptions>& agents, const C
     argv.push_back(nullptr);
     int out_pipe[2], err_pipe[2];
     if (::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0)
-      return base::Fail("tune", base::kExitFailure, absl::StrCat("cuda:all: pipe: ", std::strerror(errno)));
+      return base::Fail("tune", base::kExitFailure, absl::StrCat("tune worker: pipe: ", std::strerror(errno)));
     const pid_t parent = ::getpid();
     const pid_t pid = ::fork();
-    if (pid < 0) return base::Fail("tune", base::kExitFailure, absl::StrCat("cuda:all: fork: ", std::strerror(errno)));
+    if (pid < 0) return base::Fail("tune", base::kExitFailure, absl::StrCat("tune worker: fork: ", std::strerror(errno)));
     if (pid == 0) {  // only async-signal-safe calls until exec
       ::prctl(PR_SET_PDEATHSIG, SIGKILL);
       if (::getppid() != parent) ::_exit(127);
@@ -268,10 +269,12 @@ int RunGpuWorkerProcesses(const std::vector<WorkerAgentOptions>& agents, const C
     ::close(out_pipe[1]);
     ::close(err_pipe[1]);
     GpuWorkerProcess& p = procs[i];
+    // Tagged with the target, and the slot where a GPU has several (the name's "/S").
+    const std::string tag = absl::StrCat(a.target, a.name.ends_with("/" + a.target) ? "" : a.name.substr(a.name.rfind('/')));
     p.target = a.target;
     p.pid = pid;
-    p.out = std::thread(ForwardLines, out_pipe[0], stdout, a.target);
-    p.err = std::thread(ForwardLines, err_pipe[0], stderr, a.target);
+    p.out = std::thread(ForwardLines, out_pipe[0], stdout, tag);
+    p.err = std::thread(ForwardLines, err_pipe[0], stderr, tag);
   }
   int first_error = 0;
   bool stopping = false;
@@ -305,7 +308,7 @@ int RunGpuWorkerProcesses(const std::vector<WorkerAgentOptions>& agents, const C
 
 int WorkerCommand(int argc, char** argv) {
   CLI::App app{"tune worker: measures batches leased by a daemon on this host's device; with --target cuda:all, "
-               "on every GPU of this host (one worker per GPU, each measuring in its own child process)",
+               "on every GPU of this host (--slots workers per GPU, each measuring in its own child process)",
                "tune worker"};
   ClientFlags flags;
   flags.Add(app);
@@ -314,7 +317,7 @@ int WorkerCommand(int argc, char** argv) {
                  "device to measure on: llvm, cuda[:N] (GPU N, default 0) or cuda:all (every GPU of this host, "
                  "registered as one worker per GPU)")
       ->capture_default_str();
-  app.add_option("--name", o.name, "name shown by `tune workers` (default HOST/TARGET; with cuda:all NAME/cuda:N)");
+  app.add_option("--name", o.name, "name shown by `tune workers` (default HOST/TARGET; with several GPUs or slots NAME/cuda:N[/SLOT])");
   app.add_option("--threads", o.threads, "kernel threads on the CPU target (0 = all cores)")->check(CLI::Range(0, 4096));
   app.add_option("--build-threads", o.build_threads,
                  "threads compiling a batch's kernels (0 = all cores; with cuda:all, each GPU's share)")
@@ -323,6 +326,11 @@ int WorkerCommand(int argc, char** argv) {
                  "seconds a stop (SIGTERM, Ctrl-C) waits for the batch in hand to finish and be acknowledged; "
                  "then the batch is given back unmeasured")
       ->check(CLI::Range(0.0, 3600.0))->capture_default_str();
+  app.add_option("--slots", o.slots,
+                 absl::StrCat("workers per GPU, a process each: one compiles its batch while another measures, the GPU's "
+                              "lock keeping their measurements apart (0 = ", kDefaultGpuSlots,
+                              " on a cuda target, 1 on llvm; more than 1 needs a cuda target)"))
+      ->check(CLI::Range(0, 64))->capture_default_str();
   if (auto rc = tuner::ParseCommandLine(app, argc - 1, argv + 1)) return *rc;
   auto token = LoadToken(flags.token_file);
   if (!token.ok()) return base::Fail("tune", token.status());
@@ -340,20 +348,28 @@ int WorkerCommand(int argc, char** argv) {
     std::fflush(stdout);
   };
   auto stop = [] { return g_stop_signal.load() != 0; };
+  // One agent per GPU and slot (PerDeviceAgents); several run as a `tune worker` process each,
+  // so each forks its measuring children from a process of its own.
+  const bool all = measure::Target::IsAllGpus(o.target);
+  if (!all) {  // a bad or missing device is said once, before any process starts
+    absl::StatusOr<measure::Target> target = measure::Target::Parse(o.target, 1);
+    if (!target.ok()) return base::Fail("tune", target.status());
+  }
+  absl::StatusOr<int> count = all ? measure::Target::CudaDeviceCount() : absl::StatusOr<int>(1);
+  absl::StatusOr<std::vector<WorkerAgentOptions>> agents =
+      count.ok() ? PerDeviceAgents(o, *count, static_cast<int>(std::max(1u, std::thread::hardware_concurrency())))
+                 : absl::StatusOr<std::vector<WorkerAgentOptions>>(count.status());
+  if (!agents.ok()) {
+    return base::Fail("tune", absl::Status(agents.status().code(),
+                                           absl::StrCat(all ? "cuda:all: " : "", agents.status().message())));
+  }
   int rc = 0;
-  if (measure::Target::IsAllGpus(o.target)) {
-    // One `tune worker --target cuda:I` process per GPU: each forks its measuring children
-    // from a process of its own (see PerDeviceAgents).
-    absl::StatusOr<int> count = measure::Target::CudaDeviceCount();
-    absl::StatusOr<std::vector<WorkerAgentOptions>> agents =
-        count.ok() ? PerDeviceAgents(o, *count, static_cast<int>(std::max(1u, std::thread::hardware_concurrency())))
-                   : absl::StatusOr<std::vector<WorkerAgentOptions>>(count.status());
-    if (!agents.ok()) return base::Fail("tune", absl::Status(agents.status().code(),
-                                                             absl::StrCat("cuda:all: ", agents.status().message())));
-    event(absl::StrCat("cuda:all: ", agents->size(), " GPU(s), one worker process each"));
+  if (agents->size() > 1) {
+    const size_t gpus = all ? static_cast<size_t>(*count) : 1;
+    event(absl::StrCat(o.target, ": ", gpus, " GPU(s), ", agents->size() / gpus, " slot(s) each, one worker process per slot"));
     rc = RunGpuWorkerProcesses(*agents, flags, stop);
   } else {
-    absl::Status st = RunWorkerAgent(o, stop, event);
+    absl::Status st = RunWorkerAgent(agents->front(), stop, event);
     rc = st.ok() ? 0 : base::Fail("tune", st);
   }
   // An abandoned batch may still be measured on a thread of its own: end the process without

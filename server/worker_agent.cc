@@ -12,6 +12,8 @@
 #include <mutex>
 #include <thread>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "base/table.h"
 #include "grpcpp/grpcpp.h"
@@ -385,16 +387,31 @@ absl::StatusOr<std::vector<WorkerAgentOptions>> PerDeviceAgents(const WorkerAgen
                                                                 int cores) {
   absl::StatusOr<std::vector<std::string>> targets = measure::Target::PerDeviceTargets(o.target, device_count);
   if (!targets.ok()) return targets.status();
-  if (!measure::Target::IsAllGpus(o.target)) return std::vector<WorkerAgentOptions>{o};
-  const std::string base = o.name.empty() ? HostName() : o.name;
+  const bool cpu = !absl::StartsWith(absl::StripAsciiWhitespace(o.target), "cuda");
+  if (o.slots < 0) return absl::InvalidArgumentError(absl::StrCat("--slots ", o.slots, ": expected 0 (the default) or more"));
+  if (cpu && o.slots > 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--slots ", o.slots, " needs a cuda target: on the CPU the slots' measurements would share the cores"));
+  }
+  const int slots = o.slots > 0 ? o.slots : (cpu ? 1 : kDefaultGpuSlots);
   const int n = static_cast<int>(targets->size());
+  if (!measure::Target::IsAllGpus(o.target) && slots == 1) {
+    WorkerAgentOptions one = o;
+    one.target = (*targets)[0];
+    one.slots = 1;
+    return std::vector<WorkerAgentOptions>{one};
+  }
+  const std::string base = o.name.empty() ? HostName() : o.name;
   std::vector<WorkerAgentOptions> out;
   for (const std::string& t : *targets) {
-    WorkerAgentOptions one = o;
-    one.target = t;
-    one.name = absl::StrCat(base, "/", t);
-    if (one.build_threads <= 0) one.build_threads = std::max(1, cores / n);
-    out.push_back(std::move(one));
+    for (int s = 1; s <= slots; ++s) {
+      WorkerAgentOptions one = o;
+      one.target = t;
+      one.slots = 1;
+      one.name = slots > 1 ? absl::StrCat(base, "/", t, "/", s) : absl::StrCat(base, "/", t);
+      if (one.build_threads <= 0) one.build_threads = std::max(1, cores / n);
+      out.push_back(std::move(one));
+    }
   }
   return out;
 }

@@ -3,6 +3,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <map>
 #include <regex>
 #include <set>
 #include <thread>
@@ -148,14 +149,15 @@ TEST_F(WorkerProcess, WaitsForTheDaemonAndRegistersAgainAfterARestart) {
   EXPECT_EQ(worker.Wait().exit_code, 0);
 }
 
-// `--target cuda:all` for N GPUs: N agents, one per ordinal, each a worker of its own with a
-// distinct name and its share of the cores for compiling; everything else as given.
+// `--target cuda:all --slots 1` for N GPUs: N agents, one per ordinal, each a worker of its
+// own with a distinct name and its share of the cores for compiling; everything else as given.
 TEST(PerDeviceAgents, CudaAllMakesOneAgentPerGpu) {
   server::WorkerAgentOptions o;
   o.server = "10.0.0.7:7117";
   o.token = "t0k3n";
   o.target = "cuda:all";
   o.stop_grace_s = 3.5;
+  o.slots = 1;
   for (const std::string& name : {std::string(), std::string("rack4")}) {
     o.name = name;
     for (int n : {1, 2, 4}) {
@@ -171,6 +173,7 @@ TEST(PerDeviceAgents, CudaAllMakesOneAgentPerGpu) {
         if (!name.empty()) EXPECT_EQ(a.name, name + "/cuda:" + std::to_string(i));
         EXPECT_TRUE(names.insert(a.name).second) << a.name;
         EXPECT_EQ(a.build_threads, 16 / n);
+        EXPECT_EQ(a.slots, 1);
         EXPECT_EQ(a.server, o.server);
         EXPECT_EQ(a.token, o.token);
         EXPECT_EQ(a.stop_grace_s, o.stop_grace_s);
@@ -181,7 +184,7 @@ TEST(PerDeviceAgents, CudaAllMakesOneAgentPerGpu) {
   EXPECT_EQ((*server::PerDeviceAgents(o, 4, 2))[3].build_threads, 1);
   o.build_threads = 5;
   EXPECT_EQ((*server::PerDeviceAgents(o, 2, 16))[1].build_threads, 5);
-  // No GPU: refused; a single device or the CPU: the options themselves.
+  // No GPU: refused; a single device or the CPU with one slot: the options themselves.
   EXPECT_EQ(server::PerDeviceAgents(o, 0, 16).status().code(), absl::StatusCode::kUnavailable);
   for (const char* one : {"cuda:1", "cuda", "llvm"}) {
     o.target = one;
@@ -191,6 +194,49 @@ TEST(PerDeviceAgents, CudaAllMakesOneAgentPerGpu) {
     EXPECT_EQ((*same)[0].target, one);
     EXPECT_EQ((*same)[0].name, "rack4");
   }
+}
+
+// Slots: S workers per GPU, each a process of its own with a distinct name (NAME/cuda:I/S)
+// and the GPU's whole share of the cores (its slots take turns compiling); by default
+// kDefaultGpuSlots on a cuda target and one on the CPU, where several are refused.
+TEST(PerDeviceAgents, SlotsMakeSeveralWorkersPerGpu) {
+  server::WorkerAgentOptions o;
+  o.target = "cuda:all";
+  o.name = "rack4";
+  o.slots = 3;
+  absl::StatusOr<std::vector<server::WorkerAgentOptions>> agents = server::PerDeviceAgents(o, 2, 16);
+  ASSERT_TRUE(agents.ok()) << agents.status();
+  ASSERT_EQ(agents->size(), 6u);
+  std::set<std::string> names;
+  std::map<std::string, int> per_gpu;
+  for (const server::WorkerAgentOptions& a : *agents) {
+    EXPECT_TRUE(names.insert(a.name).second) << a.name;
+    EXPECT_TRUE(a.name.starts_with("rack4/" + a.target + "/")) << a.name;
+    EXPECT_EQ(a.build_threads, 8) << a.name;
+    EXPECT_EQ(a.slots, 1) << "a slot's process must not fan out again";
+    ++per_gpu[a.target];
+  }
+  EXPECT_EQ(per_gpu, (std::map<std::string, int>{{"cuda:0", 3}, {"cuda:1", 3}}));
+  // One GPU named by its ordinal, default slots.
+  o.target = "cuda:1";
+  o.slots = 0;
+  agents = server::PerDeviceAgents(o, 1, 16);
+  ASSERT_TRUE(agents.ok()) << agents.status();
+  ASSERT_EQ(agents->size(), static_cast<size_t>(server::kDefaultGpuSlots));
+  EXPECT_GT(server::kDefaultGpuSlots, 1);
+  EXPECT_EQ((*agents)[0].name, "rack4/cuda:1/1");
+  EXPECT_EQ((*agents)[1].name, "rack4/cuda:1/2");
+  EXPECT_EQ((*agents)[1].build_threads, 16);
+  // The CPU: one worker by default; several slots would time kernels on the cores compiling.
+  o.target = "llvm";
+  agents = server::PerDeviceAgents(o, 1, 16);
+  ASSERT_TRUE(agents.ok()) << agents.status();
+  EXPECT_EQ(agents->size(), 1u);
+  o.slots = 2;
+  agents = server::PerDeviceAgents(o, 1, 16);
+  ASSERT_FALSE(agents.ok());
+  EXPECT_EQ(agents.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(agents.status().message().find("needs a cuda target"), std::string::npos) << agents.status();
 }
 
 // Without a GPU (no driver or no device), `tune worker --target cuda:all` says so in one line
