@@ -711,7 +711,10 @@ absl::Status Tuner::Commit(TaskRun& t, const std::vector<search::Config>& config
                            const measure::MeasureProtocol& protocol) {
   if (results.size() != configs.size()) return absl::CancelledError("a batch could not be measured (shutting down)");
   const search::ConfigSpace& space = t.task->space();
+  // The batch's protocol serialised once, not once per result.
+  const std::string protocol_json = protocol.ToJson();
   std::vector<dataset::Record> records;
+  records.reserve(configs.size());
   for (size_t i = 0; i < configs.size(); ++i) {
     dataset::Record r;
     r.task_id = t.outcome.task_id;
@@ -720,7 +723,7 @@ absl::Status Tuner::Commit(TaskRun& t, const std::vector<search::Config>& config
     r.config_json = space.ToJson(configs[i]);
     r.config_index = space.ToIndex(configs[i]);
     r.strategy = strategy;
-    r.protocol_json = protocol.ToJson();
+    r.protocol_json = protocol_json;
     r.result = results[i];
     records.push_back(std::move(r));
   }
