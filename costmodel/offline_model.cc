@@ -10,6 +10,7 @@
 #include <mutex>
 
 #include "absl/strings/str_join.h"
+#include "costmodel/ensemble_model.h"
 #include "costmodel/features.h"
 #include "costmodel/ranking_metrics.h"
 
@@ -90,10 +91,11 @@ absl::StatusOr<std::unique_ptr<OfflineModel>> MakeTorchModel(const std::string& 
 
 }  // namespace
 
-std::vector<std::string> OfflineModelKinds() { return {"xgb", "lstm", "gnn"}; }
+std::vector<std::string> OfflineModelKinds() { return {"xgb", "lstm", "gnn", "ensemble"}; }
 
 absl::StatusOr<std::unique_ptr<OfflineModel>> CreateOfflineModel(const std::string& kind) {
   if (kind == "xgb") return MakeXgbOfflineModel();
+  if (kind == "ensemble") return std::unique_ptr<OfflineModel>(std::make_unique<EnsembleModel>());
 #ifdef TUNE_WITH_TORCH
   if (kind == "lstm" || kind == "gnn") return MakeTorchModel(kind);
 #else

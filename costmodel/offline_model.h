@@ -51,6 +51,7 @@ struct TrainProgress {
   double best_valid_score = 0;    // the best so far (the model kept is the best one)
   int best_epoch = 0;
   double elapsed_s = 0;
+  int member = 0, members = 0;    // ensemble: the member being trained (1-based) and how many; 0 otherwise
 };
 
 /// The settings of a training job. Zero means the model kind's default.
@@ -65,8 +66,25 @@ struct TrainOptions {
   /// differ weighs the same; xgb: rank:pairwise) or "lambdarank" (each pair weighted by how
   /// much swapping the two would change the task's NDCG under the current scores, with gain
   /// best latency / latency, so the pairs at the top of the ranking count most; xgb:
-  /// rank:ndcg). Empty means "pairwise".
+  /// rank:ndcg) or "regression" (xgb only: reg:squarederror on the per-task normalised
+  /// throughput, best latency / latency, failures 0: TenSet's label). Empty means "pairwise".
   std::string loss;
+  /// xgb: the share of rows (subsample) and of feature columns per tree (colsample_bytree)
+  /// each tree is grown on; 0 means 1 (no subsampling).
+  double subsample = 0;
+  double colsample = 0;
+  /// ensemble: xgb members trained with seeds seed, seed+1, ... (-1: 5 when the ensemble has
+  /// no member yet, else 0).
+  int members = -1;
+  /// ensemble: the losses of the trained members, taken in turn (member i: member_losses[i %
+  /// size]); empty: `loss` for every member.
+  std::vector<std::string> member_losses;
+  /// ensemble: each trained member early-stops on its own draw of the validation tasks from
+  /// train + valid (as many as `valid` holds), seeded by its seed, and trains on the rest;
+  /// false: every member trains on `train` and early-stops on `valid` (then only the losses
+  /// and subsampling make xgb members differ: XGBoost 1.7's rank:pairwise pair sampling does
+  /// not depend on the seed).
+  bool member_splits = true;
   /// Only for online fine-tuning: at most this many epochs over the task's own records.
   int fine_tune_epochs = 0;
   std::function<void(const TrainProgress&)> progress;
@@ -78,7 +96,7 @@ struct TrainOptions {
 class OfflineModel {
  public:
   virtual ~OfflineModel() = default;
-  /// "xgb", "lstm" or "gnn": the name CreateOfflineModel takes.
+  /// "xgb", "lstm", "gnn" or "ensemble": the name CreateOfflineModel takes.
   virtual std::string kind() const = 0;
   virtual InputNeeds needs() const = 0;
   virtual bool trained() const = 0;
@@ -101,7 +119,7 @@ class OfflineModel {
   virtual absl::Status LoadPayload(const std::string& payload) = 0;
 };
 
-/// The kinds CreateOfflineModel knows: "xgb", "lstm", "gnn".
+/// The kinds CreateOfflineModel knows: "xgb", "lstm", "gnn", "ensemble" (costmodel/ensemble_model.h).
 std::vector<std::string> OfflineModelKinds();
 /// A fresh, untrained model of `kind`; InvalidArgument naming the kinds otherwise.
 absl::StatusOr<std::unique_ptr<OfflineModel>> CreateOfflineModel(const std::string& kind);

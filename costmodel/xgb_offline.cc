@@ -1,4 +1,4 @@
-// The offline XGBoost cost model: rank:pairwise (or rank:ndcg for the lambdarank loss) on AST features, one group per task, early-stopped on validation.
+// The offline XGBoost cost model: rank:pairwise (or rank:ndcg for the lambdarank loss, reg:squarederror for regression) on AST features, one group per task, early-stopped on validation.
 #include <xgboost/c_api.h>
 
 #include <algorithm>
@@ -238,9 +238,13 @@ class XgbOfflineModel final : public OfflineModel {
     TUNE_XGBO_RETURN_IF_ERROR(XGBoosterCreate(cache, 1, &raw), "creating a booster");
     BoosterPtr booster(raw);
     const bool ndcg = options.loss == "lambdarank";
-    const std::string objective = ndcg ? "rank:ndcg" : "rank:pairwise";
+    const std::string objective = ndcg ? "rank:ndcg" : options.loss == "regression" ? "reg:squarederror" : "rank:pairwise";
     const double min_child_weight = ndcg ? 0.0 : kMinChildWeight;
+    const double subsample = options.subsample > 0 ? std::min(options.subsample, 1.0) : 1.0;
+    const double colsample = options.colsample > 0 ? std::min(options.colsample, 1.0) : 1.0;
     const std::pair<const char*, std::string> params[] = {
+        {"subsample", absl::StrCat(subsample)},
+        {"colsample_bytree", absl::StrCat(colsample)},
         {"verbosity", "0"},
         {"objective", objective},
         {"eval_metric", "ndcg"},
@@ -305,7 +309,9 @@ class XgbOfflineModel final : public OfflineModel {
                      {"eta", eta},
                      {"max_depth", kMaxDepth},
                      {"min_child_weight", min_child_weight},
-                     {"num_pairsample", kPairsPerConfig}};
+                     {"num_pairsample", kPairsPerConfig},
+                     {"subsample", subsample},
+                     {"colsample_bytree", colsample}};
     rounds_ = best_rounds;
     valid_score_ = best_score;
     threads_ = std::max(options.threads, 1);
