@@ -20,6 +20,7 @@
 #include "base/exit_code.h"
 #include "base/table.h"
 #include "costmodel/artifact.h"
+#include "costmodel/ensemble_model.h"
 #include "costmodel/features.h"
 #include "costmodel/offline_model.h"
 #include "costmodel/ranking_metrics.h"
@@ -115,6 +116,55 @@ std::string Fixed(const std::optional<double>& v) {
   std::snprintf(buf, sizeof(buf), "%.3f", *v);
   return buf;
 }
+
+/// The ensemble's members normalised per Score call instead of by their fitted scales: a
+/// z-score or the rank (ties share their mean rank) among the call's inputs, averaged. Only for
+/// comparing normalisations on the held-out tasks, where each call holds one task's configs;
+/// the search compares scores across calls, where this is unsound (costmodel/ensemble_model.h).
+class PerCallNormalisedEnsemble final : public costmodel::OfflineModel {
+ public:
+  PerCallNormalisedEnsemble(const costmodel::EnsembleModel& ensemble, bool rank) : e_(ensemble), rank_(rank) {}
+  std::string kind() const override { return "ensemble"; }
+  costmodel::InputNeeds needs() const override { return e_.needs(); }
+  bool trained() const override { return e_.trained(); }
+  absl::Status Train(const std::vector<costmodel::TrainGroup>&, const std::vector<costmodel::TrainGroup>&,
+                     const costmodel::TrainOptions&) override {
+    return absl::UnimplementedError("evaluation only");
+  }
+  std::vector<double> Score(const std::vector<const costmodel::ModelInput*>& inputs) const override {
+    std::vector<double> out(inputs.size(), 0.0);
+    for (std::vector<double> s : e_.MemberScores(inputs)) {
+      if (rank_) {
+        std::vector<size_t> order(s.size());
+        for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+        std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return s[a] < s[b]; });
+        std::vector<double> r(s.size());
+        for (size_t i = 0; i < order.size();) {
+          size_t j = i;
+          while (j + 1 < order.size() && s[order[j + 1]] == s[order[i]]) ++j;
+          for (size_t k = i; k <= j; ++k) r[order[k]] = (static_cast<double>(i) + static_cast<double>(j)) / 2;
+          i = j + 1;
+        }
+        s = std::move(r);
+      } else {
+        double mean = 0, var = 0;
+        for (double v : s) mean += v;
+        mean /= static_cast<double>(std::max<size_t>(s.size(), 1));
+        for (double v : s) var += (v - mean) * (v - mean);
+        const double sd = s.size() > 1 ? std::sqrt(var / static_cast<double>(s.size())) : 0;
+        for (double& v : s) v = sd > 1e-12 ? (v - mean) / sd : 0;
+      }
+      for (size_t i = 0; i < out.size(); ++i) out[i] += s[i];
+    }
+    return out;
+  }
+  absl::StatusOr<std::string> SavePayload() const override { return absl::UnimplementedError("evaluation only"); }
+  absl::Status LoadPayload(const std::string&) override { return absl::UnimplementedError("evaluation only"); }
+
+ private:
+  const costmodel::EnsembleModel& e_;
+  bool rank_;
+};
 
 nlohmann::json RowJson(const MetricRow& r) {
   auto value = [](const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
@@ -264,24 +314,87 @@ int Evaluate(const std::vector<std::string>& paths, TrainingDataOptions data_opt
   return 0;
 }
 
+/// The ensemble's report: each member alone, the mean over members, and the ensemble with its
+/// fitted scales and with per-call normalisations; as table rows (model, top-1, top-5,
+/// pairwise, kendall) and as JSON.
+nlohmann::json EnsembleReport(const costmodel::EnsembleModel& e, const TrainingData& data,
+                              const std::vector<MetricRow>& ensemble_rows, std::vector<std::vector<std::string>>* table_out) {
+  std::vector<std::vector<std::string>>& table = *table_out;
+  nlohmann::json members = nlohmann::json::array();
+  double sum[4] = {0, 0, 0, 0};
+  int n[4] = {0, 0, 0, 0};
+  auto cells = [](const std::string& name, const MetricRow& r) {
+    return std::vector<std::string>{name, Fixed(r.top1), Fixed(r.top5), Fixed(r.pairwise), Fixed(r.kendall)};
+  };
+  for (size_t i = 0; i < e.member_count(); ++i) {
+    const costmodel::EnsembleMemberInfo& info = e.member_info(i);
+    const MetricRow overall = HeldOutRows(e.member(i), data).back();
+    const std::string name = absl::StrCat("member ", i + 1, ": ", info.kind, " ", info.loss, " seed ", info.seed);
+    table.push_back(cells(name, overall));
+    nlohmann::json j = RowJson(overall);
+    j["kind"] = info.kind;
+    j["loss"] = info.loss;
+    j["seed"] = info.seed;
+    j["source"] = info.source;
+    j["scale"] = info.scale;
+    members.push_back(std::move(j));
+    const std::optional<double> v[4] = {overall.top1, overall.top5, overall.pairwise, overall.kendall};
+    for (int k = 0; k < 4; ++k) {
+      if (v[k]) sum[k] += *v[k], ++n[k];
+    }
+  }
+  MetricRow mean;
+  std::optional<double>* fields[4] = {&mean.top1, &mean.top5, &mean.pairwise, &mean.kendall};
+  for (int k = 0; k < 4; ++k) {
+    if (n[k] > 0) *fields[k] = sum[k] / n[k];
+  }
+  table.push_back(cells("members' mean", mean));
+  table.push_back(cells("ensemble (fitted scales)", ensemble_rows.back()));
+  const MetricRow z = HeldOutRows(PerCallNormalisedEnsemble(e, /*rank=*/false), data).back();
+  const MetricRow r = HeldOutRows(PerCallNormalisedEnsemble(e, /*rank=*/true), data).back();
+  table.push_back(cells("ensemble (z-score per task)", z));
+  table.push_back(cells("ensemble (rank per task)", r));
+  return {{"members", members}, {"members_mean", RowJson(mean)}, {"per_task_z", RowJson(z)}, {"per_task_rank", RowJson(r)}};
+}
+
 }  // namespace
 
 int TrainCommand(int argc, char** argv) {
-  CLI::App app{"tune train: train an offline cost model (xgb, lstm, gnn) on a dataset's records, holding out whole "
+  CLI::App app{"tune train: train an offline cost model (xgb, lstm, gnn, or an ensemble of them) on a dataset's records, holding out whole "
                "networks, and write it as a .tcm artifact with its held-out metrics (TenSet's top-1/top-5 scores, "
                "pairwise accuracy, Kendall tau); with --eval, the held-out metrics of trained models side by side.\n"
                "usage: tune train --model xgb|lstm|gnn (--db DB | --data FILE) --holdout LIST --out MODEL.tcm "
                "[options]\n"
+               "       tune train --model ensemble [--members K] [--member M.tcm ...] (--db DB | --data FILE) "
+               "--holdout LIST --out MODEL.tcm [options]\n"
                "       tune train --eval A.tcm [B.tcm ...] (--db DB | --data FILE) --holdout LIST [--markdown]",
                kWho};
   std::string model_kind, out_path;
-  std::vector<std::string> eval_paths;
+  std::vector<std::string> eval_paths, member_paths;
   TrainingDataOptions d;
   costmodel::TrainOptions t;
   bool markdown = false;
   d.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   t.threads = d.threads;
-  app.add_option("--model", model_kind, "model kind: xgb, lstm or gnn");
+  app.add_option("--model", model_kind, "model kind: xgb, lstm, gnn or ensemble");
+  CLI::Option* members_opt =
+      app.add_option("--members", t.members,
+                     "ensemble: xgb members to train, with seeds SEED..SEED+K-1 (default 5; 0 with --member)")
+          ->check(CLI::Range(0, 1000));
+  app.add_option("--member", member_paths, "ensemble: a trained .tcm model to include as a member (repeatable)");
+  app.add_option("--member-loss", t.member_losses,
+                 "ensemble: the trained members' losses, taken in turn (comma-separated; default --loss)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"pairwise", "lambdarank", "regression"}));
+  CLI::Option* splits_opt = app.add_flag(
+      "--member-splits,!--no-member-splits", t.member_splits,
+      "ensemble: each trained member early-stops on its own draw of validation tasks from the training networks' "
+      "tasks and trains on the rest (the default); --no-member-splits: all on the same validation tasks, so that "
+      "only --member-loss, --subsample and --colsample make them differ (XGBoost 1.7's pair sampling ignores the seed)");
+  app.add_option("--subsample", t.subsample, "xgb: share of rows each tree is grown on (default 1)")
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--colsample", t.colsample, "xgb: share of feature columns each tree is grown on (default 1)")
+      ->check(CLI::Range(0.0, 1.0));
   app.add_option("--eval", eval_paths, "evaluate these .tcm models on the held-out networks instead of training")
       ->expected(1, -1);
   app.add_option("--db", d.db_path, "record database with the dataset (opened read-only)");
@@ -305,8 +418,9 @@ int TrainCommand(int argc, char** argv) {
   app.add_option("--lr", t.learning_rate, "learning rate; 0: the model's default")->check(CLI::Range(0.0, 10.0));
   app.add_option("--loss", t.loss,
                  "ranking loss: pairwise (RankNet / rank:pairwise) or lambdarank (pairs weighted by their "
-                 "|delta NDCG|; xgb: rank:ndcg)")
-      ->check(CLI::IsMember({"pairwise", "lambdarank"}));
+                 "|delta NDCG|; xgb: rank:ndcg); xgb and ensemble also regression (reg:squarederror on the "
+                 "per-task normalised throughput)")
+      ->check(CLI::IsMember({"pairwise", "lambdarank", "regression"}));
   app.add_option("--hidden", t.hidden, "hidden width (lstm, gnn); 0: the model's default")->check(CLI::Range(0, 65536));
   app.add_option("--threads", t.threads, "threads for featurizing and training (default: all cores)")
       ->check(CLI::Range(1, 256));
@@ -333,7 +447,15 @@ int TrainCommand(int argc, char** argv) {
     return Evaluate(eval_paths, d, markdown);
   }
   if (markdown) return base::Fail("tune", base::kExitUsage, "--markdown is for --eval");
-  if (model_kind.empty()) return base::Fail("tune", base::kExitUsage, "--model is required (xgb, lstm or gnn)");
+  if (model_kind.empty()) return base::Fail("tune", base::kExitUsage, "--model is required (xgb, lstm, gnn or ensemble)");
+  const bool ensemble = model_kind == "ensemble";
+  if (!ensemble && (!member_paths.empty() || members_opt->count() > 0 || !t.member_losses.empty() || splits_opt->count() > 0)) {
+    return base::Fail("tune", base::kExitUsage, "--members, --member, --member-loss and --member-splits are for --model ensemble");
+  }
+  if (t.loss == "regression" && model_kind != "xgb" && !ensemble) {
+    return base::Fail("tune", base::kExitUsage, "--loss regression is for xgb models (and ensembles of them)");
+  }
+  if (members_opt->count() == 0) t.members = member_paths.empty() ? 5 : 0;
   if (out_path.empty()) return base::Fail("tune", base::kExitUsage, "--out MODEL.tcm is required");
   {
     std::error_code ec;
@@ -351,6 +473,28 @@ int TrainCommand(int argc, char** argv) {
   if (model == nullptr) {
     return base::Fail("tune", base::kExitUsage, "the " + model_kind + " cost model is not available in this build yet");
   }
+  // Members given as files: read (and refused with one line) before any data is loaded.
+  std::vector<std::string> member_families;
+  if (ensemble) {
+    auto* e = static_cast<costmodel::EnsembleModel*>(model.get());
+    for (const std::string& path : member_paths) {
+      auto a = costmodel::ReadArtifactFile(path);
+      if (!a.ok()) return base::Fail("tune", base::kExitUsage, std::string(a.status().message()));
+      costmodel::EnsembleMemberInfo info;
+      info.source = path;
+      info.feature_version = a->info.feature_version;
+      info.graph_feature_version = a->info.graph_feature_version;
+      const auto opts = nlohmann::json::parse(a->info.options_json, nullptr, false);
+      if (opts.is_object()) {
+        info.seed = opts.value("seed", uint64_t{0});
+        info.loss = opts.value("loss", std::string("pairwise"));
+      }
+      if (absl::Status st = e->AddMember(std::move(a->model), info); !st.ok()) {
+        return base::Fail("tune", base::kExitUsage, path + ": " + std::string(st.message()));
+      }
+      member_families.push_back(a->info.target_family);
+    }
+  }
   d.needs = model->needs();
 
   const auto start = std::chrono::steady_clock::now();
@@ -361,13 +505,21 @@ int TrainCommand(int argc, char** argv) {
   std::fprintf(stderr, "tune: %s; loaded in %s\n", DataLine(*data).c_str(),
                FormatSeconds(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()).c_str());
   PrintSkipReasons(*data);
+  for (size_t i = 0; i < member_families.size(); ++i) {
+    if (member_families[i] != data->target_family) {
+      return base::Fail("tune", base::kExitUsage,
+                        absl::StrCat(member_paths[i], " is a ", member_families[i], " model; the records are of ",
+                                     data->target_key));
+    }
+  }
 
   const auto train_start = std::chrono::steady_clock::now();
   t.progress = [&line](const costmodel::TrainProgress& p) {
     const double eta = p.epoch > 0 ? p.elapsed_s / p.epoch * (p.max_epochs - p.epoch) : 0;
     char buf[320];
+    const std::string member = p.members > 0 ? absl::StrCat("member ", p.member, "/", p.members, " ") : "";
     std::snprintf(buf, sizeof(buf),
-                  "[%d/%d] train loss %.4f  valid %.4f  best %.4f (%d)  elapsed %s  ETA <= %s", p.epoch,
+                  "%s[%d/%d] train loss %.4f  valid %.4f  best %.4f (%d)  elapsed %s  ETA <= %s", member.c_str(), p.epoch,
                   p.max_epochs, p.train_loss, p.valid_score, p.best_valid_score, p.best_epoch,
                   FormatSeconds(p.elapsed_s).c_str(), FormatSeconds(eta).c_str());
     line.Show(buf, /*end=*/true);
@@ -387,6 +539,11 @@ int TrainCommand(int argc, char** argv) {
   nlohmann::json per_network = nlohmann::json::object();
   for (size_t i = 0; i + 1 < rows.size(); ++i) per_network[rows[i].name] = RowJson(rows[i]);
   metrics["test"] = {{"networks", per_network}, {"overall", RowJson(rows.back())}};
+  std::vector<std::vector<std::string>> ensemble_table;
+  if (ensemble) {
+    metrics["ensemble"] =
+        EnsembleReport(*static_cast<costmodel::EnsembleModel*>(model.get()), *data, rows, &ensemble_table);
+  }
   metrics["train_seconds"] = train_s;
   metrics["total_seconds"] = total_s;
   metrics["peak_rss_mib"] = rss;
@@ -396,6 +553,14 @@ int TrainCommand(int argc, char** argv) {
                             {"loss", t.loss.empty() ? "pairwise" : t.loss},
                             {"threads", t.threads},       {"max_per_task", d.max_per_task},
                             {"valid_share", d.valid_share}, {"command", JoinArgs(argc, argv)}};
+  if (t.subsample > 0) options["subsample"] = t.subsample;
+  if (t.colsample > 0) options["colsample"] = t.colsample;
+  if (ensemble) {
+    options["members"] = t.members;
+    options["member_files"] = member_paths;
+    options["member_losses"] = t.member_losses;
+    options["member_splits"] = t.member_splits;
+  }
   costmodel::ArtifactInfo info;
   info.kind = model->kind();
   info.feature_version = costmodel::kFeatureVersion;
@@ -410,6 +575,10 @@ int TrainCommand(int argc, char** argv) {
   std::printf("held-out metrics of the %s model (validation objective %.3f, pairwise %.3f, top-1 %.3f):\n",
               model->kind().c_str(), costmodel::ValidationObjective(valid), valid.pairwise, valid.top1);
   PrintMetricTable({model->kind()}, {rows}, /*markdown=*/false);
+  if (ensemble) {
+    std::printf("held-out overall of each member and of the ensemble normalised otherwise:\n");
+    base::PrintTable({"model", "top-1", "top-5", "pairwise", "kendall"}, ensemble_table);
+  }
   std::printf("training %s (load + train + evaluate %s), peak RSS %.0f MiB\n", FormatSeconds(train_s).c_str(),
               FormatSeconds(total_s).c_str(), rss);
   std::printf("model written to %s\n", out_path.c_str());
