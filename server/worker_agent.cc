@@ -7,7 +7,6 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <deque>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -24,6 +23,7 @@
 #include "measure/task_factory.h"
 #include "server/grpc_status.h"
 #include "server/proto_convert.h"
+#include "server/task_cache.h"
 #include "server/wire_names.h"
 #include "tune/v1/tune.grpc.pb.h"
 
@@ -95,43 +95,18 @@ std::string HostName() {
 }
 
 
-/// What a worker keeps between batches: its task factory (local builder and runner), and the
-/// tasks it measured last (a daemon job keeps batches of several tasks in flight, so a
-/// worker's batches alternate between a few tasks; each task's random inputs, and its host
-/// reference, are drawn once while it stays among the last kTasks).
+/// What a worker keeps between batches: its tasks (TaskCache: each task's random inputs, and
+/// its reference, drawn once while it is kept) and the current batch's task.
 struct BatchCache {
-  static constexpr size_t kTasks = 4;
-  struct Kept {
-    std::string workload_key;
-    uint64_t data_seed = 0;
-    std::unique_ptr<measure::Task> task;
-  };
-  std::unique_ptr<measure::TaskFactory> factory;
-  std::deque<Kept> kept;            // most recently used first
-  measure::Task* task = nullptr;    // the current batch's (one of kept), null after an error
+  std::unique_ptr<TaskCache> tasks;
+  measure::Task* task = nullptr;  // the current batch's (one of tasks), null after an error
 
   /// Makes the task of `batch` current; the template's error otherwise.
   absl::Status Prepare(const v1::Batch& batch) {
     task = nullptr;
-    for (auto it = kept.begin(); it != kept.end(); ++it) {
-      if (it->workload_key != batch.workload_key() || it->data_seed != batch.data_seed()) continue;
-      Kept hit = std::move(*it);
-      kept.erase(it);
-      kept.push_front(std::move(hit));
-      task = kept.front().task.get();
-      return absl::OkStatus();
-    }
-    auto workload = codegen::Workload::FromKey(batch.workload_key());
-    if (!workload.ok()) return workload.status();
-    // A daemon may send a workload too big for this host (its check used its own memory, or
-    // none): refused here, before its buffers are drawn.
-    if (absl::Status fits = measure::CheckBuffersFit({*workload}, factory->target()); !fits.ok()) return fits;
-    // The least recently used task goes first, so no more than kTasks tasks' buffers are held.
-    if (kept.size() >= kTasks) kept.pop_back();
-    auto made = factory->Make({*workload, batch.data_seed()});
-    if (!made.ok()) return made.status();
-    kept.push_front({batch.workload_key(), batch.data_seed(), std::move(*made)});
-    task = kept.front().task.get();
+    absl::StatusOr<measure::Task*> got = tasks->Get(batch.workload_key(), batch.data_seed());
+    if (!got.ok()) return got.status();
+    task = *got;
     return absl::OkStatus();
   }
 };
@@ -222,7 +197,7 @@ absl::Status RunWorkerAgent(const WorkerAgentOptions& o, const std::function<boo
       o.build_threads > 0 ? o.build_threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   auto factory = measure::TaskFactory::Create(*target, std::move(factory_options));
   if (!factory.ok()) return factory.status();
-  cache->factory = std::move(*factory);
+  cache->tasks = std::make_unique<TaskCache>(std::move(*factory));
   StopClock stop(should_stop, o.stop_grace_s);
   uint64_t left_id = 0;  // the worker id to say goodbye with
 
