@@ -285,7 +285,9 @@ std::vector<MeasureResult> CudaRunner::Run(const TaskData& task, const std::vect
   const double timeout_s = options_.protocol.timeout_s;
   while (!pending.empty()) {
     auto it = references_.find(key);
-    const std::vector<float>* known = it == references_.end() ? nullptr : &it->second;
+    const std::vector<float>* known = !task.device_reference.empty() ? &task.device_reference
+                                      : it == references_.end()      ? nullptr
+                                                                     : &it->second;
     const std::vector<size_t> order(pending.begin(), pending.end());
     Clock::time_point build_start = Clock::now();
     absl::StatusOr<std::unique_ptr<ChildProcess>> worker = ChildProcess::Start(
@@ -313,6 +315,7 @@ std::vector<MeasureResult> CudaRunner::Run(const TaskData& task, const std::vect
       if (reader.Get(&kind) && kind == kFatal && reader.GetString(&fatal_message) && reader.Done()) {
         fatal = true;
       } else if (kind == kReference && reader.GetFloats(&reference) && reader.Done()) {
+        task.device_reference = reference;
         references_[key] = std::move(reference);
       } else if (kind == kStarted && reader.Get(&index) && reader.Done() && index == pending.front()) {
         deadline = Clock::now() + Seconds(timeout_s);

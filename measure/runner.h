@@ -19,6 +19,11 @@ struct TaskData {
   codegen::Workload workload;
   std::vector<std::vector<float>> inputs;  // Workload::Inputs() order
   std::vector<float> reference;            // Workload::Output(); empty without_reference
+  /// The reference a runner computed on its device (CudaRunner: the naive kernel, compiled
+  /// with NVRTC), kept with the task so its later batches, each measured by a runner of its
+  /// own, do not compute it again; empty until then. Written through the runner's const view
+  /// (one loop measures a task at a time).
+  mutable std::vector<float> device_reference;
 
   /// `with_reference` false leaves `reference` empty: for runners that compute their own
   /// (CudaRunner, on the GPU) where the naive CPU loop would take minutes.

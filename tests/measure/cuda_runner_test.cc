@@ -165,6 +165,28 @@ TEST_F(GpuRunnerTest, RandomGemmConfigsMatchTheReference) {
   EXPECT_GE(measured, 100);
 }
 
+// The on-device reference is kept with the task's data: a later batch, measured by a runner
+// of its own, checks against it instead of computing it again -- a kept reference made wrong
+// fails that batch's check, and a right one passes it.
+TEST_F(GpuRunnerTest, TheDeviceReferenceIsKeptWithTheTask) {
+  const codegen::Workload w = Matmul("96,80,72");
+  auto tmpl = codegen::CreateTemplate(w, codegen::Backend::kCuda);
+  ASSERT_TRUE(tmpl.ok()) << tmpl.status();
+  CudaBuilder builder(target_.cpu, 2);
+  const std::vector<BuildResult> builds = builder.BuildAll(**tmpl, {(*tmpl)->DefaultConfig()});
+  TaskData data = TaskData::Create(w, 5, false);
+  ASSERT_TRUE(data.device_reference.empty());
+  std::vector<MeasureResult> first = CudaRunner({Quick(), target_.device}).Run(data, builds);
+  ASSERT_EQ(first.size(), 1u);
+  ASSERT_EQ(first[0].status, MeasureStatus::kOk) << first[0].message;
+  ASSERT_EQ(data.device_reference.size(), static_cast<size_t>(w.Output().NumElements()));
+  std::vector<MeasureResult> again = CudaRunner({Quick(), target_.device}).Run(data, builds);
+  EXPECT_EQ(again[0].status, MeasureStatus::kOk) << again[0].message;
+  for (float& v : data.device_reference) v = -v + 1.0f;
+  std::vector<MeasureResult> wrong = CudaRunner({Quick(), target_.device}).Run(data, builds);
+  EXPECT_EQ(wrong[0].status, MeasureStatus::kWrongResult) << "the kept reference was not used";
+}
+
 // >= 30 random valid configs of the conv2d template's direct variant -- a strided resnet-18
 // layer with bias + relu, batch 2, a 1x1 downsampling layer (no padding), the 7x7 stem, the
 // last 7x7 stage and a dilated conv, 6 each -- all match the on-device reference and time
