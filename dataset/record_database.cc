@@ -217,6 +217,20 @@ absl::StatusOr<std::unique_ptr<RecordDatabase>> RecordDatabase::OpenReadOnly(con
 
 const std::string& RecordDatabase::path() const { return impl_->path; }
 
+absl::Status RecordDatabase::SetCacheKiB(int64_t kib) {
+  // A negative cache_size is in KiB, a positive one in pages.
+  return Exec(impl_->db, absl::StrCat("PRAGMA cache_size = ", -std::max<int64_t>(kib, 1)));
+}
+
+absl::StatusOr<int64_t> RecordDatabase::CacheKiB() const {
+  absl::StatusOr<int64_t> size = QueryInt(impl_->db, "PRAGMA cache_size");
+  if (!size.ok()) return size.status();
+  if (*size < 0) return -*size;
+  absl::StatusOr<int64_t> page = QueryInt(impl_->db, "PRAGMA page_size");
+  if (!page.ok()) return page.status();
+  return *size * *page / 1024;
+}
+
 absl::StatusOr<int64_t> RecordDatabase::UpsertTask(const TaskInfo& task) {
   absl::StatusOr<Statement> insert = PrepareBound(
       impl_->db,

@@ -115,6 +115,13 @@ class RecordDatabase {
   static absl::StatusOr<std::unique_ptr<RecordDatabase>> OpenReadOnly(const std::string& path);
   /// The path it was opened with.
   const std::string& path() const;
+  /// Bounds this connection's page cache to `kib` KiB (SQLite's default is 2000 KiB per
+  /// connection). A process that opens a connection per short-lived job churns each one's cache
+  /// through the allocator, which keeps what it churned; small caches keep such a process's
+  /// memory flat. Errors: SQL.
+  absl::Status SetCacheKiB(int64_t kib);
+  /// This connection's page cache bound, KiB.
+  absl::StatusOr<int64_t> CacheKiB() const;
 
   /// Inserts the task or target if absent (keyed by workload_key + template_version, or
   /// key) and returns its id.

@@ -480,5 +480,26 @@ TEST_F(RecordDatabaseTest, StatusCounts) {
   EXPECT_TRUE(db->StatusCounts(t1, target + 1)->empty());
 }
 
+// A connection's page cache bound is its own: set on one connection, the file's other
+// connections keep SQLite's default.
+TEST_F(RecordDatabaseTest, CacheBoundIsPerConnection) {
+  auto a = MustOpen(DbPath());
+  auto b = MustOpen(DbPath());
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  absl::StatusOr<int64_t> before = b->CacheKiB();
+  ASSERT_TRUE(before.ok()) << before.status();
+  std::mt19937 rng(std::random_device{}());
+  const int64_t kib = 16 + static_cast<int64_t>(rng() % 1000);
+  ASSERT_NE(kib, *before);
+  ASSERT_TRUE(a->SetCacheKiB(kib).ok());
+  absl::StatusOr<int64_t> set = a->CacheKiB();
+  ASSERT_TRUE(set.ok()) << set.status();
+  EXPECT_EQ(*set, kib);
+  absl::StatusOr<int64_t> other = b->CacheKiB();
+  ASSERT_TRUE(other.ok()) << other.status();
+  EXPECT_EQ(*other, *before);
+}
+
 }  // namespace
 }  // namespace tune::dataset
