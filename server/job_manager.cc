@@ -1,6 +1,7 @@
 // JobManager: jobs in memory and in the jobs table, each tuned by tuner::Tuner on its own thread.
 #include "server/job_manager.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -27,8 +28,10 @@
 namespace tune::server {
 namespace {
 
-// Page cache of each job's database connection, KiB.
+// Page cache of a job's database connection, KiB: a quarter of its trials, within these
+// bounds (SQLite's default is 2000).
 constexpr int64_t kJobCacheKiB = 256;
+constexpr int64_t kJobCacheKiBMax = 2000;
 
 // Rows of the jobs table read at once by List.
 constexpr int64_t kListPage = 256;
@@ -391,11 +394,6 @@ void JobManager::Run(Job* job) {
   }
   auto db = dataset::RecordDatabase::Open(db_path_);
   if (!db.ok()) return (void)SetState(job, v1::JOB_FAILED, std::string(db.status().message()));
-  // The job's connection lives as long as the job. With SQLite's default cache (2000 KiB),
-  // every short job churned a full cache through the allocator's arenas, which kept it: the
-  // daemon's RSS grew by KiBs per job.
-  if (absl::Status s = (*db)->SetCacheKiB(kJobCacheKiB); !s.ok())
-    spdlog::warn("job {}: cannot bound its page cache: {}", job->id, std::string(s.message()));
   absl::StatusOr<tuner::TuneOptions> options = TuneOptionsOf(job->request);
   if (!options.ok()) return (void)SetState(job, v1::JOB_FAILED, std::string(options.status().message()));
   // A job resumed from the database was never checked by Submit (the file may be foreign).
@@ -417,6 +415,13 @@ void JobManager::Run(Job* job) {
                                            : o.trials_per_task * static_cast<uint32_t>(job->tasks.size());
     ++job->version;
   }
+  // The job's connection lives as long as the job. With SQLite's default cache (2000 KiB),
+  // every short job churned a full cache through the allocator's arenas, which kept it: the
+  // daemon's RSS grew by KiBs per job. A long job keeps the default (its commits use it).
+  const int64_t cache_kib =
+      std::clamp<int64_t>(static_cast<int64_t>(job->trials_total) / 4, kJobCacheKiB, kJobCacheKiBMax);
+  if (absl::Status s = (*db)->SetCacheKiB(cache_kib); !s.ok())
+    spdlog::warn("job {}: cannot bound its page cache: {}", job->id, std::string(s.message()));
   job->started = MonotonicSeconds();
   const std::string key = target->Key();
   // As many tasks in flight as live workers measure the target (asked before each batch, so
