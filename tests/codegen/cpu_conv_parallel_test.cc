@@ -20,6 +20,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "search/space.h"
+#include "tests/codegen/parallel_balance_check.h"
 #include "tests/common/cpu_kernel_check.h"
 
 namespace tune::test {
@@ -164,28 +165,8 @@ TEST(CpuConvParallelTest, ThreadCountBoundsTheParallelBlockCount) {
   cpu.threads = 3;
   const Conv2dTemplate three(w, cpu);
   const search::ConfigSpace& space = any.space();
-  ASSERT_EQ(space.Size(), two.space().Size());  // a constraint: the same knobs and options
-
-  std::mt19937_64 rng(std::random_device{}());
-  std::set<int64_t> seen_parallel;
-  int rejected_by_two = 0, kept_by_two = 0;
-  for (int i = 0; i < 3000; ++i) {
-    absl::StatusOr<search::Config> c = space.Sample(rng);
-    ASSERT_TRUE(c.ok()) << c.status();
-    const int64_t parallel = space.GetInt(*c, "parallel");
-    seen_parallel.insert(parallel);
-    const int64_t blocks = ParallelConvIterations(space, w, *c);
-    auto even = [&](int64_t t) { return blocks >= t && (blocks % t == 0 || blocks >= 8 * t); };
-    const std::string context = absl::StrCat(space.ToJson(*c), " blocks ", blocks);
-    EXPECT_TRUE(one.space().IsValid(*c)) << context;
-    EXPECT_TRUE(any.space().IsValid(*c)) << context;
-    EXPECT_EQ(two.space().IsValid(*c), parallel == 0 || even(2)) << context;
-    EXPECT_EQ(three.space().IsValid(*c), parallel == 0 || even(3)) << context;
-    if (parallel != 0) (two.space().IsValid(*c) ? kept_by_two : rejected_by_two)++;
-  }
-  EXPECT_EQ(seen_parallel, (std::set<int64_t>{0, 1, 2}));
-  EXPECT_GT(rejected_by_two, 0);
-  EXPECT_GT(kept_by_two, 0);
+  ExpectParallelBalance(space, one.space(), two.space(), three.space(),
+                        [&](const search::Config& c) { return ParallelConvIterations(space, w, c); });
   // One block of all 64 channels (or two of 48, the second with a tail, on 3 threads): the outer
   // loop leaves a thread idle; fused with the 56 rows it shares out.
   for (const char* oc : {"[1,4,16]", "[2,1,48]"}) {

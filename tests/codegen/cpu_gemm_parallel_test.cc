@@ -22,6 +22,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "search/space.h"
+#include "tests/codegen/parallel_balance_check.h"
 #include "tests/common/cpu_kernel_check.h"
 
 namespace tune::test {
@@ -184,30 +185,11 @@ TEST(CpuGemmParallelTest, ThreadCountBoundsTheParallelBlockCount) {
   cpu.threads = 3;
   const GemmTemplate three(w, cpu);
   const search::ConfigSpace& space = any.space();
-  ASSERT_EQ(space.Size(), two.space().Size());  // a constraint: the same knobs and options
-
-  std::mt19937_64 rng(std::random_device{}());
-  std::set<int64_t> seen_parallel;
-  int rejected_by_two = 0, kept_by_two = 0;
-  for (int i = 0; i < 3000; ++i) {
-    absl::StatusOr<search::Config> c = space.Sample(rng);
-    ASSERT_TRUE(c.ok()) << c.status();
-    const int64_t parallel = space.GetInt(*c, "parallel");
-    seen_parallel.insert(parallel);
-    const int64_t m0 = space.Get(*c, "tile_m")[0], n0 = space.Get(*c, "tile_n")[0];
-    const int64_t outer = space.GetInt(*c, "order") == 1 ? n0 : m0;
-    const int64_t blocks = parallel == 2 ? m0 * n0 : outer;
-    auto even = [&](int64_t t) { return blocks >= t && (blocks % t == 0 || blocks >= 8 * t); };
-    const std::string context = absl::StrCat(space.ToJson(*c), " blocks ", blocks);
-    EXPECT_TRUE(one.space().IsValid(*c)) << context;
-    EXPECT_TRUE(any.space().IsValid(*c)) << context;
-    EXPECT_EQ(two.space().IsValid(*c), parallel == 0 || even(2)) << context;
-    EXPECT_EQ(three.space().IsValid(*c), parallel == 0 || even(3)) << context;
-    if (parallel != 0) (two.space().IsValid(*c) ? kept_by_two : rejected_by_two)++;
-  }
-  EXPECT_EQ(seen_parallel, (std::set<int64_t>{0, 1, 2}));
-  EXPECT_GT(rejected_by_two, 0);
-  EXPECT_GT(kept_by_two, 0);
+  ExpectParallelBalance(space, one.space(), two.space(), three.space(), [&](const search::Config& c) {
+    const int64_t m0 = space.Get(c, "tile_m")[0], n0 = space.Get(c, "tile_n")[0];
+    const int64_t outer = space.GetInt(c, "order") == 1 ? n0 : m0;
+    return space.GetInt(c, "parallel") == 2 ? m0 * n0 : outer;
+  });
   // The 3-block split of the issue: 3 M blocks on 2 threads is out, 3 x 64 fused blocks are in.
   absl::StatusOr<search::Config> three_blocks = space.FromJson(
       R"({"tile_m":[3,64,6],"tile_n":[64,1,16],"tile_k":[16,64],"order":[0],"vectorize":[1],"unroll_m":[1],)"
