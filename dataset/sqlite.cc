@@ -31,7 +31,7 @@ absl::StatusOr<SqliteConnection> SqliteConnection::Open(const std::string& path,
     return s;
   }
   sqlite3_extended_result_codes(db, 1);
-  sqlite3_busy_timeout(db, 5000);
+  sqlite3_busy_timeout(db, kBusyTimeoutMs);
   return SqliteConnection(db);
 }
 

@@ -18,12 +18,19 @@ struct sqlite3_stmt;
 
 namespace tune::dataset {
 
+/// How long a statement waits for another connection's write lock before it fails with
+/// "database is locked", in ms. A daemon writes through a connection per job beside its own;
+/// on a host whose cores are all busy a writer can hold the lock for seconds (an hour's soak
+/// of 256 workers on two loaded cores failed a job at 5 s), and a job that fails on it loses
+/// its tuning.
+inline constexpr int kBusyTimeoutMs = 60000;
+
 /// An open SQLite connection (closed when destroyed). Move-only. Thread-compatible: one
 /// thread at a time, or external locking.
 class SqliteConnection {
  public:
   /// Opens `path` read-write (creating it when `create`; ":memory:" is a private in-memory
-  /// database) with extended result codes and a 5 s busy timeout. Unavailable when the file
+  /// database) with extended result codes and a busy timeout of kBusyTimeoutMs. Unavailable when the file
   /// cannot be opened.
   static absl::StatusOr<SqliteConnection> Open(const std::string& path, bool create);
 
