@@ -18,9 +18,12 @@
 #include "tests/common/temp_dir.h"
 #include "tests/common/test_seed.h"
 #include "tests/costmodel/analytic_gemm.h"
+#include "tests/costmodel/artifact_rewrite.h"
 
 namespace tune::costmodel {
 namespace {
+
+using ::tune::test::RewriteArtifact;
 
 using ::testing::HasSubstr;
 
@@ -52,28 +55,6 @@ std::unique_ptr<OfflineModel> ArtifactTestModel(std::vector<TrainGroup>* groups_
   EXPECT_TRUE(model->Train({groups[0], groups[1]}, {groups[2]}, o).ok());
   if (groups_out != nullptr) *groups_out = std::move(groups);
   return model;
-}
-
-uint64_t ArtifactTestFnv(const std::string& s, size_t n) {
-  uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < n; ++i) {
-    h ^= static_cast<unsigned char>(s[i]);
-    h *= 1099511628211ull;
-  }
-  return h;
-}
-
-// `bytes` with `from` replaced by `to` (same length) in the JSON header and the checksum redone,
-// so that only the header's meaning differs.
-std::string ArtifactTestRewrite(std::string bytes, const std::string& from, const std::string& to) {
-  EXPECT_EQ(from.size(), to.size());
-  const size_t at = bytes.find(from);
-  EXPECT_NE(at, std::string::npos) << from;
-  if (at == std::string::npos) return bytes;
-  bytes.replace(at, from.size(), to);
-  const uint64_t sum = ArtifactTestFnv(bytes, bytes.size() - 8);
-  for (int i = 0; i < 8; ++i) bytes[bytes.size() - 8 + i] = static_cast<char>((sum >> (8 * i)) & 0xff);
-  return bytes;
 }
 
 void ExpectOneLineRefusal(const absl::StatusOr<Artifact>& a, const std::string& why) {
@@ -156,13 +137,13 @@ TEST(ArtifactTest, OtherVersionsAreRefusedByName) {
   auto model = ArtifactTestModel();
   auto bytes = SerializeArtifact(ArtifactTestInfo(), *model);
   ASSERT_TRUE(bytes.ok());
-  ASSERT_TRUE(ParseArtifact(ArtifactTestRewrite(*bytes, "\"kind\":\"xgb\"", "\"kind\":\"xgb\"")).ok());
-  ExpectOneLineRefusal(ParseArtifact(ArtifactTestRewrite(*bytes, "\"artifact_version\":1", "\"artifact_version\":7")),
+  ASSERT_TRUE(ParseArtifact(RewriteArtifact(*bytes, "\"kind\":\"xgb\"", "\"kind\":\"xgb\"")).ok());
+  ExpectOneLineRefusal(ParseArtifact(RewriteArtifact(*bytes, "\"artifact_version\":1", "\"artifact_version\":7")),
                        "artifact version 7");
   const std::string fv = absl::StrCat("\"feature_version\":", kFeatureVersion);
-  ExpectOneLineRefusal(ParseArtifact(ArtifactTestRewrite(*bytes, fv, absl::StrCat("\"feature_version\":", (kFeatureVersion + 1) % 10))),
+  ExpectOneLineRefusal(ParseArtifact(RewriteArtifact(*bytes, fv, absl::StrCat("\"feature_version\":", (kFeatureVersion + 1) % 10))),
                        "feature version");
-  ExpectOneLineRefusal(ParseArtifact(ArtifactTestRewrite(*bytes, "\"kind\":\"xgb\"", "\"kind\":\"zzz\"")),
+  ExpectOneLineRefusal(ParseArtifact(RewriteArtifact(*bytes, "\"kind\":\"xgb\"", "\"kind\":\"zzz\"")),
                        "unknown cost model kind");
   // A header that says a feature version other than this build's, written by the serializer.
   ArtifactInfo older = ArtifactTestInfo();

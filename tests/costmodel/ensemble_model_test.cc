@@ -19,6 +19,7 @@
 #include "nlohmann/json.hpp"
 #include "tests/common/test_seed.h"
 #include "tests/costmodel/analytic_gemm.h"
+#include "tests/costmodel/artifact_rewrite.h"
 
 namespace tune::test {
 namespace {
@@ -143,28 +144,6 @@ std::string EnsTestArtifactBytes() {
   return bytes.ok() ? *bytes : "";
 }
 
-uint64_t EnsTestFnv(const std::string& s, size_t n) {
-  uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < n; ++i) {
-    h ^= static_cast<unsigned char>(s[i]);
-    h *= 1099511628211ull;
-  }
-  return h;
-}
-
-// `bytes` with `from` replaced by `to` (same length) and the artifact checksum redone, so that
-// only the member data's meaning differs and the container accepts it.
-std::string EnsTestRewrite(std::string bytes, const std::string& from, const std::string& to) {
-  EXPECT_EQ(from.size(), to.size());
-  const size_t at = bytes.find(from);
-  EXPECT_NE(at, std::string::npos) << from;
-  if (at == std::string::npos) return bytes;
-  bytes.replace(at, from.size(), to);
-  const uint64_t sum = EnsTestFnv(bytes, bytes.size() - 8);
-  for (int i = 0; i < 8; ++i) bytes[bytes.size() - 8 + i] = static_cast<char>((sum >> (8 * i)) & 0xff);
-  return bytes;
-}
-
 void EnsTestExpectOneLineRefusal(const absl::StatusOr<costmodel::Artifact>& a, const std::string& why) {
   ASSERT_FALSE(a.ok());
   EXPECT_EQ(a.status().code(), absl::StatusCode::kInvalidArgument);
@@ -281,14 +260,14 @@ TEST(EnsembleModelTest, CorruptOrWrongVersionMemberDataIsRefusedWithOneLine) {
   const size_t second = bytes.find("TUNEXGBO", first + 1);
   ASSERT_NE(second, std::string::npos);
   std::string broken = bytes.substr(0, second) + "TUNEXGBX" + bytes.substr(second + 8);
-  EnsTestExpectOneLineRefusal(costmodel::ParseArtifact(EnsTestRewrite(broken, "TUNEXGBX", "TUNEXGBX")),
+  EnsTestExpectOneLineRefusal(costmodel::ParseArtifact(RewriteArtifact(broken, "TUNEXGBX", "TUNEXGBX")),
                               "member 2 (xgb seed 8): not an xgb model payload: bad magic");
   // A member recorded as trained on other AST features.
   const std::string fv = absl::StrCat("\"feature_version\":", costmodel::kFeatureVersion, ",\"graph_feature_version\":",
                                       costmodel::kGraphFeatureVersion, ",\"kind\":\"xgb\"");
   std::string other = fv;
   other[std::string("\"feature_version\":").size()] = costmodel::kFeatureVersion == 9 ? '8' : '9';
-  EnsTestExpectOneLineRefusal(costmodel::ParseArtifact(EnsTestRewrite(bytes, fv, other)),
+  EnsTestExpectOneLineRefusal(costmodel::ParseArtifact(RewriteArtifact(bytes, fv, other)),
                               "member 1 (xgb seed 7): trained on feature version 9");
   // A scale that is no scale, in the payload's meta.
   auto payload = EnsTestTrainedEnsemble().model->SavePayload();
