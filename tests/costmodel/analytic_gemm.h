@@ -4,9 +4,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <random>
+#include <string>
 
 #include "codegen/ir/template.h"
+#include "codegen/templates.h"
+#include "costmodel/offline_model.h"
+#include "gtest/gtest.h"
 #include "search/space.h"
 
 namespace tune::costmodel::test {
@@ -60,6 +65,31 @@ inline double AnalyticGemmSeconds(const codegen::Template& t, const search::Conf
   const double u1 = (static_cast<double>(rng() >> 11) + 1) * 0x1.0p-53, u2 = static_cast<double>(rng() >> 11) * 0x1.0p-53;
   const double normal = std::sqrt(-2 * std::log(u1)) * std::cos(2 * M_PI * u2);
   return seconds * std::exp(noise * normal);
+}
+
+/// One matmul task of `shape` ("M,N,K") for training tests: `n` random valid configs of its
+/// template drawn with `rng`, featurized with their loop ASTs, latencies from
+/// AnalyticGemmSeconds; every `fail_every`-th config (0: none) "fails" (+inf), as a real
+/// dataset's timeouts would. Named by the workload's key.
+inline TrainGroup AnalyticGemmGroup(const std::string& shape, int n, std::mt19937_64& rng, int fail_every = 0) {
+  TrainGroup g;
+  auto w = codegen::Workload::Parse(codegen::OpKind::kMatmul, shape);
+  EXPECT_TRUE(w.ok()) << w.status();
+  if (!w.ok()) return g;
+  auto tmpl = codegen::CreateTemplate(*w);
+  EXPECT_TRUE(tmpl.ok()) << tmpl.status();
+  if (!tmpl.ok()) return g;
+  g.name = w->Key();
+  while (static_cast<int>(g.inputs.size()) < n) {
+    auto c = (*tmpl)->space().Sample(rng);
+    EXPECT_TRUE(c.ok());
+    auto in = MakeModelInput(**tmpl, *c, {.ast = true});
+    if (!in.ok()) continue;
+    g.inputs.push_back(*std::move(in));
+    const bool fails = fail_every > 0 && g.inputs.size() % fail_every == 0;
+    g.latencies_s.push_back(fails ? std::numeric_limits<double>::infinity() : AnalyticGemmSeconds(**tmpl, *c));
+  }
+  return g;
 }
 
 }  // namespace tune::costmodel::test

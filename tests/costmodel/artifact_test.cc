@@ -32,21 +32,7 @@ std::unique_ptr<OfflineModel> ArtifactTestModel(std::vector<TrainGroup>* groups_
   std::vector<TrainGroup> groups;
   std::mt19937_64 rng = tune::test::TestRng(31);
   for (const char* shape : {"64,64,64", "128,64,96", "96,128,64"}) {
-    auto w = codegen::Workload::Parse(codegen::OpKind::kMatmul, shape);
-    EXPECT_TRUE(w.ok());
-    auto tmpl = codegen::CreateTemplate(*w);
-    EXPECT_TRUE(tmpl.ok());
-    TrainGroup g;
-    g.name = w->Key();
-    while (g.inputs.size() < 40) {
-      auto c = (*tmpl)->space().Sample(rng);
-      EXPECT_TRUE(c.ok());
-      auto in = MakeModelInput(**tmpl, *c, {.ast = true});
-      if (!in.ok()) continue;
-      g.inputs.push_back(*std::move(in));
-      g.latencies_s.push_back(test::AnalyticGemmSeconds(**tmpl, *c));
-    }
-    groups.push_back(std::move(g));
+    groups.push_back(test::AnalyticGemmGroup(shape, 40, rng));
   }
   auto model = MakeXgbOfflineModel();
   TrainOptions o;

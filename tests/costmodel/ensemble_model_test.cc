@@ -82,22 +82,7 @@ std::vector<TrainGroup> EnsTestGemmGroups(const std::vector<std::string>& shapes
   std::vector<TrainGroup> groups;
   std::mt19937_64 rng = TestRng(stream);
   for (const std::string& shape : shapes) {
-    auto w = codegen::Workload::Parse(codegen::OpKind::kMatmul, shape);
-    EXPECT_TRUE(w.ok());
-    auto tmpl = codegen::CreateTemplate(*w);
-    EXPECT_TRUE(tmpl.ok());
-    TrainGroup g;
-    g.name = w->Key();
-    while (static_cast<int>(g.inputs.size()) < per_task) {
-      auto c = (*tmpl)->space().Sample(rng);
-      EXPECT_TRUE(c.ok());
-      auto in = costmodel::MakeModelInput(**tmpl, *c, {.ast = true});
-      if (!in.ok()) continue;
-      g.inputs.push_back(*std::move(in));
-      g.latencies_s.push_back(g.inputs.size() % 9 == 0 ? std::numeric_limits<double>::infinity()
-                                                       : costmodel::test::AnalyticGemmSeconds(**tmpl, *c));
-    }
-    groups.push_back(std::move(g));
+    groups.push_back(costmodel::test::AnalyticGemmGroup(shape, per_task, rng, 9));
   }
   return groups;
 }

@@ -25,24 +25,9 @@ using ::testing::HasSubstr;
 // One matmul task: `n` random valid configs featurized, latencies from the analytic GEMM model
 // (knob-level ground truth the AST features must be mapped to); every 9th config "fails".
 TrainGroup XgbOfflineGemmGroup(int64_t m, int64_t n_dim, int64_t k, int n, uint64_t seed) {
-  auto workload = codegen::Workload::Parse(codegen::OpKind::kMatmul, absl::StrCat(m, ",", n_dim, ",", k));
-  EXPECT_TRUE(workload.ok()) << workload.status();
-  auto tmpl = codegen::CreateTemplate(*workload);
-  EXPECT_TRUE(tmpl.ok()) << tmpl.status();
-  TrainGroup g;
-  g.name = workload->Key();
-  g.task_id = m * 1000000 + n_dim * 1000 + k;
   std::mt19937_64 rng = tune::test::TestRng(seed);
-  while (static_cast<int>(g.inputs.size()) < n) {
-    auto config = (*tmpl)->space().Sample(rng);
-    EXPECT_TRUE(config.ok());
-    auto in = MakeModelInput(**tmpl, *config, {.ast = true});
-    if (!in.ok()) continue;
-    g.inputs.push_back(*std::move(in));
-    const bool fails = g.inputs.size() % 9 == 0;
-    g.latencies_s.push_back(fails ? std::numeric_limits<double>::infinity()
-                                  : test::AnalyticGemmSeconds(**tmpl, *config));
-  }
+  TrainGroup g = test::AnalyticGemmGroup(absl::StrCat(m, ",", n_dim, ",", k), n, rng, 9);
+  g.task_id = m * 1000000 + n_dim * 1000 + k;
   return g;
 }
 
