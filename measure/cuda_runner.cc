@@ -281,13 +281,10 @@ std::vector<MeasureResult> CudaRunner::Run(const TaskData& task, const std::vect
       pending.push_back(i);
     }
   }
-  const std::string key = task.workload.Key();
   const double timeout_s = options_.protocol.timeout_s;
   while (!pending.empty()) {
-    auto it = references_.find(key);
-    const std::vector<float>* known = !task.device_reference.empty() ? &task.device_reference
-                                      : it == references_.end()      ? nullptr
-                                                                     : &it->second;
+    // The reference computed by an earlier child of this batch or an earlier batch of the task.
+    const std::vector<float>* known = task.device_reference.empty() ? nullptr : &task.device_reference;
     const std::vector<size_t> order(pending.begin(), pending.end());
     Clock::time_point build_start = Clock::now();
     absl::StatusOr<std::unique_ptr<ChildProcess>> worker = ChildProcess::Start(
@@ -315,8 +312,7 @@ std::vector<MeasureResult> CudaRunner::Run(const TaskData& task, const std::vect
       if (reader.Get(&kind) && kind == kFatal && reader.GetString(&fatal_message) && reader.Done()) {
         fatal = true;
       } else if (kind == kReference && reader.GetFloats(&reference) && reader.Done()) {
-        task.device_reference = reference;
-        references_[key] = std::move(reference);
+        task.device_reference = std::move(reference);
       } else if (kind == kStarted && reader.Get(&index) && reader.Done() && index == pending.front()) {
         deadline = Clock::now() + Seconds(timeout_s);
         continue;  // the build's time so far (loading, waiting for the lock) stays in its wall_s

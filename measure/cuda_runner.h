@@ -1,7 +1,6 @@
 // CudaRunner: measures CUDA kernels on a GPU from a child process that a bad kernel can kill.
 #pragma once
 
-#include <map>
 #include <string>
 #include <vector>
 
@@ -55,7 +54,6 @@ class CudaRunner : public Runner {
 
  private:
   CudaRunnerOptions options_;
-  std::map<std::string, std::vector<float>> references_;  // by workload key
 };
 
 }  // namespace tune::measure
