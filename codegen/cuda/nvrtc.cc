@@ -2,7 +2,9 @@
 #include "codegen/cuda/nvrtc.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
+#include <chrono>
 #include <cstdlib>
 #include <memory>
 #include <string>
@@ -16,6 +18,7 @@
 #include "absl/strings/strip.h"
 
 #ifdef TUNE_HAVE_NVRTC
+#include <dlfcn.h>
 #include <nvrtc.h>
 #endif
 
@@ -102,6 +105,47 @@ absl::Status NvrtcError(nvrtcResult result, absl::string_view doing) {
   return absl::InternalError(absl::StrCat("NVRTC ", doing, ": ", nvrtcGetErrorString(result)));
 }
 
+/// nvrtcSetFlowCallback's type. The function came with CUDA 12.8, and a libnvrtc.so.12 of an
+/// earlier 12.x has the same soname without it, so it is looked up at run time rather than
+/// called by name (a direct call would leave the binary unable to load, or to resolve it, there).
+using SetFlowCallbackFn = nvrtcResult (*)(nvrtcProgram, int (*)(void*, void*), void*);
+
+/// The loaded NVRTC's nvrtcSetFlowCallback, or null when it has none. Looked up once.
+SetFlowCallbackFn FindSetFlowCallback() {
+  static const SetFlowCallbackFn fn = [] {
+    void* symbol = dlsym(RTLD_DEFAULT, "nvrtcSetFlowCallback");
+    if (symbol == nullptr) {
+      // Not in the global scope (NVRTC loaded by a library opened with RTLD_LOCAL): ask the
+      // library that holds nvrtcVersion itself.
+      Dl_info info;
+      if (dladdr(reinterpret_cast<void*>(&nvrtcVersion), &info) != 0 && info.dli_fname != nullptr) {
+        if (void* lib = dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD)) {
+          symbol = dlsym(lib, "nvrtcSetFlowCallback");
+          dlclose(lib);  // drops the reference RTLD_NOLOAD took; the library stays loaded
+        }
+      }
+    }
+    return reinterpret_cast<SetFlowCallbackFn>(symbol);
+  }();
+  return fn;
+}
+
+/// The flow callback's payload: when the compile has to stop, and whether the callback said so.
+struct FlowDeadline {
+  std::chrono::steady_clock::time_point at;
+  std::atomic<bool> cancelled{false};
+};
+
+/// NVRTC's flow callback: 1 (cancel) from the first call at or after the deadline on, 0 before.
+/// Thread-safe and consistent once it has said 1, as NVRTC requires; calls no NVRTC function.
+int CancelPastDeadline(void* payload, void* /*reserved*/) {
+  auto* deadline = static_cast<FlowDeadline*>(payload);
+  if (deadline->cancelled.load(std::memory_order_relaxed)) return 1;
+  if (std::chrono::steady_clock::now() < deadline->at) return 0;
+  deadline->cancelled.store(true, std::memory_order_relaxed);
+  return 1;
+}
+
 #endif  // TUNE_HAVE_NVRTC
 
 }  // namespace
@@ -165,8 +209,11 @@ std::string NvrtcVersion() {
   return absl::StrCat(major, ".", minor);
 }
 
+bool NvrtcCanCancel() { return FindSetFlowCallback() != nullptr; }
+
 absl::StatusOr<CompiledCuda> CompileCuda(const std::string& source, const std::string& arch,
-                                         const std::vector<std::string>& extra_options) {
+                                         const std::vector<std::string>& extra_options,
+                                         std::chrono::steady_clock::time_point deadline) {
   if (!IsRealArch(arch)) {
     return absl::InvalidArgumentError(absl::StrCat("CUDA arch '", arch,
                                                    "' is not a real architecture such as sm_90 or sm_90a; ",
@@ -191,8 +238,25 @@ absl::StatusOr<CompiledCuda> CompileCuda(const std::string& source, const std::s
   std::vector<const char*> option_ptrs;
   for (const std::string& o : options) option_ptrs.push_back(o.c_str());
 
+  // The payload outlives the compile, the only call that invokes the callback.
+  FlowDeadline flow;
+  flow.at = deadline;
+  if (deadline != std::chrono::steady_clock::time_point::max()) {
+    // Without the callback (NVRTC before 12.8) the compile runs to its end; the caller knows
+    // from NvrtcCanCancel. A registration NVRTC refuses is treated the same way.
+    if (SetFlowCallbackFn set_flow_callback = FindSetFlowCallback(); set_flow_callback != nullptr) {
+      set_flow_callback(*program, &CancelPastDeadline, &flow);
+    }
+  }
+  const auto started = std::chrono::steady_clock::now();
   nvrtcResult compiled =
       nvrtcCompileProgram(*program, static_cast<int>(option_ptrs.size()), option_ptrs.data());
+  if (compiled != NVRTC_SUCCESS && flow.cancelled.load()) {
+    const double ran_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    return absl::DeadlineExceededError(absl::StrCat("CUDA compilation for ", arch,
+                                                    " cancelled at its deadline, after ", ran_s, " s (",
+                                                    nvrtcGetErrorString(compiled), ")"));
+  }
   std::string log = ProgramLog(*program);
   if (compiled == NVRTC_ERROR_COMPILATION || compiled == NVRTC_ERROR_INVALID_OPTION) {
     return absl::InvalidArgumentError(
@@ -226,10 +290,13 @@ absl::StatusOr<CompiledCuda> CompileCuda(const std::string& source, const std::s
 
 bool NvrtcAvailable() { return false; }
 
+bool NvrtcCanCancel() { return false; }
+
 std::string NvrtcVersion() { return {}; }
 
 absl::StatusOr<CompiledCuda> CompileCuda(const std::string& source, const std::string& arch,
-                                         const std::vector<std::string>& extra_options) {
+                                         const std::vector<std::string>& extra_options,
+                                         std::chrono::steady_clock::time_point deadline) {
   return absl::UnimplementedError(
       "this build has no CUDA compiler (configure with the CUDA toolkit and TUNE_WITH_CUDA=ON)");
 }

@@ -1,6 +1,7 @@
 // CUDA C source to cubin for one exact GPU architecture with NVRTC, and the resources ptxas reports.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -42,11 +43,20 @@ struct CompiledCuda {
 /// arch, or a bad option; Internal for NVRTC's own failures; Unimplemented when this build has
 /// no NVRTC. Thread-safe: each call has its own NVRTC program, and NVRTC allows concurrent
 /// calls on distinct programs.
-absl::StatusOr<CompiledCuda> CompileCuda(const std::string& source, const std::string& arch,
-                                         const std::vector<std::string>& extra_options = {});
+/// `deadline`: when the compile is still running at that time NVRTC cancels it (its flow
+/// callback, checked at points NVRTC chooses, so it ends soon after rather than exactly then)
+/// and the result is DeadlineExceeded; time_point::max() = none. Where NVRTC cannot cancel
+/// (NvrtcCanCancel false) the deadline is ignored and the compile runs to its end.
+absl::StatusOr<CompiledCuda> CompileCuda(
+    const std::string& source, const std::string& arch, const std::vector<std::string>& extra_options = {},
+    std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max());
 
 /// True when this build has NVRTC (TUNE_WITH_CUDA); CompileCuda is Unimplemented otherwise.
 bool NvrtcAvailable();
+
+/// True when the NVRTC library loaded at run time can cancel a compile (it has
+/// nvrtcSetFlowCallback: CUDA 12.8 and later), so CompileCuda keeps a deadline. Looked up once.
+bool NvrtcCanCancel();
 
 /// NVRTC's version as "13.0"; empty without NVRTC.
 std::string NvrtcVersion();

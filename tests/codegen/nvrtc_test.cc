@@ -2,7 +2,10 @@
 #include "codegen/cuda/nvrtc.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <map>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -178,6 +181,76 @@ TEST_F(NvrtcTest, CompilesFromTwoThreadsAtOnce) {
       EXPECT_EQ(c->kernels.count("reverse_tiles"), 1u) << c->log;
       EXPECT_EQ(c->kernels.size(), 2u) << c->log;
     }
+  }
+}
+
+// A kernel NVRTC takes over a second to compile on a 2-core VM (CUDA 13.0: about 1.7 s): 64
+// accumulators updated by `kSlowCompileSteps` x 64 dependent FMAs, fully unrolled, which ptxas
+// schedules one by one. `scale` varies the source.
+constexpr int kSlowCompileSteps = 300;
+std::string SlowToCompile(const std::string& name, float scale) {
+  return absl::StrCat("extern \"C\" __global__ void ", name, "(float* x) {\n",
+                      "  float acc[64];\n"
+                      "#pragma unroll\n"
+                      "  for (int i = 0; i < 64; ++i) acc[i] = x[threadIdx.x + i];\n"
+                      "#pragma unroll\n"
+                      "  for (int k = 0; k < ", kSlowCompileSteps, "; ++k) {\n",
+                      "#pragma unroll\n"
+                      "    for (int i = 0; i < 64; ++i) acc[i] = fmaf(acc[i], acc[(i * 7 + k) % 64], ", scale, "f);\n",
+                      "  }\n"
+                      "  float s = 0;\n"
+                      "#pragma unroll\n"
+                      "  for (int i = 0; i < 64; ++i) s += acc[i];\n"
+                      "  x[threadIdx.x] = s;\n"
+                      "}\n");
+}
+
+// A deadline a few milliseconds after the start cancels a compile that takes over a second:
+// DeadlineExceeded (only a cancelled compile gives it), not the cubin; the same source with a
+// deadline far away compiles.
+TEST_F(NvrtcTest, DeadlineCancelsASlowCompile) {
+  if (!NvrtcCanCancel()) GTEST_SKIP() << "NVRTC " << NvrtcVersion() << " has no nvrtcSetFlowCallback";
+  std::mt19937 rng(std::random_device{}());
+  const std::string source =
+      SlowToCompile("slow_compile", std::uniform_real_distribution<float>(0.5f, 2.0f)(rng));
+  const auto now = std::chrono::steady_clock::now;
+  const auto few_ms = std::chrono::milliseconds(1 + static_cast<int>(rng() % 5));
+  absl::StatusOr<CompiledCuda> cancelled = CompileCuda(source, "sm_90", {}, now() + few_ms);
+  EXPECT_EQ(cancelled.status().code(), absl::StatusCode::kDeadlineExceeded) << cancelled.status();
+  EXPECT_THAT(cancelled.status().message(), HasSubstr("cancelled at its deadline"));
+
+  // Without a deadline CompileCuda registers no callback; a far one is the path that does.
+  absl::StatusOr<CompiledCuda> far = CompileCuda(source, "sm_90", {}, now() + std::chrono::minutes(10));
+  ASSERT_TRUE(far.ok()) << far.status();
+  EXPECT_TRUE(IsElf(far->cubin));
+  EXPECT_EQ(far->kernels.count("slow_compile"), 1u) << far->log;
+}
+
+// Two compiles with deadlines on two threads at once: each callback keeps its own deadline
+// (a payload per program), so the near one is cancelled and the far one is not.
+TEST_F(NvrtcTest, DeadlinesOfConcurrentCompilesAreTheirOwn) {
+  if (!NvrtcCanCancel()) GTEST_SKIP() << "NVRTC " << NvrtcVersion() << " has no nvrtcSetFlowCallback";
+  std::mt19937 rng(std::random_device{}());
+  const float scale = std::uniform_real_distribution<float>(0.5f, 2.0f)(rng);
+  const auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<CompiledCuda> near = absl::UnknownError("not run");
+  std::thread other([&] { near = CompileCuda(SlowToCompile("near", scale), "sm_90", {}, start + std::chrono::milliseconds(2)); });
+  absl::StatusOr<CompiledCuda> far = CompileCuda(test::kSaxpy, "sm_90", {}, start + std::chrono::minutes(10));
+  other.join();
+  EXPECT_EQ(near.status().code(), absl::StatusCode::kDeadlineExceeded) << near.status();
+  ASSERT_TRUE(far.ok()) << far.status();
+  EXPECT_EQ(far->kernels.count("saxpy"), 1u) << far->log;
+}
+
+// From CUDA 12.8 on NVRTC has nvrtcSetFlowCallback: the run-time lookup must find it there, or
+// every build deadline would be dropped (and the tests above skipped) without a word.
+TEST_F(NvrtcTest, CanCancelFromCuda12_8On) {
+  int major = 0, minor = 0;
+  ASSERT_EQ(std::sscanf(NvrtcVersion().c_str(), "%d.%d", &major, &minor), 2) << NvrtcVersion();
+  if (major > 12 || (major == 12 && minor >= 8)) {
+    EXPECT_TRUE(NvrtcCanCancel()) << NvrtcVersion();
+  } else {
+    EXPECT_FALSE(NvrtcCanCancel()) << NvrtcVersion();
   }
 }
 
