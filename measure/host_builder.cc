@@ -3,7 +3,7 @@
 
 namespace tune::measure {
 
-BuildResult HostBuilder::Compile(const codegen::LoweredFunc& func) const {
+BuildResult HostBuilder::Compile(const codegen::LoweredFunc& func, const BuildDeadline&) const {
   BuildResult out;
   auto kernel = codegen::CompileForHost(func, options_);
   if (!kernel.ok()) {

@@ -13,7 +13,8 @@ class HostBuilder final : public Builder {
       : Builder(threads), options_(options) {}
 
  protected:
-  BuildResult Compile(const codegen::LoweredFunc& func) const override;
+  /// LLVM cannot be cancelled: the deadline is ignored.
+  BuildResult Compile(const codegen::LoweredFunc& func, const BuildDeadline& deadline) const override;
 
  private:
   codegen::CodegenOptions options_;

@@ -30,7 +30,8 @@ class KernelMeasurer {
   virtual void Committed() {}
 };
 
-/// Builds with `builder` and measures with a runner from `runners`, in this process.
+/// Builds with `builder` (each kernel within the protocol's build_timeout_s) and measures with
+/// a runner from `runners`, in this process.
 class LocalMeasurer final : public KernelMeasurer {
  public:
   LocalMeasurer(std::unique_ptr<Builder> builder, RunnerFactory runners)
@@ -38,7 +39,7 @@ class LocalMeasurer final : public KernelMeasurer {
   std::vector<MeasureResult> Measure(const codegen::Template& tmpl, const TaskData* data,
                                      const std::vector<search::Config>& configs,
                                      const MeasureProtocol& protocol) override {
-    return runners_(protocol)->Run(*data, builder_->BuildAll(tmpl, configs));
+    return runners_(protocol)->Run(*data, builder_->BuildAll(tmpl, configs, protocol.build_timeout_s));
   }
 
  private:

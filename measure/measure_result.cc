@@ -79,11 +79,13 @@ absl::StatusOr<MeasureStatus> ParseStatusName(const std::string& name) {
       "': expected ok, invalid_config, compile_error, runtime_error, timeout or wrong_result"));
 }
 
+std::string BuildTimedOutMessage(double timeout_s) { return absl::StrCat("build timed out after ", timeout_s, " s"); }
+
 std::string MeasureProtocol::ToJson() const {
   nlohmann::json j = {
       {"warmup", warmup},       {"repeats", repeats},     {"min_repeat_ms", min_repeat_ms},
       {"flush_cache", flush_cache}, {"timeout_s", timeout_s}, {"rtol", rtol},
-      {"atol", atol},           {"cutoff_s", cutoff_s},
+      {"atol", atol},           {"cutoff_s", cutoff_s},   {"build_timeout_s", build_timeout_s},
   };
   return j.dump();
 }
@@ -101,7 +103,8 @@ absl::StatusOr<MeasureProtocol> MeasureProtocol::FromJson(const std::string& tex
                          ReadField(j, "min_repeat_ms", p.min_repeat_ms),
                          ReadField(j, "flush_cache", p.flush_cache),
                          ReadField(j, "timeout_s", p.timeout_s), ReadField(j, "rtol", p.rtol),
-                         ReadField(j, "atol", p.atol), ReadField(j, "cutoff_s", p.cutoff_s)}) {
+                         ReadField(j, "atol", p.atol), ReadField(j, "cutoff_s", p.cutoff_s),
+                         ReadField(j, "build_timeout_s", p.build_timeout_s)}) {
     if (!s.ok()) return s;
   }
   if (p.warmup < 0) return absl::InvalidArgumentError("measure protocol: warmup must be >= 0");
@@ -111,6 +114,9 @@ absl::StatusOr<MeasureProtocol> MeasureProtocol::FromJson(const std::string& tex
   }
   if (!(p.cutoff_s >= 0)) {
     return absl::InvalidArgumentError("measure protocol: cutoff_s must be >= 0");
+  }
+  if (!(p.build_timeout_s >= 0) || !std::isfinite(p.build_timeout_s)) {
+    return absl::InvalidArgumentError("measure protocol: build_timeout_s must be a finite number >= 0 (0 = none)");
   }
   if (!(p.timeout_s > 0)) {
     return absl::InvalidArgumentError("measure protocol: timeout_s must be > 0");

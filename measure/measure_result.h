@@ -14,7 +14,8 @@ enum class MeasureStatus {
   kInvalidConfig,  // rejected by the space's constraints or the template
   kCompileError,   // lowering, verification or code generation failed
   kRuntimeError,   // the kernel crashed (signal) or its process failed
-  kTimeout,        // the kernel did not finish within the protocol's timeout
+  kTimeout,        // the kernel did not finish within the protocol's timeout, or its build
+                   // within build_timeout_s (message "build timed out after N s")
   kWrongResult,    // the output differs from the reference
 };
 
@@ -38,10 +39,21 @@ struct MeasureProtocol {
   /// not timed further; its record keeps that call as its only sample (number = 1) and says
   /// so in its message. Saves the budget on candidates far slower than the best known.
   double cutoff_s = 0;
+  /// When > 0: a kernel whose build (code generation and compilation) is still running after
+  /// this many seconds is cancelled and recorded as kTimeout with the message "build timed out
+  /// after N s" (BuildTimedOutMessage). CUDA builds only (NVRTC cancels; LLVM builds cannot be
+  /// cancelled and ignore it). 0 = none. The default, 15 s, is TVM LocalBuilder's: NVRTC
+  /// builds of the CUDA templates take about a second, and the rare one that runs for 25-40 s
+  /// would hold back its whole batch.
+  double build_timeout_s = kDefaultBuildTimeoutS;
+  static constexpr double kDefaultBuildTimeoutS = 15.0;
 
   std::string ToJson() const;
   static absl::StatusOr<MeasureProtocol> FromJson(const std::string& text);
 };
+
+/// "build timed out after N s": the message of a build cancelled at `timeout_s`.
+std::string BuildTimedOutMessage(double timeout_s);
 
 /// The outcome of measuring one candidate.
 struct MeasureResult {

@@ -2,12 +2,14 @@
 #include "tuner/tuning_flags.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <fstream>
 #include <limits>
 #include <sstream>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "costmodel/artifact.h"
 #include "costmodel/cost_model_adapters.h"
@@ -40,6 +42,20 @@ void AddTuningFlags(CLI::App& app, TuningFlags& f, const std::string& timeout_fl
                  "(`tune train`) to start from");
   app.add_option(timeout_flag, o.protocol.timeout_s, "seconds one candidate's measurement may take")
       ->check(CLI::Range(1, 100000000));
+  app.add_option("--build-timeout", o.protocol.build_timeout_s,
+                 "seconds one kernel's build may take before it is cancelled and recorded as a timeout (CUDA; 0 = "
+                 "none)")
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            double v = 0;
+            if (!absl::SimpleAtod(text, &v) || !std::isfinite(v) || v < 0 || v > TuningFlags::kMaxBuildTimeoutS) {
+              return absl::StrCat("'", text, "' is not a number of seconds from 0 (no timeout) to ",
+                                  TuningFlags::kMaxBuildTimeoutS);
+            }
+            return {};
+          },
+          "SECONDS"))
+      ->capture_default_str();
   app.add_option("--repeats", o.protocol.repeats, "timed samples per candidate")->check(CLI::Range(1, 1000));
   app.add_option("--min-repeat-ms", o.protocol.min_repeat_ms, "minimum duration of one sample")
       ->check(CLI::Range(0, 100000000));

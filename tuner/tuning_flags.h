@@ -21,6 +21,7 @@ struct TuningFlags {
   static constexpr int kMaxTrials = 1000000;         // --trials (per task)
   static constexpr int kMaxTotalTrials = 100000000;  // --total-trials
   static constexpr int kMaxBatch = 1024;             // --batch
+  static constexpr double kMaxBuildTimeoutS = 86400;  // --build-timeout (seconds)
 
   /// --trials, --total-trials, --batch, --seed, --strategy, --task-scheduler, --cost-model and
   /// the protocol flags land here; a command's own flags may bind to its other fields.
@@ -37,7 +38,7 @@ struct TuningFlags {
 };
 
 /// Adds --trials, --total-trials, --batch, --seed, --strategy, --strategy-option,
-/// --task-scheduler, --cost-model, --input, --repeats, --min-repeat-ms, --flush-cache and the
+/// --task-scheduler, --cost-model, --input, --build-timeout, --repeats, --min-repeat-ms, --flush-cache and the
 /// measurement timeout, named `timeout_flag` (`tune submit` has --timeout for its calls to
 /// the daemon), each writing into `flags`, which must outlive the parse.
 void AddTuningFlags(CLI::App& app, TuningFlags& flags, const std::string& timeout_flag = "--timeout");

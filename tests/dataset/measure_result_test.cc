@@ -1,6 +1,7 @@
 // Tests of the measure value types used by dataset: status names, protocol JSON, statistics, Target.
 #include <cmath>
 #include <limits>
+#include <random>
 
 #include "gtest/gtest.h"
 #include "measure/measure_result.h"
@@ -50,6 +51,41 @@ TEST(MeasureProtocolTest, JsonRoundTrip) {
   EXPECT_EQ(back->rtol, 1e-5);
   EXPECT_EQ(back->atol, 3e-7);
   EXPECT_EQ(back->ToJson(), p.ToJson());
+}
+
+// The build timeout travels with the protocol (records, daemon jobs, workers' batches); a
+// protocol written before it had one reads as the default, and a negative or infinite one is
+// refused where a protocol is parsed (the daemon's job check, the worker's batch).
+TEST(MeasureProtocolTest, BuildTimeoutRoundTripsAndIsChecked) {
+  std::mt19937 rng(std::random_device{}());
+  MeasureProtocol p;
+  p.build_timeout_s = std::uniform_real_distribution<double>(0.001, 100.0)(rng);
+  absl::StatusOr<MeasureProtocol> back = MeasureProtocol::FromJson(p.ToJson());
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->build_timeout_s, p.build_timeout_s) << p.ToJson();
+  p.build_timeout_s = 0;  // none
+  back = MeasureProtocol::FromJson(p.ToJson());
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->build_timeout_s, 0);
+
+  absl::StatusOr<MeasureProtocol> old = MeasureProtocol::FromJson(R"({"repeats": 3, "timeout_s": 10})");
+  ASSERT_TRUE(old.ok()) << old.status();
+  EXPECT_EQ(old->build_timeout_s, MeasureProtocol::kDefaultBuildTimeoutS);
+  EXPECT_GE(MeasureProtocol::kDefaultBuildTimeoutS, 10);
+  EXPECT_LE(MeasureProtocol::kDefaultBuildTimeoutS, 30);
+
+  const double negative = -std::uniform_real_distribution<double>(0.001, 100.0)(rng);
+  absl::StatusOr<MeasureProtocol> bad =
+      MeasureProtocol::FromJson(nlohmann::json{{"build_timeout_s", negative}}.dump());
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument) << bad.status();
+  EXPECT_NE(bad.status().message().find("build_timeout_s"), std::string::npos) << bad.status();
+  EXPECT_FALSE(MeasureProtocol::FromJson(R"({"build_timeout_s": "15"})").ok());
+  EXPECT_FALSE(MeasureProtocol::FromJson(R"({"build_timeout_s": 1e400})").ok());
+}
+
+TEST(MeasureProtocolTest, BuildTimedOutMessageSaysTheSeconds) {
+  EXPECT_EQ(BuildTimedOutMessage(15), "build timed out after 15 s");
+  EXPECT_EQ(BuildTimedOutMessage(0.25), "build timed out after 0.25 s");
 }
 
 TEST(MeasureProtocolTest, MissingFieldsKeepDefaults) {

@@ -109,6 +109,32 @@ TEST_F(CliTest, BadOptionValues) {
   ExpectRejected({"op", "matmul", "--shape", "4,4,4", "--strategy", "annealing", "--db", "x.db"},
                  {"annealing"});
   ExpectRejected({"op", "matmul", "--shape", "4,4,4", "--target", "tpu", "--db", "x.db"}, {"tpu"});
+  for (const char* seconds : {"-1", "nan", "inf", "15s", "", "1e9"}) {
+    ExpectRejected({"op", "matmul", "--shape", "4,4,4", "--build-timeout", seconds, "--db", "x.db"},
+                   {"--build-timeout", "seconds"});
+  }
+}
+
+// --build-timeout lands in the measurement protocol, so every record says the build timeout
+// it was measured under (the default schedule's and the finalists' too).
+TEST_F(CliTest, BuildTimeoutIsRecordedInEachProtocol) {
+  std::mt19937 rng(std::random_device{}());
+  const double seconds = 0.25 * static_cast<double>(1 + rng() % 400);
+  test::ProcessResult r = Tune(dir_, {"op", "matmul", "--shape", "16,16,16", "--target", "llvm", "--trials", "2",
+                                      "--batch", "2", "--repeats", "1", "--min-repeat-ms", "0", "--build-timeout",
+                                      std::to_string(seconds), "--db", "bt.db"});
+  ASSERT_TRUE(r.exited) << r;
+  ASSERT_EQ(r.exit_code, 0) << r;
+  auto db = dataset::RecordDatabase::OpenReadOnly(dir_.Join("bt.db"));
+  ASSERT_TRUE(db.ok()) << db.status();
+  auto records = (*db)->ExportRecords();
+  ASSERT_TRUE(records.ok()) << records.status();
+  ASSERT_GE(records->size(), 3u);  // the default schedule and two trials
+  for (const dataset::PortableRecord& p : *records) {
+    auto protocol = measure::MeasureProtocol::FromJson(p.record.protocol_json);
+    ASSERT_TRUE(protocol.ok()) << protocol.status();
+    EXPECT_EQ(protocol->build_timeout_s, seconds) << p.record.strategy << ": " << p.record.protocol_json;
+  }
 }
 
 TEST_F(CliTest, UnwritableDatabasePath) {
