@@ -386,6 +386,21 @@ absl::StatusOr<std::vector<Record>> RecordDatabase::Records(int64_t task_id, int
   return ReadRows(*query, ReadRecord);
 }
 
+absl::StatusOr<std::vector<Record>> RecordDatabase::RecentRecords(int64_t task_id, int64_t target_id, int limit,
+                                                                  const std::string& skip_strategy,
+                                                                  int64_t offset) const {
+  if (limit <= 0) return std::vector<Record>{};
+  // SQLite keeps only limit + offset rows in its sorter while it walks the task's index entries.
+  absl::StatusOr<Statement> query = PrepareBound(
+      impl_->db,
+      absl::StrCat("SELECT ", kRecordColumns,
+                   " FROM records WHERE task_id = ?1 AND target_id = ?2 AND strategy != ?3 "
+                   "ORDER BY timestamp DESC, id DESC LIMIT ?4 OFFSET ?5"),
+      task_id, target_id, skip_strategy, limit, std::max<int64_t>(offset, 0));
+  if (!query.ok()) return query.status();
+  return ReadRows(*query, ReadRecord);
+}
+
 absl::StatusOr<int64_t> RecordDatabase::LastRecordId() const {
   return QueryInt(impl_->db, "SELECT coalesce(max(id), 0) FROM records");
 }

@@ -153,6 +153,13 @@ class RecordDatabase {
   /// All records of a task on a target, oldest first; with `after_id`, only those with a
   /// larger id (the ones committed since a record with that id was).
   absl::StatusOr<std::vector<Record>> Records(int64_t task_id, int64_t target_id, int64_t after_id = 0) const;
+  /// At most `limit` of the most recent records of a task on a target (the last ones Records
+  /// lists: latest timestamp, then largest id), newest first, leaving out those whose strategy
+  /// is `skip_strategy` ("" leaves out none) and the `offset` newest of the rest: a bounded
+  /// read, pageable, for callers that use only the latest few of a task with thousands. None
+  /// for `limit` <= 0. Errors: SQL.
+  absl::StatusOr<std::vector<Record>> RecentRecords(int64_t task_id, int64_t target_id, int limit,
+                                                    const std::string& skip_strategy = "", int64_t offset = 0) const;
   /// The largest record id so far (0 when there is none).
   absl::StatusOr<int64_t> LastRecordId() const;
   /// The `k` ok records with the lowest median cost, fastest first.

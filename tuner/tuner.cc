@@ -22,6 +22,7 @@
 #include "spdlog/spdlog.h"
 #include "search/task_scheduler.h"
 #include "tuner/config_transfer.h"
+#include "tuner/nearest_tasks.h"
 
 namespace tune::tuner {
 namespace {
@@ -619,36 +620,44 @@ absl::Status Tuner::CreateModel(TaskRun& t, int64_t target_id) {
 absl::Status Tuner::WarmStart(TaskRun& t, int64_t target_id) {
   // Other tasks' records on this target, featurized through their own templates: rows
   // transfer where the feature schemas agree (loop-AST features do across shapes and
-  // operators; knob features of recorded spaces do not).
+  // operators; knob features of recorded spaces do not). Only what is used is read: the
+  // nearest tasks measured on the target (the tasks table a row at a time), and of each the
+  // most recent records a page at a time, so a daemon's database of thousands of tasks costs
+  // each new task no more than a small one does.
   if (t.task->tmpl() == nullptr) return absl::OkStatus();
   costmodel::FeatureCostModel& model = *t.owned_model;
-  auto tasks = Locked([&] { return db_->Tasks(); });
-  if (!tasks.ok()) return tasks.status();
-  size_t others = 0;
-  for (const auto& info : *tasks) others += info.id != t.outcome.task_id ? 1 : 0;
-  if (others == 0) return absl::OkStatus();
+  auto sources = Locked([&] {
+    return NearestMeasuredTasks(*db_, target_id, t.outcome.task_id, t.info.workload, options_.warm_start_tasks);
+  });
+  if (!sources.ok()) return sources.status();
+  if (sources->empty()) return absl::OkStatus();
   const std::string name = ResolveCostModel(options_.cost_model, options_.strategy, options_.pretrained != nullptr);
-  size_t per_task = std::max<size_t>(8, static_cast<size_t>(options_.max_prior_rows) / others);
-  for (const auto& info : *tasks) {
-    if (info.id == t.outcome.task_id || model.num_prior_rows() >= static_cast<size_t>(options_.max_prior_rows)) continue;
-    auto w = codegen::Workload::FromKey(info.workload_key);
-    if (!w.ok()) continue;
-    auto tmpl = (*factory_)->MakeTemplate(*w);
+  const size_t per_task = std::max<size_t>(8, static_cast<size_t>(options_.max_prior_rows) / sources->size());
+  for (const NearTask& source : *sources) {
+    const dataset::TaskInfo& info = source.info;
+    if (model.num_prior_rows() >= static_cast<size_t>(options_.max_prior_rows)) break;
+    auto tmpl = (*factory_)->MakeTemplate(source.workload);
     if (!tmpl.ok() || (*tmpl)->version() != info.template_version) continue;
     auto other = costmodel::CreateFeatureCostModel(name, {tmpl->get(), nullptr});
     if (!other.ok() || !((*other)->schema() == model.schema())) continue;
-    auto recs = Locked([&] { return db_->Records(info.id, target_id); });
-    if (!recs.ok()) return recs.status();
     std::vector<std::vector<float>> rows;
     std::vector<double> costs;
-    // The most recent records: late in a search they are the informative ones.
-    for (auto it = recs->rbegin(); it != recs->rend() && rows.size() < per_task; ++it) {
-      if (it->strategy == kDefaultStrategy) continue;
-      auto cfg = (*tmpl)->space().FromJson(it->config_json);
-      std::vector<float> row;
-      if (!cfg.ok() || !(*other)->Featurize(*cfg, &row)) continue;
-      rows.push_back(std::move(row));
-      costs.push_back(it->result.ok() ? it->result.Median() : kInf);
+    // The most recent records (late in a search they are the informative ones), but the
+    // default schedule's; a page holds as many as are still wanted, and a record that does not
+    // featurize costs another page.
+    for (int64_t offset = 0; rows.size() < per_task;) {
+      const int want = static_cast<int>(per_task - rows.size());
+      auto recs = Locked([&] { return db_->RecentRecords(info.id, target_id, want, kDefaultStrategy, offset); });
+      if (!recs.ok()) return recs.status();
+      for (const dataset::Record& rec : *recs) {
+        auto cfg = (*tmpl)->space().FromJson(rec.config_json);
+        std::vector<float> row;
+        if (!cfg.ok() || !(*other)->Featurize(*cfg, &row)) continue;
+        rows.push_back(std::move(row));
+        costs.push_back(rec.result.ok() ? rec.result.Median() : kInf);
+      }
+      if (recs->size() < static_cast<size_t>(want)) break;  // no more records
+      offset += static_cast<int64_t>(recs->size());
     }
     if (!rows.empty()) model.AddPriorData(std::move(rows), std::move(costs), static_cast<int>(info.id));
   }

@@ -71,6 +71,10 @@ struct TuneOptions {
   /// against the budget; the strategy learns from them as from its own. 0 = off.
   int transfer_configs = 4;
   int max_prior_rows = 512;  // rows of other tasks used for warm-starting, at most
+  /// Warm-starting reads the records of at most this many other tasks: the nearest measured on
+  /// the target (tuner/nearest_tasks.h), each giving its most recent max(8, max_prior_rows /
+  /// their number) non-default records.
+  int warm_start_tasks = 64;
   int threads = 1;           // threads a kernel may use
   /// Concurrent compilations; 0 = the target kind's default (measure::TaskFactoryOptions).
   int build_threads = 0;

@@ -297,6 +297,71 @@ TEST_F(RecordDatabaseTest, BestOrdersOkRecordsAndIgnoresFailures) {
   EXPECT_TRUE(db->Best(task, target + 1)->empty());
 }
 
+// RecentRecords is the tail of Records (by timestamp, then id), newest first, without the
+// skipped strategy's records, the other tasks' and targets', cut to the limit after the offset:
+// pages of it put together are that whole tail.
+TEST_F(RecordDatabaseTest, RecentRecordsAreTheNewestOnesInPages) {
+  auto db = MustOpen(DbPath());
+  ASSERT_NE(db, nullptr);
+  std::mt19937 rng(std::random_device{}());
+  const int64_t task = *db->UpsertTask(Task("t"));
+  const int64_t other_task = *db->UpsertTask(Task("u"));
+  const int64_t target = *db->UpsertTarget(Target("k"));
+  const int64_t other_target = *db->UpsertTarget(Target("j"));
+  const char* strategies[] = {"random", "default", "sa", "transfer"};
+  const MeasureStatus statuses[] = {MeasureStatus::kOk, MeasureStatus::kTimeout, MeasureStatus::kCompileError};
+  const int n = 40 + static_cast<int>(rng() % 80);
+  std::vector<Record> batch;
+  for (int i = 0; i < n; ++i) {
+    const int which = static_cast<int>(rng() % 6);  // mostly the task on the target
+    Record r = Rec(which == 0 ? other_task : task, which == 1 ? other_target : target, statuses[rng() % 3],
+                   {1e-3 * (1 + static_cast<double>(rng() % 100))}, static_cast<uint64_t>(i));
+    r.strategy = strategies[rng() % 4];
+    r.timestamp = 1.7e9 + static_cast<double>(rng() % 20);  // out of id order, with ties
+    batch.push_back(std::move(r));
+  }
+  ASSERT_TRUE(db->AddRecords(batch).ok());
+
+  absl::StatusOr<std::vector<Record>> all = db->Records(task, target);
+  ASSERT_TRUE(all.ok()) << all.status();
+  std::vector<uint64_t> want;  // newest first, no "default"
+  for (auto it = all->rbegin(); it != all->rend(); ++it) {
+    if (it->strategy != "default") want.push_back(it->config_index);
+  }
+  ASSERT_GT(want.size(), 4u);
+
+  auto indices = [](const std::vector<Record>& records) {
+    std::vector<uint64_t> out;
+    for (const Record& r : records) out.push_back(r.config_index);
+    return out;
+  };
+  const int limit = 1 + static_cast<int>(rng() % (want.size() - 1));
+  absl::StatusOr<std::vector<Record>> first = db->RecentRecords(task, target, limit, "default");
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(indices(*first), std::vector<uint64_t>(want.begin(), want.begin() + limit));
+  for (const Record& r : *first) {
+    EXPECT_EQ(r.task_id, task);
+    EXPECT_EQ(r.target_id, target);
+    EXPECT_NE(r.strategy, "default");
+  }
+
+  std::vector<uint64_t> paged;
+  const int page = 1 + static_cast<int>(rng() % 7);
+  for (int64_t offset = 0;; offset += page) {
+    absl::StatusOr<std::vector<Record>> part = db->RecentRecords(task, target, page, "default", offset);
+    ASSERT_TRUE(part.ok()) << part.status();
+    ASSERT_LE(part->size(), static_cast<size_t>(page));
+    for (uint64_t i : indices(*part)) paged.push_back(i);
+    if (part->size() < static_cast<size_t>(page)) break;
+  }
+  EXPECT_EQ(paged, want);
+
+  absl::StatusOr<std::vector<Record>> everything = db->RecentRecords(task, target, n + 1);  // nothing skipped
+  ASSERT_TRUE(everything.ok()) << everything.status();
+  EXPECT_EQ(everything->size(), all->size());
+  EXPECT_TRUE(db->RecentRecords(task, target, 0)->empty());
+}
+
 TEST_F(RecordDatabaseTest, AddRecordsIsAtomic) {
   const std::string path = DbPath();
   auto db = MustOpen(path);
