@@ -11,6 +11,22 @@ namespace tune::codegen::runtime {
 void SetNumThreads(int threads);
 int NumThreads();
 
+/// How long a thread of the pool busy-waits before it sleeps, in microseconds: a worker for
+/// the next parallel loop, the caller for the end of its loop. Loops that come back to back
+/// (a kernel's parallel loops, calls of a kernel being timed) so skip the sleep and wake-up
+/// (a system call and a scheduler wake-up each: microseconds a loop). A loop that comes later
+/// pays them as before, after each waiting thread spun this long (yielding its CPU to any
+/// other thread that wants it); the threads never spin where the pool has more threads than
+/// the process has CPUs. 0: sleep at once. Takes effect at each thread's next wait;
+/// thread-safe.
+void SetSpinMicros(int micros);
+int SpinMicros();
+/// The default: several times what a sleep and wake-up cost (measured 5-10 us at 2 threads
+/// on a loaded 2-core VM), so a loop that comes later than this pays a wake-up that is small
+/// beside the gap before it, and short enough that an idle pool gives its CPUs back at once
+/// (OpenMP runtimes spin far longer: GOMP_SPINCOUNT 300k pauses, KMP_BLOCKTIME 200 ms).
+inline constexpr int kDefaultSpinMicros = 50;
+
 /// How many times tune_rt_prepacked has handed out a buffer to be filled (fresh) in this
 /// process: a caller compares two readings to know whether kernels packed a weight in between.
 int64_t PrepackedPacks();
@@ -18,8 +34,10 @@ int64_t PrepackedPacks();
 }  // namespace tune::codegen::runtime
 
 extern "C" {
-/// Runs body(i, closure) for i in [0, n), split in contiguous chunks over the pool; returns
-/// when all are done. Called from generated code; nested calls run serially.
+/// Runs body(i, closure) for i in [0, n), split in contiguous chunks over the pool (chunk t
+/// of T threads is [n*t/T, n*(t+1)/T), chunk 0 on the calling thread); returns when all are
+/// done. Called from generated code; nested calls run serially, and so does a call made while
+/// another thread's loop holds the pool.
 void tune_rt_parallel_for(int64_t n, void (*body)(int64_t, void*), void* closure);
 /// 64-byte aligned scratch memory for packed / padded buffers; never returns null (aborts).
 /// Blocks freed on a thread are kept (up to 8 blocks, 1 GiB) and handed out again for the

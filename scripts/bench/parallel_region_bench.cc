@@ -37,6 +37,7 @@ struct Options {
   int64_t indices = 16;      // loop iterations per region
   std::vector<double> work_us = {0, 50};  // serial work per region, microseconds (0 = empty body)
   double gap_us = 0;         // the caller's serial work between regions, microseconds
+  int spin_us = -1;          // the pool's busy-wait before it sleeps (-1: the runtime's default)
 };
 
 /// The body's state: `iters` steps of a dependent multiply-add per index, written out so the
@@ -126,12 +127,15 @@ bool ParseArgs(int argc, char** argv, Options* o) {
       }
     } else if (a == "--gap-us") {
       o->gap_us = std::atof(value());
+    } else if (a == "--spin-us") {
+      o->spin_us = std::atoi(value());
     } else if (a == "--help" || a == "-h") {
       std::printf(
           "parallel_region_bench [--threads T=2] [--regions N=20000] [--repeats R=9] [--indices I=16]\n"
-          "                      [--work-us U1,U2,...=0,50] [--gap-us G=0]\n"
+          "                      [--work-us U1,U2,...=0,50] [--gap-us G=0] [--spin-us S]\n"
           "Per-region cost of tune_rt_parallel_for: U = the body's serial work per region (0: empty),\n"
-          "G = the caller's serial work between regions; median of R samples of N regions.\n");
+          "G = the caller's serial work between regions, S = the pool's busy-wait before it sleeps\n"
+          "(default: the runtime's); median of R samples of N regions.\n");
       std::exit(0);
     } else {
       std::fprintf(stderr, "unknown argument %s (--help lists them)\n", a.c_str());
@@ -151,6 +155,7 @@ int main(int argc, char** argv) {
   Options o;
   if (!ParseArgs(argc, argv, &o)) return 2;
   tune::codegen::runtime::SetNumThreads(o.threads);
+  if (o.spin_us >= 0) tune::codegen::runtime::SetSpinMicros(o.spin_us);
   const double steps_per_us = StepsPerMicrosecond();
   const int64_t gap_steps = static_cast<int64_t>(o.gap_us * steps_per_us);
 
@@ -205,7 +210,8 @@ int main(int argc, char** argv) {
               "median of %d samples (configurations interleaved); %u logical CPUs; load average %s before, %s after\n",
               o.threads, static_cast<long long>(o.indices), static_cast<long long>(o.regions), o.repeats,
               std::thread::hardware_concurrency(), load_before.c_str(), LoadAverage().c_str());
-  std::printf("caller's serial work between regions: %.1f us\n\n", gap_s * 1e6);
+  std::printf("caller's serial work between regions: %.1f us; the pool's busy-wait: %d us\n\n", gap_s * 1e6,
+              tune::codegen::runtime::SpinMicros());
   std::vector<std::vector<std::string>> rows;
   for (const Config& c : configs) {
     const double wall = Median(c.wall_s);
