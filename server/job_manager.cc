@@ -36,6 +36,9 @@ constexpr int64_t kJobCacheKiBMax = 2000;
 // Rows of the jobs table read at once by List.
 constexpr int64_t kListPage = 256;
 
+// Tasks a job keeps in flight per live worker of its target (see parallel_tasks below).
+constexpr int kTasksPerWorker = 2;
+
 std::vector<codegen::Workload> Workloads(const tuner::ZooModel& model) {
   std::vector<codegen::Workload> out;
   for (const tuner::TuneTask& t : tuner::ExtractTasks(model)) out.push_back(t.workload);
@@ -424,10 +427,12 @@ void JobManager::Run(Job* job) {
     spdlog::warn("job {}: cannot bound its page cache: {}", job->id, std::string(s.message()));
   job->started = MonotonicSeconds();
   const std::string key = target->Key();
-  // As many tasks in flight as live workers measure the target (asked before each batch, so
-  // workers that join later are used too): while one task's batch waits for the search here,
-  // the workers measure another's. Each batch is still split among all live workers.
-  o.parallel_tasks = [this, key] { return static_cast<int>(registry_->LiveCount(key)); };
+  // Twice as many tasks in flight as live workers measure the target (asked before each batch,
+  // so workers that join later are used too): while a task's search runs here (a model fit and
+  // a proposal take seconds), its worker takes another task's queued batch rather than wait.
+  // With that many rounds in flight each goes whole to one worker (RemoteMeasurer::SplitParts);
+  // the last tasks' rounds are split among the workers again.
+  o.parallel_tasks = [this, key] { return kTasksPerWorker * static_cast<int>(registry_->LiveCount(key)); };
   auto measurer = std::make_unique<RemoteMeasurer>(
       queue_, job->id, key, tuner::TaskDataSeed(o.seed),
       [this, key] { return static_cast<int>(registry_->LiveCount(key)); },

@@ -2,6 +2,7 @@
 #include "server/remote_measurer.h"
 
 #include <algorithm>
+#include <atomic>
 
 namespace tune::server {
 
@@ -13,8 +14,14 @@ RemoteMeasurer::RemoteMeasurer(LeaseQueue* queue, uint64_t job_id, std::string t
 std::vector<measure::MeasureResult> RemoteMeasurer::Measure(const codegen::Template& tmpl, const measure::TaskData*,
                                                             const std::vector<search::Config>& configs,
                                                             const measure::MeasureProtocol& protocol) {
-  const size_t parts = std::clamp<size_t>(workers_ ? static_cast<size_t>(std::max(0, workers_())) : 1, 1,
-                                          std::max<size_t>(1, configs.size()));
+  // This call counts among the calls in flight until it returns.
+  struct InFlight {
+    std::atomic<int>& n;
+    explicit InFlight(std::atomic<int>& count) : n(count) { ++n; }
+    ~InFlight() { --n; }
+  } in_flight(in_flight_);
+  const size_t parts =
+      SplitParts(workers_ ? std::max(0, workers_()) : 1, in_flight_.load(), configs.size());
   const size_t per = (configs.size() + parts - 1) / parts;
   std::vector<uint64_t> ids;
   for (size_t begin = 0; begin < configs.size(); begin += per) {
@@ -51,6 +58,13 @@ std::vector<measure::MeasureResult> RemoteMeasurer::Measure(const codegen::Templ
   std::vector<uint64_t>& last = last_batches_[std::this_thread::get_id()];
   last.insert(last.end(), taken.begin(), taken.end());
   return out;
+}
+
+size_t RemoteMeasurer::SplitParts(int workers, int in_flight, size_t configs) {
+  if (configs == 0) return 1;
+  const int w = std::max(1, workers), k = std::max(1, in_flight);
+  const size_t parts = static_cast<size_t>((w + k - 1) / k);
+  return std::clamp<size_t>(parts, 1, configs);
 }
 
 std::vector<uint64_t> RemoteMeasurer::TakeLast() {

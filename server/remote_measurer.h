@@ -1,6 +1,8 @@
 // RemoteMeasurer: a measure::KernelMeasurer whose batches are leased to worker agents.
 #pragma once
 
+#include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -14,10 +16,12 @@
 
 namespace tune::server {
 
-/// Each Measure call splits its configs into one batch per live worker of `target_key` (as
-/// `workers()` counts them; at least one batch), queues them and blocks until workers return
-/// every batch's results (each requeued as often as workers are lost), so one job's round is
-/// measured by all matching workers at once. Committed() tells the worker's stream the
+/// Each Measure call splits its configs into SplitParts(live workers of `target_key`, calls in
+/// flight, configs) batches, queues them and blocks until workers return every batch's results
+/// (each requeued as often as workers are lost): one task's round alone is measured by all
+/// matching workers at once, while several tasks' rounds in flight each go whole to a worker
+/// (fewer, larger leases: each lease costs a worker a measuring process and a device context,
+/// and a round split four ways waits for the slowest of four builds). Committed() tells the worker's stream the
 /// results are in the database, so the worker is acknowledged only then. `aborted` is polled
 /// while waiting: when it returns true (daemon shutting down, job cancelled) the job's batches
 /// are dropped (leased ones revoked) and Measure returns no results. A batch whose workers kept
@@ -37,6 +41,11 @@ class RemoteMeasurer final : public measure::KernelMeasurer {
   bool NeedsTaskData() const override { return false; }
   void Committed() override;
 
+  /// How many batches a round of `configs` configs is split into when `workers` workers serve
+  /// the target and `in_flight` Measure calls (this one included) are under way: the workers
+  /// shared out among the calls, ceil(workers / in_flight), at least 1, at most `configs`.
+  static size_t SplitParts(int workers, int in_flight, size_t configs);
+
  private:
   LeaseQueue* queue_;
   uint64_t job_id_;
@@ -47,6 +56,7 @@ class RemoteMeasurer final : public measure::KernelMeasurer {
   /// The calling thread's batches of last_batches_, removed from it.
   std::vector<uint64_t> TakeLast();
 
+  std::atomic<int> in_flight_{0};  // Measure calls under way
   std::mutex mu_;
   /// Batches whose results a thread has taken, not yet committed, by the thread that measures
   /// them (guarded by mu_).

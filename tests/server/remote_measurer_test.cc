@@ -1,5 +1,6 @@
 // RemoteMeasurer with two tasks' batches measured at once on two threads: each thread's
-// Committed() acknowledges its own batches only.
+// Committed() acknowledges its own batches only, and a round is split among the workers only
+// as far as the rounds in flight leave workers to share.
 #include "server/remote_measurer.h"
 
 #include <chrono>
@@ -73,6 +74,75 @@ TEST(RemoteMeasurerThreads, EachThreadCommitsOnlyTheBatchesItMeasured) {
   turn[1].set_value();
   threads[1].join();
   EXPECT_EQ(queue.AwaitCommitted(second, 10), server::LeaseQueue::Outcome::kCommitted);
+}
+
+
+TEST(RemoteMeasurerSplit, WorkersAreSharedOutAmongTheRoundsInFlight) {
+  using server::RemoteMeasurer;
+  EXPECT_EQ(RemoteMeasurer::SplitParts(4, 1, 16), 4u);  // one round: every worker
+  EXPECT_EQ(RemoteMeasurer::SplitParts(4, 2, 16), 2u);
+  EXPECT_EQ(RemoteMeasurer::SplitParts(4, 3, 16), 2u);  // ceil: no worker left without a batch
+  EXPECT_EQ(RemoteMeasurer::SplitParts(4, 4, 16), 1u);
+  EXPECT_EQ(RemoteMeasurer::SplitParts(4, 8, 16), 1u);  // more rounds than workers: each whole
+  EXPECT_EQ(RemoteMeasurer::SplitParts(4, 1, 3), 3u);   // never an empty batch
+  EXPECT_EQ(RemoteMeasurer::SplitParts(0, 0, 5), 1u);   // no worker yet: one batch, queued
+  EXPECT_EQ(RemoteMeasurer::SplitParts(3, 1, 0), 1u);
+}
+
+// Two live workers. A round measured alone is leased as two batches; a second task's round
+// that starts while the first is still out goes as one batch of all its configs.
+TEST(RemoteMeasurerSplit, ARoundStartedWhileAnotherIsOutGoesWhole) {
+  std::mt19937_64 rng = TestRng(92);
+  server::LeaseQueue queue(600);
+  server::RemoteMeasurer measurer(&queue, /*job_id=*/1, "cpu", /*data_seed=*/rng(), [] { return 2; },
+                                  [] { return false; });
+  const std::vector<std::string> shapes = {"8,8,8", "16,8,8"};
+  std::vector<std::unique_ptr<codegen::Template>> templates;
+  std::vector<std::vector<search::Config>> configs(2);
+  for (int t = 0; t < 2; ++t) {
+    templates.push_back(MakeTemplate(codegen::OpKind::kMatmul, shapes[t]));
+    ASSERT_NE(templates.back(), nullptr);
+    const int n = std::uniform_int_distribution<int>(4, 9)(rng);
+    for (int i = 0; i < n; ++i) {
+      absl::StatusOr<search::Config> c = templates.back()->space().Sample(rng);
+      ASSERT_TRUE(c.ok()) << c.status();
+      configs[t].push_back(*c);
+    }
+  }
+  // Leases every batch queued for `want` batches (or until tries run out), keeping them out.
+  std::vector<std::pair<uint64_t, server::BatchSpec>> held;
+  auto lease = [&](size_t want, int tries_left = 3000) {
+    for (int tries = 0; tries < tries_left && held.size() < want; ++tries) {
+      if (auto l = queue.Lease(/*worker_id=*/5 + held.size(), "cpu", 0)) {
+        held.push_back(*l);
+      } else {
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      }
+    }
+  };
+  std::future<size_t> first = std::async(std::launch::async, [&] {
+    return measurer.Measure(*templates[0], nullptr, configs[0], measure::MeasureProtocol()).size();
+  });
+  lease(2);
+  ASSERT_EQ(held.size(), 2u) << "a round alone is split between the two workers";
+  EXPECT_EQ(held[0].second.configs_json.size() + held[1].second.configs_json.size(), configs[0].size());
+  std::future<size_t> second = std::async(std::launch::async, [&] {
+    return measurer.Measure(*templates[1], nullptr, configs[1], measure::MeasureProtocol()).size();
+  });
+  lease(3);
+  ASSERT_EQ(held.size(), 3u);
+  EXPECT_EQ(held[2].second.workload_key, templates[1]->workload().Key());
+  EXPECT_EQ(held[2].second.configs_json.size(), configs[1].size()) << "the second round was split";
+  // Anything more is a failure, and is returned too so that the rounds end.
+  lease(held.size() + configs[1].size(), /*tries_left=*/20);
+  EXPECT_EQ(held.size(), 3u) << "more batches than the three expected";
+  for (size_t i = 0; i < held.size(); ++i) {
+    const auto& [id, spec] = held[i];
+    std::vector<server::BatchResult> ok(spec.configs_json.size(), server::BatchResult{"ok", "", {1e-3}, 1, 0, 0});
+    ASSERT_TRUE(queue.Complete(5 + i, id, ok).ok());
+  }
+  EXPECT_EQ(first.get(), configs[0].size());
+  EXPECT_EQ(second.get(), configs[1].size());
 }
 
 }  // namespace
