@@ -119,6 +119,7 @@ struct Tuner::TaskRun {
   int64_t last_record_id = 0;  // records up to this id are known (CatchUp reads the newer ones)
   int since_improvement = 0;
   int reserved = 0;  // RunConcurrent: trials of the total budget held by its batch in flight
+  bool finalized = false;  // its finalists measured (RunConcurrent does so once its budget is spent)
 };
 
 absl::StatusOr<std::vector<TaskOutcome>> Tuner::Run(const std::vector<TuneTask>& tasks) {
@@ -230,7 +231,7 @@ absl::StatusOr<std::vector<TaskOutcome>> Tuner::RunStarted(std::vector<TaskRun>&
     if (!interrupted) {
       next = 0;
       if (auto st = RunOnThreads([&](int) { return next < n ? next++ : kNoMore; },
-                                 [&](int i) { return Finalize(runs[i]); });
+                                 [&](int i) { return runs[i].finalized ? absl::OkStatus() : Finalize(runs[i]); });
           !st.ok()) {
         return st;
       }
@@ -301,9 +302,22 @@ absl::Status Tuner::RunConcurrent(std::vector<TaskRun>& runs, search::TaskSchedu
   auto work = [&](int i) {
     TaskRun& t = runs[i];
     absl::Status st = RunBatch(t, t.reserved, t.reserved);
-    std::lock_guard<std::mutex> lock(mu_);
-    reserved_ -= t.reserved;
-    t.reserved = 0;
+    // A task whose own budget is spent gets no other batch: its finalists are measured now, on
+    // this thread, while other tasks' batches are in flight, rather than after the last of them.
+    // The task stays in flight for `pick` (t.reserved) until they are committed.
+    const bool finish =
+        st.ok() && t.progress.budget - t.outcome.trials <= 0 && !(options_.should_stop && options_.should_stop());
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      reserved_ -= t.reserved;
+      if (!finish) t.reserved = 0;
+    }
+    if (finish) {
+      st = Finalize(t);
+      t.finalized = true;
+      std::lock_guard<std::mutex> lock(mu_);
+      t.reserved = 0;
+    }
     return st;
   };
   return RunOnThreads(pick, work);

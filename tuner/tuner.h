@@ -99,8 +99,9 @@ struct TuneOptions {
   /// started: null, or an answer below 2, measures one batch at a time. With K > 1 the loop
   /// keeps up to K batches of different tasks in flight, each proposed, measured and committed
   /// on a thread of its own (a task never has two), so K measuring devices stay busy while
-  /// the search of another task runs here; the default schedules and the finalists of the
-  /// tasks are measured K at a time too. Which task gets the next batch then depends on which
+  /// the search of another task runs here; the default schedules are measured K at a time
+  /// too, and a task's finalists as soon as its own budget is spent (with other tasks' batches
+  /// still in flight; tasks stopped by the total budget get theirs at the end). Which task gets the next batch then depends on which
   /// batch came back first, so only K = 1 repeats a run exactly for a seed. Only for tasks
   /// whose Measure may be called from several threads at once (server::RemoteMeasurer, one
   /// device each on remote workers); the Tuner that measures with local runners ignores it,

@@ -116,6 +116,7 @@ struct ParallelRun {
   std::vector<tuner::TaskOutcome> outcomes;
   std::map<std::string, std::multiset<std::string>> searched;  // configs recorded by the search, by task
   int records = 0;
+  int64_t first_finalist_id = 0, last_search_id = 0;  // record ids (0: none)
 };
 
 /// Tunes `tasks` (made with `factors`) in a fresh database with `options`; the records read back.
@@ -137,7 +138,12 @@ ParallelRun TuneGated(const std::vector<double>& factors, ParallelGate* gate, co
   for (const tuner::TaskOutcome& o : out.outcomes) {
     for (const dataset::Record& r : RecordsOf(*db, o.task_id, measure::Target::HostCpu(1).Key())) {
       ++out.records;
-      if (r.strategy != "finalist") out.searched[o.task.name].insert(r.config_json);
+      if (r.strategy != "finalist") {
+        out.searched[o.task.name].insert(r.config_json);
+        out.last_search_id = std::max(out.last_search_id, r.id);
+      } else if (out.first_finalist_id == 0 || r.id < out.first_finalist_id) {
+        out.first_finalist_id = r.id;
+      }
     }
   }
   return out;
@@ -197,6 +203,37 @@ TEST(ParallelTasksTest, TwoTasksInFlightRecordWhatOneAtATimeRecords) {
     const std::multiset<std::string>& configs = parallel.searched.at(p.task.name);
     EXPECT_EQ(std::set<std::string>(configs.begin(), configs.end()).size(), configs.size())
         << p.task.name << ": a config recorded twice";
+  }
+}
+
+// With batches in flight, a task whose budget is spent has its finalists measured at once,
+// while the other tasks' batches go on (one at a time, every finalist comes after the search);
+// each task still gets exactly its finalists.
+TEST(ParallelTasksTest, ATaskDoneEarlyHasItsFinalistsMeasuredBeforeTheOthersEnd) {
+  std::mt19937_64 rng = TestRng(44);
+  const int n = std::uniform_int_distribution<int>(3, 5)(rng);
+  std::vector<double> factors;
+  for (int i = 0; i < n; ++i) factors.push_back(std::uniform_real_distribution<double>(0.5, 2)(rng));
+  tuner::TuneOptions options = ParallelOptions(rng);
+  options.trials_per_task = std::max(options.trials_per_task, 3 * options.batch);  // 3+ batches a task
+
+  ParallelGate sequential_gate;
+  const ParallelRun sequential = TuneGated(factors, &sequential_gate, options);
+  ASSERT_GT(sequential.first_finalist_id, 0);
+  EXPECT_GT(sequential.first_finalist_id, sequential.last_search_id);
+
+  options.parallel_tasks = [] { return 2; };
+  ParallelGate gate;
+  const ParallelRun parallel = TuneGated(factors, &gate, options);
+  ASSERT_GT(parallel.first_finalist_id, 0);
+  EXPECT_LT(parallel.first_finalist_id, parallel.last_search_id)
+      << "every finalist was measured after the last task's search";
+  EXPECT_FALSE(gate.task_twice) << "a task's finalists overlapped its own batch";
+  EXPECT_EQ(parallel.records, sequential.records);
+  EXPECT_EQ(parallel.searched, sequential.searched);
+  for (int i = 0; i < n; ++i) {
+    EXPECT_EQ(parallel.outcomes[i].best_config, sequential.outcomes[i].best_config) << i;
+    EXPECT_DOUBLE_EQ(parallel.outcomes[i].best_s, sequential.outcomes[i].best_s) << i;
   }
 }
 
