@@ -45,7 +45,7 @@ struct PoolVisits {
   explicit PoolVisits(int64_t n) : count(static_cast<size_t>(n)), owner(static_cast<size_t>(n)) {}
 };
 
-void VisitIndex(int64_t i, void* closure) {
+void PoolVisitIndex(int64_t i, void* closure) {
   auto* v = static_cast<PoolVisits*>(closure);
   v->count[static_cast<size_t>(i)].fetch_add(1, std::memory_order_relaxed);
   v->owner[static_cast<size_t>(i)].store(std::this_thread::get_id(), std::memory_order_relaxed);
@@ -54,8 +54,8 @@ void VisitIndex(int64_t i, void* closure) {
 /// Runs one loop of n indices and checks it: every index once; with `threads` > 1, chunk t is
 /// [n*t/T, n*(t+1)/T), run by one thread, the caller's for chunk 0, a distinct one each.
 /// Resets `v` for the next loop. Returns false (after reporting) on a failure.
-bool RunAndCheckLoop(PoolVisits& v, int64_t n, int threads) {
-  tune_rt_parallel_for(n, VisitIndex, &v);
+bool RunAndCheckPoolLoop(PoolVisits& v, int64_t n, int threads) {
+  tune_rt_parallel_for(n, PoolVisitIndex, &v);
   bool ok = true;
   for (int64_t i = 0; i < n; ++i) {
     const int c = v.count[static_cast<size_t>(i)].exchange(0);
@@ -108,7 +108,7 @@ TEST(RuntimeParallelForTest, BackToBackLoopsRunEveryIndexOnceInTheirChunks) {
       rt::SetNumThreads(threads);
       for (int r = 0; r < 20000; ++r) {
         const int64_t n = std::uniform_int_distribution<int64_t>(0, kPoolMaxN)(rng);
-        ASSERT_TRUE(RunAndCheckLoop(v, n, threads)) << "loop " << r << ", spin " << spin_us << " us";
+        ASSERT_TRUE(RunAndCheckPoolLoop(v, n, threads)) << "loop " << r << ", spin " << spin_us << " us";
       }
     }
   }
@@ -176,7 +176,7 @@ TEST(RuntimeParallelForTest, TwoThreadsCallingAtOnceBothRunEveryIndexOnce) {
     for (int r = 0; r < 20000; ++r) {
       if (change_threads && r % 100 == 0) rt::SetNumThreads(std::uniform_int_distribution<int>(2, 3)(rng));
       const int64_t n = std::uniform_int_distribution<int64_t>(0, kPoolMaxN)(rng);
-      tune_rt_parallel_for(n, VisitIndex, &v);
+      tune_rt_parallel_for(n, PoolVisitIndex, &v);
       for (int64_t i = 0; i < n; ++i) {
         if (v.count[static_cast<size_t>(i)].exchange(0) != 1) failures.fetch_add(1);
       }
@@ -198,7 +198,7 @@ TEST(RuntimeParallelForTest, ThreadCountChangesBetweenLoopsTakeEffect) {
     const int threads = std::uniform_int_distribution<int>(1, 4)(rng);
     rt::SetNumThreads(threads);
     const int64_t n = std::uniform_int_distribution<int64_t>(0, kPoolMaxN)(rng);
-    ASSERT_TRUE(RunAndCheckLoop(v, n, threads)) << "loop " << r;
+    ASSERT_TRUE(RunAndCheckPoolLoop(v, n, threads)) << "loop " << r;
   }
 }
 
@@ -235,7 +235,7 @@ TEST(RuntimeParallelForTest, AForkedChildRunsLoopsOnAPoolOfItsOwn) {
   PoolSettingsGuard guard;
   rt::SetNumThreads(2);
   PoolVisits v(kPoolMaxN);
-  ASSERT_TRUE(RunAndCheckLoop(v, 64, 2));  // the parent's pool exists and has run
+  ASSERT_TRUE(RunAndCheckPoolLoop(v, 64, 2));  // the parent's pool exists and has run
   const pid_t pid = fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
@@ -244,7 +244,7 @@ TEST(RuntimeParallelForTest, AForkedChildRunsLoopsOnAPoolOfItsOwn) {
     int bad = 0;
     for (int r = 0; r < 2000; ++r) {
       const int64_t n = std::uniform_int_distribution<int64_t>(2, kPoolMaxN)(rng);
-      tune_rt_parallel_for(n, VisitIndex, &v);
+      tune_rt_parallel_for(n, PoolVisitIndex, &v);
       bool two_threads = false;
       for (int64_t i = 0; i < n; ++i) {
         if (v.count[static_cast<size_t>(i)].exchange(0) != 1) ++bad;
@@ -258,7 +258,7 @@ TEST(RuntimeParallelForTest, AForkedChildRunsLoopsOnAPoolOfItsOwn) {
   ASSERT_EQ(waitpid(pid, &status, 0), pid);
   ASSERT_TRUE(WIFEXITED(status)) << "child status " << status;
   EXPECT_EQ(WEXITSTATUS(status), 0) << "the child's loops missed indices or ran on one thread";
-  EXPECT_TRUE(RunAndCheckLoop(v, 64, 2));  // the parent's pool is unharmed
+  EXPECT_TRUE(RunAndCheckPoolLoop(v, 64, 2));  // the parent's pool is unharmed
 }
 
 /// States ('R', 'S', ...) of this process's pool workers (threads named tune-rt-worker).
@@ -286,7 +286,7 @@ TEST(RuntimeParallelForTest, AnIdlePoolsWorkersGoToSleep) {
   rt::SetSpinMicros(rt::kDefaultSpinMicros);
   rt::SetNumThreads(2);
   PoolVisits v(kPoolMaxN);
-  for (int r = 0; r < 1000; ++r) ASSERT_TRUE(RunAndCheckLoop(v, 64, 2));
+  for (int r = 0; r < 1000; ++r) ASSERT_TRUE(RunAndCheckPoolLoop(v, 64, 2));
   for (;;) {
     const std::vector<char> states = PoolWorkerStates();
     ASSERT_EQ(states.size(), 1u) << "the pool's workers are not named tune-rt-worker";
