@@ -19,6 +19,24 @@
 namespace tune::test {
 namespace {
 
+/// Two matmul tasks of different shapes and a round of lo..hi random configs for each.
+bool MakeTwoRounds(std::mt19937_64& rng, int lo, int hi, std::vector<std::unique_ptr<codegen::Template>>* templates,
+                   std::vector<std::vector<search::Config>>* configs) {
+  configs->assign(2, {});
+  for (const char* shape : {"8,8,8", "16,8,8"}) {
+    templates->push_back(MakeTemplate(codegen::OpKind::kMatmul, shape));
+    if (templates->back() == nullptr) return false;
+    const int n = std::uniform_int_distribution<int>(lo, hi)(rng);
+    for (int i = 0; i < n; ++i) {
+      absl::StatusOr<search::Config> c = templates->back()->space().Sample(rng);
+      EXPECT_TRUE(c.ok()) << c.status();
+      if (!c.ok()) return false;
+      (*configs)[templates->size() - 1].push_back(*c);
+    }
+  }
+  return true;
+}
+
 // Two threads measure a batch of a different template each through one RemoteMeasurer; a
 // fake worker returns both; then the first thread's Committed() settles its batch and leaves
 // the other's waiting until that thread commits too.
@@ -27,19 +45,9 @@ TEST(RemoteMeasurerThreads, EachThreadCommitsOnlyTheBatchesItMeasured) {
   server::LeaseQueue queue(600);
   server::RemoteMeasurer measurer(&queue, /*job_id=*/1, "cpu", /*data_seed=*/rng(), [] { return 1; },
                                   [] { return false; });
-  const std::vector<std::string> shapes = {"8,8,8", "16,8,8"};
   std::vector<std::unique_ptr<codegen::Template>> templates;
-  std::vector<std::vector<search::Config>> configs(2);
-  for (int t = 0; t < 2; ++t) {
-    templates.push_back(MakeTemplate(codegen::OpKind::kMatmul, shapes[t]));
-    ASSERT_NE(templates.back(), nullptr);
-    const int n = std::uniform_int_distribution<int>(1, 4)(rng);
-    for (int i = 0; i < n; ++i) {
-      absl::StatusOr<search::Config> c = templates.back()->space().Sample(rng);
-      ASSERT_TRUE(c.ok()) << c.status();
-      configs[t].push_back(*c);
-    }
-  }
+  std::vector<std::vector<search::Config>> configs;
+  ASSERT_TRUE(MakeTwoRounds(rng, 1, 4, &templates, &configs));
   // Each thread: Measure, say how many results came back, wait for its turn, Committed.
   std::promise<void> turn[2];
   std::promise<size_t> measured[2];
@@ -96,19 +104,9 @@ TEST(RemoteMeasurerSplit, ARoundStartedWhileAnotherIsOutGoesWhole) {
   server::LeaseQueue queue(600);
   server::RemoteMeasurer measurer(&queue, /*job_id=*/1, "cpu", /*data_seed=*/rng(), [] { return 2; },
                                   [] { return false; });
-  const std::vector<std::string> shapes = {"8,8,8", "16,8,8"};
   std::vector<std::unique_ptr<codegen::Template>> templates;
-  std::vector<std::vector<search::Config>> configs(2);
-  for (int t = 0; t < 2; ++t) {
-    templates.push_back(MakeTemplate(codegen::OpKind::kMatmul, shapes[t]));
-    ASSERT_NE(templates.back(), nullptr);
-    const int n = std::uniform_int_distribution<int>(4, 9)(rng);
-    for (int i = 0; i < n; ++i) {
-      absl::StatusOr<search::Config> c = templates.back()->space().Sample(rng);
-      ASSERT_TRUE(c.ok()) << c.status();
-      configs[t].push_back(*c);
-    }
-  }
+  std::vector<std::vector<search::Config>> configs;
+  ASSERT_TRUE(MakeTwoRounds(rng, 4, 9, &templates, &configs));
   // Leases every batch queued for `want` batches (or until tries run out), keeping them out.
   std::vector<std::pair<uint64_t, server::BatchSpec>> held;
   auto lease = [&](size_t want, int tries_left = 3000) {
