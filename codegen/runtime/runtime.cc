@@ -1,5 +1,7 @@
 // The kernel runtime: a small fork-safe thread pool for parallel loops, aligned scratch memory and
-// the process's buffers of weights packed once.
+// the process's buffers of weights packed once. The same text is the runtime of exported kernel
+// libraries (exporter/library_files.cc embeds it at build time), so this file includes only
+// standard and POSIX headers besides its own, and compiles as C++17.
 #include "codegen/runtime/runtime.h"
 
 #include <pthread.h>
@@ -10,6 +12,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -18,7 +21,21 @@
 #include <thread>
 #include <vector>
 
-#include "base/check.h"
+// The worker count before any SetNumThreads: 1 in tune's processes; an exported library
+// defines the threads its kernels were tuned with.
+#ifndef TUNE_RT_DEFAULT_THREADS
+#define TUNE_RT_DEFAULT_THREADS 1
+#endif
+
+namespace {
+
+/// Aborts with `what` on stderr: out of memory, or a misuse of the prepacked-weight calls.
+[[noreturn]] void Fatal(const char* what) {
+  std::fprintf(stderr, "tune runtime: %s\n", what);
+  std::abort();
+}
+
+}  // namespace
 
 namespace tune::codegen::runtime {
 namespace {
@@ -62,10 +79,12 @@ bool SpinUntil(const Ready& ready, int spin_us) {
 
 /// CPUs this process may run on (its affinity mask).
 int UsableCpus() {
+#if defined(__linux__)
   cpu_set_t set;
   CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) != 0) return static_cast<int>(std::thread::hardware_concurrency());
-  return CPU_COUNT(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0) return CPU_COUNT(&set);
+#endif
+  return static_cast<int>(std::thread::hardware_concurrency());
 }
 
 /// Workers wait for a job; a job is split into one contiguous chunk per participant (the
@@ -141,7 +160,9 @@ class ThreadPool {
 
   void WorkerLoop(int t) {
     t_in_parallel = true;
+#if defined(__linux__)
     pthread_setname_np(pthread_self(), "tune-rt-worker");
+#endif
     uint64_t seen = 0;
     auto ready = [&] {
       return generation_.load(std::memory_order_seq_cst) != seen || stop_.load(std::memory_order_seq_cst);
@@ -209,7 +230,7 @@ std::shared_ptr<ThreadPool> Pool() {
   return pool;
 }
 
-std::atomic<int> g_threads{1};
+std::atomic<int> g_threads{TUNE_RT_DEFAULT_THREADS};
 
 }  // namespace
 
@@ -258,7 +279,7 @@ class ScratchCache {
       return block + kHeader;
     }
     char* block = static_cast<char*>(std::aligned_alloc(64, kHeader + size));
-    TUNE_CHECK_MSG(block != nullptr, "out of memory allocating kernel scratch");
+    if (block == nullptr) Fatal("out of memory allocating kernel scratch");
     std::memcpy(block, &size, sizeof size);
     return block + kHeader;
   }
@@ -340,7 +361,7 @@ class PrepackedCache {
       Erase(oldest->data);
     }
     char* data = static_cast<char*>(std::aligned_alloc(64, size));
-    TUNE_CHECK_MSG(data != nullptr, "out of memory allocating a packed weight");
+    if (data == nullptr) Fatal("out of memory allocating a packed weight");
     entries_.push_back(Entry{kernel_id, weight, size, data, 1, false, false, ++clock_});
     bytes_ += size;
     ++packs_;
@@ -351,7 +372,7 @@ class PrepackedCache {
   void Release(void* buffer) {
     std::lock_guard<std::mutex> lock(mu_);
     Entry* e = Find(static_cast<char*>(buffer));
-    TUNE_CHECK_MSG(e != nullptr && e->users > 0, "release of a packed weight buffer not in use");
+    if (e == nullptr || e->users <= 0) Fatal("release of a packed weight buffer not in use");
     --e->users;
     if (!e->filled) {
       e->filled = true;

@@ -6,8 +6,9 @@
 
 namespace tune::codegen::runtime {
 
-/// Worker count for parallel loops (>= 1). Call before running kernels; the pool is created
-/// lazily in the calling process, so a forked child gets its own.
+/// Worker count for parallel loops (>= 1; before any call, 1, or TUNE_RT_DEFAULT_THREADS where
+/// runtime.cc is compiled with it, as in an exported library). Call before running kernels;
+/// the pool is created lazily in the calling process, so a forked child gets its own.
 void SetNumThreads(int threads);
 int NumThreads();
 
