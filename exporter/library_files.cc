@@ -7,8 +7,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_replace.h"
+#include "base/check.h"
 #include "codegen/cuda/nvrtc.h"
+#include "exporter/runtime_text.h"  // generated: kRuntimeHeaderText, kRuntimeSourceText
 #include "nlohmann/json.hpp"
 
 #ifndef TUNE_EXPORT_COMMIT
@@ -201,279 +202,39 @@ std::string CpuEntryPoints(const ExportedLibrary& library) {
   return os.str();
 }
 
-constexpr const char* kCpuRuntime = R"(// Runtime of the exported kernels: the thread pool their parallel loops run on, the 64-byte
-// aligned scratch memory they allocate (packed weights, padded inputs) and the weights packed
-// once and kept across calls (schedules with prepack). Plain C++17.
-#include <atomic>
-#include <condition_variable>
-#include <cstddef>
-#include <cstdint>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
-#include <mutex>
-#include <string>
-#include <thread>
-#include <vector>
-
-#include "tune_kernels.h"
-
-namespace {
-
-constexpr int kDefaultThreads = @THREADS@;  // the threads the kernels were tuned with
-
-thread_local bool t_in_parallel = false;  // a parallel loop inside another one runs serially
-
-// Workers wait for a job; a job's iterations are split into one contiguous chunk per thread,
-// the caller taking chunk 0.
-class ThreadPool {
- public:
-  explicit ThreadPool(int threads) : threads_(threads) {
-    for (int t = 1; t < threads_; ++t) workers_.emplace_back([this, t] { Work(t); });
-  }
-  ~ThreadPool() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stop_ = true;
-    }
-    wake_.notify_all();
-    for (std::thread& w : workers_) w.join();
-  }
-  int threads() const { return threads_; }
-
-  void Run(int64_t n, void (*body)(int64_t, void*), void* closure) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      n_ = n;
-      body_ = body;
-      closure_ = closure;
-      pending_ = threads_ - 1;
-      ++generation_;
-    }
-    wake_.notify_all();
-    Chunk(0);
-    std::unique_lock<std::mutex> lock(mu_);
-    done_.wait(lock, [this] { return pending_ == 0; });
-  }
-
- private:
-  void Chunk(int t) {
-    const int64_t begin = n_ * t / threads_, end = n_ * (t + 1) / threads_;
-    for (int64_t i = begin; i < end; ++i) body_(i, closure_);
-  }
-  void Work(int t) {
-    t_in_parallel = true;
-    uint64_t seen = 0;
-    for (;;) {
-      {
-        std::unique_lock<std::mutex> lock(mu_);
-        wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
-        if (stop_) return;
-        seen = generation_;
-      }
-      Chunk(t);
-      std::lock_guard<std::mutex> lock(mu_);
-      if (--pending_ == 0) done_.notify_one();
-    }
-  }
-
-  const int threads_;
-  std::vector<std::thread> workers_;
-  std::mutex mu_;
-  std::condition_variable wake_, done_;
-  bool stop_ = false;
-  uint64_t generation_ = 0;
-  int pending_ = 0;
-  int64_t n_ = 0;
-  void (*body_)(int64_t, void*) = nullptr;
-  void* closure_ = nullptr;
-};
-
-std::atomic<int> g_threads{kDefaultThreads};
-std::mutex g_pool_mu;          // held while a parallel loop runs on the pool
-ThreadPool* g_pool = nullptr;  // never destroyed at exit, when workers may still wait on it
-
-}  // namespace
-
-extern "C" void tune_kernels_set_threads(int threads) { g_threads.store(threads < 1 ? 1 : threads); }
-
-extern "C" int tune_kernels_threads(void) { return g_threads.load(); }
-
-// Runs body(i, closure) for i in [0, n) and returns when all are done. Called by the kernels.
-extern "C" void tune_rt_parallel_for(int64_t n, void (*body)(int64_t, void*), void* closure) {
-  if (n <= 0) return;
-  const int threads = g_threads.load();
-  std::unique_lock<std::mutex> lock(g_pool_mu, std::defer_lock);
-  if (t_in_parallel || threads == 1 || n == 1 || !lock.try_lock()) {
-    for (int64_t i = 0; i < n; ++i) body(i, closure);
-    return;
-  }
-  if (g_pool == nullptr || g_pool->threads() != threads) {
-    delete g_pool;
-    g_pool = new ThreadPool(threads);
-  }
-  t_in_parallel = true;
-  g_pool->Run(n, body, closure);
-  t_in_parallel = false;
+/// tune_runtime.cc: the kernel runtime tune measured the kernels with (codegen/runtime/runtime.cc,
+/// its header in place of its #include), defaulting to the threads they were tuned with, and
+/// the library's calls that set its threads and forget its packed weights.
+std::string CpuRuntime(const ExportedLibrary& library) {
+  std::string header = kRuntimeHeaderText;
+  const std::string pragma = "#pragma once\n";
+  const size_t at_pragma = header.find(pragma);
+  TUNE_CHECK(at_pragma != std::string::npos);
+  header.erase(at_pragma, pragma.size());
+  std::string source = kRuntimeSourceText;
+  const std::string include = "#include \"codegen/runtime/runtime.h\"\n";
+  const size_t at_include = source.find(include);
+  TUNE_CHECK(at_include != std::string::npos);
+  source.replace(at_include, include.size(),
+                 absl::StrCat("\n// ---- runtime.h\n", header, "// ---- end of runtime.h\n"));
+  std::ostringstream os;
+  os << "// Runtime of the exported kernels: the thread pool their parallel loops run on, the 64-byte\n"
+     << "// aligned scratch memory they allocate (packed weights, padded inputs) and the weights packed\n"
+     << "// once and kept across calls (schedules with prepack). C++17. Below the first line of dashes,\n"
+     << "// up to the last, the kernel runtime of tune (commit " << TuneCommit()
+     << ") that measured the kernels:\n"
+     << "// codegen/runtime/runtime.cc, with codegen/runtime/runtime.h in place of its #include.\n\n"
+     << "// The threads the kernels were tuned with: the pool's default (tune_kernels_set_threads).\n"
+     << "#define TUNE_RT_DEFAULT_THREADS " << library.target.threads << "\n\n"
+     << "#include \"tune_kernels.h\"\n\n"
+     << "// -------------------------------------------------------------------------------------------\n"
+     << source
+     << "// -------------------------------------------------------------------------------------------\n\n"
+     << "extern \"C\" void tune_kernels_set_threads(int threads) { tune::codegen::runtime::SetNumThreads(threads); }\n\n"
+     << "extern \"C\" int tune_kernels_threads(void) { return tune::codegen::runtime::NumThreads(); }\n\n"
+     << "extern \"C\" void tune_kernels_forget_packed_weights(void) { tune_rt_prepacked_reset(); }\n";
+  return os.str();
 }
-
-namespace {
-
-// Scratch blocks freed on this thread, kept for the next call of a kernel (which allocates the
-// same sizes every call) instead of fresh pages: up to 8 blocks, 1 GiB. Each block has a
-// 64-byte header holding its size.
-struct ScratchCache {
-  static constexpr size_t kHeader = 64;
-  std::vector<char*> blocks;
-  size_t bytes = 0;
-  ~ScratchCache() {
-    for (char* block : blocks) std::free(block);
-  }
-  static size_t SizeOf(const char* block) {
-    size_t size;
-    std::memcpy(&size, block, sizeof size);
-    return size;
-  }
-};
-thread_local ScratchCache t_scratch;
-
-}  // namespace
-
-// 64-byte aligned scratch memory; never returns null (aborts when memory runs out).
-extern "C" void* tune_rt_alloc(int64_t bytes) {
-  const size_t size = (static_cast<size_t>(bytes < 64 ? 64 : bytes) + 63) / 64 * 64;
-  std::vector<char*>& blocks = t_scratch.blocks;
-  for (size_t i = 0; i < blocks.size(); ++i) {
-    if (ScratchCache::SizeOf(blocks[i]) != size) continue;
-    char* block = blocks[i];
-    blocks.erase(blocks.begin() + static_cast<std::ptrdiff_t>(i));
-    t_scratch.bytes -= size;
-    return block + ScratchCache::kHeader;
-  }
-  char* block = static_cast<char*>(std::aligned_alloc(64, ScratchCache::kHeader + size));
-  if (block == nullptr) {
-    std::fprintf(stderr, "tune_kernels: out of memory allocating %lld bytes of kernel scratch\n",
-                 static_cast<long long>(bytes));
-    std::abort();
-  }
-  std::memcpy(block, &size, sizeof size);
-  return block + ScratchCache::kHeader;
-}
-
-extern "C" void tune_rt_free(void* p) {
-  if (p == nullptr) return;
-  char* block = static_cast<char*>(p) - ScratchCache::kHeader;
-  t_scratch.blocks.push_back(block);
-  t_scratch.bytes += ScratchCache::SizeOf(block);
-  while (t_scratch.blocks.size() > 8 || t_scratch.bytes > (size_t{1} << 30)) {
-    t_scratch.bytes -= ScratchCache::SizeOf(t_scratch.blocks.front());
-    std::free(t_scratch.blocks.front());
-    t_scratch.blocks.erase(t_scratch.blocks.begin());
-  }
-}
-
-namespace {
-
-// Weights packed once: one buffer per (kernel id text, weight address, size), filled by the
-// first call (fresh = 1) while later callers of the same key wait for its release; at most 64
-// buffers and 1 GiB, the least recently used ones no call holds freed first.
-struct PackedWeight {
-  std::string id;
-  const void* weight;
-  size_t bytes;
-  char* data;
-  int users;
-  bool filled;
-  bool stale;  // forgotten while in use: freed at its last release
-  uint64_t last_use;
-};
-std::mutex g_packed_mu;
-std::condition_variable g_packed_filled;
-std::vector<PackedWeight>* g_packed = new std::vector<PackedWeight>();  // never destroyed
-size_t g_packed_bytes = 0;
-uint64_t g_packed_clock = 0;
-
-PackedWeight* FindPacked(const char* data) {
-  for (PackedWeight& e : *g_packed) {
-    if (e.data == data) return &e;
-  }
-  return nullptr;
-}
-void ErasePacked(char* data) {
-  for (size_t i = 0; i < g_packed->size(); ++i) {
-    if ((*g_packed)[i].data != data) continue;
-    if (!(*g_packed)[i].stale) g_packed_bytes -= (*g_packed)[i].bytes;
-    std::free(data);
-    g_packed->erase(g_packed->begin() + static_cast<std::ptrdiff_t>(i));
-    return;
-  }
-}
-
-}  // namespace
-
-extern "C" void* tune_rt_prepacked(const char* kernel_id, const void* weight, int64_t bytes, int* fresh) {
-  const size_t size = (static_cast<size_t>(bytes < 64 ? 64 : bytes) + 63) / 64 * 64;
-  std::unique_lock<std::mutex> lock(g_packed_mu);
-  for (PackedWeight& e : *g_packed) {
-    if (e.stale || e.weight != weight || e.bytes != size || e.id != kernel_id) continue;
-    ++e.users;
-    e.last_use = ++g_packed_clock;
-    char* data = e.data;
-    g_packed_filled.wait(lock, [data] { return FindPacked(data)->filled; });
-    *fresh = 0;
-    return data;
-  }
-  for (;;) {
-    size_t live = 0;
-    PackedWeight* oldest = nullptr;
-    for (PackedWeight& e : *g_packed) {
-      if (e.stale) continue;
-      ++live;
-      if (e.users == 0 && (oldest == nullptr || e.last_use < oldest->last_use)) oldest = &e;
-    }
-    if ((live < 64 && g_packed_bytes + size <= (size_t{1} << 30)) || oldest == nullptr) break;
-    ErasePacked(oldest->data);
-  }
-  char* data = static_cast<char*>(std::aligned_alloc(64, size));
-  if (data == nullptr) {
-    std::fprintf(stderr, "tune_kernels: out of memory allocating %lld bytes of a packed weight\n",
-                 static_cast<long long>(bytes));
-    std::abort();
-  }
-  g_packed->push_back(PackedWeight{kernel_id, weight, size, data, 1, false, false, ++g_packed_clock});
-  g_packed_bytes += size;
-  *fresh = 1;
-  return data;
-}
-
-extern "C" void tune_rt_prepacked_release(void* buffer) {
-  std::lock_guard<std::mutex> lock(g_packed_mu);
-  PackedWeight* e = FindPacked(static_cast<char*>(buffer));
-  if (e == nullptr || e->users <= 0) {
-    std::fprintf(stderr, "tune_kernels: release of a packed weight not in use\n");
-    std::abort();
-  }
-  --e->users;
-  if (!e->filled) {
-    e->filled = true;
-    g_packed_filled.notify_all();
-  }
-  if (e->stale && e->users == 0) ErasePacked(e->data);
-}
-
-extern "C" void tune_kernels_forget_packed_weights(void) {
-  std::lock_guard<std::mutex> lock(g_packed_mu);
-  for (size_t i = g_packed->size(); i-- > 0;) {
-    PackedWeight& e = (*g_packed)[i];
-    if (e.users == 0) {
-      ErasePacked(e.data);
-    } else if (!e.stale) {
-      e.stale = true;
-      g_packed_bytes -= e.bytes;
-    }
-  }
-}
-)";
 
 /// CMake's names of the processors the objects of this build run on.
 const char* ProcessorPattern() {
@@ -741,7 +502,7 @@ std::vector<LibraryFile> LibraryFiles(const ExportedLibrary& library) {
     files.push_back({"CMakeLists.txt", CudaCMakeLists(library)});
   } else {
     files.push_back({"tune_kernels.cc", CpuEntryPoints(library)});
-    files.push_back({"tune_runtime.cc", absl::StrReplaceAll(kCpuRuntime, {{"@THREADS@", std::to_string(library.target.threads)}})});
+    files.push_back({"tune_runtime.cc", CpuRuntime(library)});
     files.push_back({"CMakeLists.txt", CpuCMakeLists(library)});
     for (const ExportedKernel& k : library.kernels) files.push_back({"objects/" + k.function + ".o", k.object_code});
   }

@@ -391,7 +391,7 @@ TEST(ExportCpuTest, ObjectsAreCompiledForTheCpuOfTheTargetKey) {
   EXPECT_EQ(CountVex(generic_code), 0);
   EXPECT_GT(CountVex(haswell_code), static_cast<int>(haswell_code.size() / 10));
   EXPECT_THAT(test::ReadFileBytes(dir.Join("generic/tune_runtime.cc")),
-              HasSubstr("kDefaultThreads = " + std::to_string(threads) + ";"));
+              HasSubstr("\n#define TUNE_RT_DEFAULT_THREADS " + std::to_string(threads) + "\n"));
 
   // The baseline x86-64 code runs anywhere: built inside a project of its own, it computes
   // what the reference computes.
