@@ -536,6 +536,10 @@ int TrainCommand(int argc, char** argv) {
 
   nlohmann::json metrics;
   metrics["valid"] = EvalJson(valid);
+  // Ensemble members that early-stop on their own draws of validation tasks trained on most of
+  // `valid`'s tasks: its scores are then in-sample, not an estimate for unseen tasks.
+  const bool valid_in_sample = ensemble && t.member_splits && t.members != 0;
+  if (valid_in_sample) metrics["valid_in_sample"] = true;
   nlohmann::json per_network = nlohmann::json::object();
   for (size_t i = 0; i + 1 < rows.size(); ++i) per_network[rows[i].name] = RowJson(rows[i]);
   metrics["test"] = {{"networks", per_network}, {"overall", RowJson(rows.back())}};
@@ -572,8 +576,9 @@ int TrainCommand(int argc, char** argv) {
   info.options_json = options.dump();
   if (absl::Status st = costmodel::WriteArtifactFile(out_path, info, *model); !st.ok()) return base::Fail("tune", st);
 
-  std::printf("held-out metrics of the %s model (validation objective %.3f, pairwise %.3f, top-1 %.3f):\n",
-              model->kind().c_str(), costmodel::ValidationObjective(valid), valid.pairwise, valid.top1);
+  std::printf("held-out metrics of the %s model (validation%s objective %.3f, pairwise %.3f, top-1 %.3f):\n",
+              model->kind().c_str(), valid_in_sample ? ", in-sample: the members trained on most of its tasks," : "",
+              costmodel::ValidationObjective(valid), valid.pairwise, valid.top1);
   PrintMetricTable({model->kind()}, {rows}, /*markdown=*/false);
   if (ensemble) {
     std::printf("held-out overall of each member and of the ensemble normalised otherwise:\n");

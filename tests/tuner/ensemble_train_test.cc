@@ -18,6 +18,7 @@ namespace tune::tuner {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 const std::string kEtTune = std::string(TUNE_BIN_DIR) + "/tune";
 const std::string kEtData = std::string(TUNE_SOURCE_DIR) + "/tests/data/costmodel/small-llvm.records.jsonl.gz";
@@ -47,6 +48,8 @@ TEST(EnsembleTrainTest, TrainsOnTheSmallDatasetRanksHeldOutTasksAndTunes) {
   EXPECT_THAT(trained.err, HasSubstr("member 2/2 ["));
   EXPECT_THAT(trained.out, HasSubstr("member 3: xgb regression seed 12"));
   EXPECT_THAT(trained.out, HasSubstr("ensemble (fitted scales)"));
+  EXPECT_THAT(trained.out, HasSubstr("validation, in-sample")) << "members trained on their own validation draws";
+  EXPECT_THAT(single.out, Not(HasSubstr("in-sample")));
 
   auto a = costmodel::ReadArtifactFile(ens);
   ASSERT_TRUE(a.ok()) << a.status();
@@ -62,6 +65,7 @@ TEST(EnsembleTrainTest, TrainsOnTheSmallDatasetRanksHeldOutTasksAndTunes) {
   }
   auto metrics = nlohmann::json::parse(a->info.metrics_json);
   EXPECT_EQ(metrics["ensemble"]["members"].size(), 3u);
+  EXPECT_EQ(metrics.value("valid_in_sample", false), true);
   const double pairwise = metrics["test"]["overall"]["pairwise"].get<double>();
   EXPECT_GT(pairwise, 0.6) << "held-out pairwise accuracy of the ensemble";
   const double top5 = metrics["test"]["overall"]["top5"].get<double>();
