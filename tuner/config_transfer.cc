@@ -1,5 +1,6 @@
 // Config transfer: workload distance, mapping a config between shapes, and the seeds of a task.
 #include "tuner/config_transfer.h"
+#include "tuner/nearest_tasks.h"
 
 #include <algorithm>
 #include <cmath>
@@ -116,34 +117,13 @@ absl::StatusOr<TransferSeeds> TransferConfigs(const dataset::RecordDatabase& db,
   // taken: making the template of every recorded task would cost each new task time and
   // memory in proportion to the database, however few configs it seeds. Likewise only the
   // nearest `candidates` are kept while the tasks table is read, row by row.
-  struct Candidate {
-    double distance;
-    dataset::TaskInfo info;
-    codegen::Workload workload;
-  };
-  const auto nearer = [](const Candidate& x, const Candidate& y) {
-    return x.distance < y.distance || (x.distance == y.distance && x.info.id < y.info.id);
-  };
-  const size_t kept = static_cast<size_t>(std::max(options.candidates, 1));
-  std::vector<Candidate> similar;  // a max-heap under `nearer`: the farthest kept on top
-  absl::Status scanned = db.ForEachTaskMeasuredOn(target_id, [&](const dataset::TaskInfo& info) {
-    if (info.id == task_id || info.template_version != tmpl.version()) return;
-    auto w = codegen::Workload::FromKey(info.workload_key);
-    if (!w.ok()) return;
-    const double d = WorkloadDistance(workload, *w);
-    if (!std::isfinite(d)) return;
-    if (similar.size() == kept) {
-      if (!(d < similar.front().distance)) return;  // ids grow: a tie is the later task
-      std::pop_heap(similar.begin(), similar.end(), nearer);
-      similar.pop_back();
-    }
-    similar.push_back({d, info, std::move(*w)});
-    std::push_heap(similar.begin(), similar.end(), nearer);
-  });
-  if (!scanned.ok()) return scanned;
-  std::sort_heap(similar.begin(), similar.end(), nearer);
+  auto similar = NearestTasksByDistance(db, target_id, task_id, workload, options.candidates,
+                                        [&](const dataset::TaskInfo& info, double distance) {
+                                          return info.template_version == tmpl.version() && std::isfinite(distance);
+                                        });
+  if (!similar.ok()) return similar.status();
   std::set<search::Config> taken;
-  for (const Candidate& candidate : similar) {
+  for (const NearTask& candidate : *similar) {
     if (static_cast<int>(seeds.configs.size()) >= options.max_configs) break;
     const dataset::TaskInfo* info = &candidate.info;
     auto other = factory.MakeTemplate(candidate.workload);

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -24,6 +25,15 @@ struct NearTask {
 /// the order RecordDatabase::Tasks lists them in. The tasks table is read a row at a time and
 /// only the kept tasks are held, so the memory and the work after the scan do not grow with the
 /// database. Errors: SQL.
+/// The tasks other than `task_id` that have an ok record on `target_id`, a workload key that
+/// parses and that `accept(info, distance)` takes, at most `max_tasks` of them (at least 1): the
+/// nearest to `workload` by WorkloadDistance, nearest first, ties to the older task. The tasks
+/// table is read a row at a time and only the kept tasks are held (a bounded max-heap).
+/// Errors: SQL.
+absl::StatusOr<std::vector<NearTask>> NearestTasksByDistance(
+    const dataset::RecordDatabase& db, int64_t target_id, int64_t task_id, const codegen::Workload& workload,
+    int max_tasks, const std::function<bool(const dataset::TaskInfo&, double distance)>& accept);
+
 absl::StatusOr<std::vector<NearTask>> NearestMeasuredTasks(const dataset::RecordDatabase& db, int64_t target_id,
                                                            int64_t task_id, const codegen::Workload& workload,
                                                            int max_tasks);
