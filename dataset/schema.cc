@@ -2,12 +2,15 @@
 #include "dataset/schema.h"
 
 #include <fcntl.h>
+#include <sqlite3.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <iterator>
+#include <thread>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -145,6 +148,28 @@ absl::StatusOr<Contents> Inspect(sqlite3* db, const std::string& path) {
   return *tables == 4 ? Contents::kTune : Contents::kForeign;
 }
 
+// Inspect inside one read transaction, so that its queries see one state of the file. Run as
+// separate statements they may not: a connection committing the schema of a new file between
+// the version query (0) and the tables query (some) makes the file look foreign. `version`, when
+// given, gets PRAGMA user_version from the same snapshot. Not for use inside a transaction.
+absl::StatusOr<Contents> InspectSnapshot(sqlite3* db, const std::string& path, int64_t* version = nullptr) {
+  if (absl::Status s = Exec(db, "BEGIN DEFERRED"); !s.ok()) return s;
+  absl::StatusOr<Contents> contents = Inspect(db, path);
+  if (contents.ok() && version != nullptr) {
+    absl::StatusOr<int64_t> v = SchemaVersion(db);
+    if (v.ok()) {
+      *version = *v;
+    } else {
+      contents = v.status();
+    }
+  }
+  if (sqlite3_get_autocommit(db) == 0) {  // an error may have ended the transaction already
+    absl::Status end = Exec(db, contents.ok() ? "COMMIT" : "ROLLBACK");
+    if (contents.ok() && !end.ok()) return end;
+  }
+  return contents;
+}
+
 absl::Status NotTuneDatabase(const std::string& path) {
   return absl::FailedPreconditionError(absl::StrCat(
       "'", path, "' is not a tune database (an SQLite file without tune's schema)"));
@@ -200,7 +225,18 @@ absl::Status Configure(sqlite3* db, bool in_memory) {
   if (absl::Status s = Exec(db, "PRAGMA foreign_keys = ON"); !s.ok()) return s;
   if (absl::Status s = Exec(db, "PRAGMA synchronous = NORMAL"); !s.ok()) return s;
   if (in_memory) return absl::OkStatus();
+  // Switching a rollback-journal file to WAL turns this connection's read lock into a write
+  // lock. Where another connection does the same at once (openers of a file just created),
+  // SQLite answers SQLITE_BUSY at once rather than call the busy handler, since both waiting
+  // could deadlock; so the switch is retried until the busy timeout. A file already in WAL
+  // mode takes no write lock here.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kBusyTimeoutMs);
   absl::StatusOr<std::string> mode = QueryText(db, "PRAGMA journal_mode = WAL");
+  while (!mode.ok() && (sqlite3_extended_errcode(db) & 0xff) == SQLITE_BUSY &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    mode = QueryText(db, "PRAGMA journal_mode = WAL");
+  }
   if (!mode.ok()) return mode.status();
   if (*mode != "wal") {
     spdlog::warn("record database: journal mode is '{}', not 'wal' (file system without "
@@ -213,7 +249,7 @@ absl::Status Configure(sqlite3* db, bool in_memory) {
 // Classifies a freshly opened file, creates the schema in an empty one, configures the
 // connection.
 absl::Status Prepare(sqlite3* db, const std::string& path, bool create, bool in_memory) {
-  absl::StatusOr<Contents> contents = Inspect(db, path);
+  absl::StatusOr<Contents> contents = InspectSnapshot(db, path);
   if (!contents.ok()) return contents.status();
   if (*contents == Contents::kForeign) return NotTuneDatabase(path);
   if (*contents == Contents::kEmpty) {
@@ -284,14 +320,13 @@ absl::StatusOr<SqliteConnection> OpenReadOnlyWithSchema(const std::string& path)
   if (!connection.ok()) return connection.status();
   sqlite3* db = connection->get();
   if (absl::Status s = Exec(db, "PRAGMA query_only = ON"); !s.ok()) return s;
-  absl::StatusOr<Contents> contents = Inspect(db, path);
+  int64_t version = 0;
+  absl::StatusOr<Contents> contents = InspectSnapshot(db, path, &version);
   if (!contents.ok()) return contents.status();
   if (*contents != Contents::kTune) return NotTuneDatabase(path);
-  absl::StatusOr<int64_t> version = SchemaVersion(db);
-  if (!version.ok()) return version.status();
-  if (*version != kSchemaVersion) {
+  if (version != kSchemaVersion) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "'", path, "' has record database schema version ", *version, ", not ", kSchemaVersion,
+        "'", path, "' has record database schema version ", version, ", not ", kSchemaVersion,
         " (open it once with this tune, e.g. tune db stats --db ", path, ", to upgrade it)"));
   }
   return connection;
