@@ -58,6 +58,18 @@ Conv2dTemplate::Conv2dTemplate(Workload w, CpuLimits cpu) : Template(std::move(w
   // recorded before the knob meant).
   int prepack = s.AddChoice("prepack", {0, 1});
   s.AllowMissing("prepack");
+  // The blocked layout of a dense (groups == 1) convolution: 1 reads a channel-blocked copy of
+  // the padded input, [N][ceil(IC/icb)][H+2ph][W+2pw][icb] with icb the inner IC tile factor,
+  // and a weight packed [OC/ob][IC/icb][KH][KW][icb][ob], so the register tile's broadcasts
+  // step through consecutive floats; 0 (what configs recorded before the knob meant) reads
+  // the NCHW input. Depthwise convolutions block their input by channel block already.
+  if (wl.groups == 1) {
+    s.AddChoice("in_block", {0, 1}, {"nchw", "blocked"});
+    s.AddCondition("in_block", "layout", {kBlocked});
+  } else {
+    s.AddChoice("in_block", {0}, {"nchw"});
+  }
+  s.AllowMissing("in_block");
   const search::ConfigSpace* sp = &space_;
   const int64_t lanes = cpu_.vector_lanes, registers = cpu_.vector_registers;
   // nchw: accumulators plus one weight vector and one broadcast input value in registers.
@@ -148,8 +160,16 @@ Schedule Conv2dTemplate::Build(const search::Config& c) const {
     pack = true;
     vec = 1;
   }
-  // A depthwise convolution in the blocked layout reads its input channel-blocked as well.
-  const bool blocked_input = blocked && wl.depthwise();
+  // The input read channel-blocked: a depthwise convolution's in the blocked layout, in blocks
+  // of ob (its channel block), and a dense one's with in_block, in blocks of icb (the inner IC
+  // tile factor; the reduction then runs over ceil(IC/icb) whole blocks, zeros past IC).
+  const bool in_block = blocked && wl.groups == 1 && s.GetInt(c, "in_block");
+  const bool blocked_input = (blocked && wl.depthwise()) || in_block;
+  const int64_t icb = in_block ? fic[1] : ob;
+  const int64_t ic_blocks = (wl.in_c + icb - 1) / icb;
+  // A 1x1 convolution without padding reads only the rows and columns at multiples of the
+  // stride: its blocked copy holds just those ([N][ceil(IC/icb)][OH][OW][icb]).
+  const bool sampled = in_block && wl.kernel_h == 1 && wl.kernel_w == 1 && wl.pad_h == 0 && wl.pad_w == 0;
 
   Schedule sched;
   const ArgBuffers buffers = MakeArgBuffers();
@@ -160,22 +180,27 @@ Schedule Conv2dTemplate::Build(const search::Config& c) const {
   // bounds; the select picks zero outside).
   Buffer src = data;
   if (blocked_input) {
-    // [N][ceil(C/ob)][H+2ph][W+2pw][ob]: the padded input with its channels in blocks of ob,
-    // zero past C, so the tile's input vectors are contiguous like its weight vectors.
-    int64_t ph = wl.in_h + 2 * wl.pad_h, pw = wl.in_w + 2 * wl.pad_w;
-    Buffer copy = MakeBuffer(data->name + ".blocked", {wl.batch, blocks, ph, pw, ob}, BufferScope::kHeap);
+    // [N][ceil(C/icb)][H+2ph][W+2pw][icb]: the padded input with its channels in blocks of icb,
+    // zero past C, so the tile's input values are contiguous like its weight vectors (depthwise:
+    // icb = ob, the tile's input vectors; dense: the broadcasts of consecutive input channels).
+    const int64_t ph = sampled ? wl.out_h() : wl.in_h + 2 * wl.pad_h;
+    const int64_t pw = sampled ? wl.out_w() : wl.in_w + 2 * wl.pad_w;
+    Buffer copy = MakeBuffer(data->name + ".blocked", {wl.batch, ic_blocks, ph, pw, icb}, BufferScope::kHeap);
     sched.scratch.push_back(copy);
-    IterVar n = MakeIterVar("pn", wl.batch), cb = MakeIterVar("pc", blocks);
-    IterVar h = MakeIterVar("ph", ph), x = MakeIterVar("pw", pw), cv = MakeIterVar("pb", ob);
-    Expr ch = cb.var * Expr(ob) + cv.var;
+    IterVar n = MakeIterVar("pn", wl.batch), cb = MakeIterVar("pc", ic_blocks);
+    IterVar h = MakeIterVar("ph", ph), x = MakeIterVar("pw", pw), cv = MakeIterVar("pb", icb);
+    Expr ch = cb.var * Expr(icb) + cv.var;
     Expr inside, ih = h.var, iw = x.var;
-    if (wl.pad_h > 0 || wl.pad_w > 0) {
+    if (sampled) {
+      if (wl.stride_h > 1) ih = h.var * Expr(wl.stride_h);
+      if (wl.stride_w > 1) iw = x.var * Expr(wl.stride_w);
+    } else if (wl.pad_h > 0 || wl.pad_w > 0) {
       inside = (Expr(wl.pad_h) <= h.var) && (h.var < Expr(wl.pad_h + wl.in_h)) && (Expr(wl.pad_w) <= x.var) &&
                (x.var < Expr(wl.pad_w + wl.in_w));
       ih = Min(Max(h.var - Expr(wl.pad_h), 0), wl.in_h - 1);
       iw = Min(Max(x.var - Expr(wl.pad_w), 0), wl.in_w - 1);
     }
-    if (wl.in_c % ob != 0) {
+    if (wl.in_c % icb != 0) {
       inside = inside.defined() ? (inside && ch < Expr(wl.in_c)) : ch < Expr(wl.in_c);
       ch = Min(ch, Expr(wl.in_c - 1));
     }
@@ -212,6 +237,9 @@ Schedule Conv2dTemplate::Build(const search::Config& c) const {
   IterVar vn = MakeIterVar("n", wl.batch), voc = MakeIterVar("oc", blocked ? blocks : wl.out_c);
   IterVar voh = MakeIterVar("oh", wl.out_h()), vow = MakeIterVar("ow", wl.out_w());
   IterVar vic = MakeIterVar("ic", icg), vkh = MakeIterVar("kh", wl.kernel_h), vkw = MakeIterVar("kw", wl.kernel_w);
+  // With in_block the reduction runs over the input's channel blocks and the channels of a
+  // block (the tiled ic loop's two levels, without a tail: the copies are zero past IC).
+  IterVar vic0 = MakeIterVar("ic0", ic_blocks), vic1 = MakeIterVar("ic1", icb);
   // The blocked layout's channel within a block (its oc axis counts blocks).
   IterVar vob = MakeIterVar("ob", ob);
 
@@ -224,30 +252,59 @@ Schedule Conv2dTemplate::Build(const search::Config& c) const {
     // find memory in place rather than pages never touched (a page walk per masked load).
     const int64_t packed_blocks =
         prepack ? std::max(blocks, (blocks + foc[1] - 1) / foc[1] * foc[1]) : blocks;
-    const std::vector<int64_t> shape = {packed_blocks, icg, wl.kernel_h, wl.kernel_w, ob};
+    // With in_block: [blocks][ceil(IC/icb)][KH][KW][icb][ob], zeros past IC as well.
+    const std::vector<int64_t> shape =
+        in_block ? std::vector<int64_t>{packed_blocks, ic_blocks, wl.kernel_h, wl.kernel_w, icb, ob}
+                 : std::vector<int64_t>{packed_blocks, icg, wl.kernel_h, wl.kernel_w, ob};
     Buffer packed = prepack ? MakePrepackedBuffer(weight->name + ".packed", shape, weight)
                             : MakeBuffer(weight->name + ".packed", shape, BufferScope::kHeap);
     sched.scratch.push_back(packed);
-    IterVar po = MakeIterVar("po", packed_blocks), pi = MakeIterVar("pi", icg);
-    IterVar ph = MakeIterVar("pkh", wl.kernel_h), pw = MakeIterVar("pkw", wl.kernel_w), pb = MakeIterVar("pb", ob);
-    Expr channel = po.var * Expr(ob) + pb.var;
-    Expr src = packed_blocks * ob == wl.out_c
-                   ? Load(weight, {channel, pi.var, ph.var, pw.var})
-                   : Select(channel < Expr(wl.out_c),
-                            Load(weight, {Min(channel, Expr(wl.out_c - 1)), pi.var, ph.var, pw.var}), FloatImm(0.0));
-    Stage ps(packed, {po, pi, ph, pw, pb}, src);
-    if (blocked) ps.Vectorize(ps.axis(4));
-    if (parallel) ps.Parallel(fused ? ps.Fuse(ps.axis(0), ps.axis(1)) : ps.axis(0));
-    sched.stages.push_back(std::move(ps));
-    w_value = blocked ? Load(packed, {voc.var, vic.var, vkh.var, vkw.var, vob.var})
-                      : Load(packed, {voc.var / Expr(ob), vic.var, vkh.var, vkw.var, voc.var % Expr(ob)});
+    if (in_block) {
+      IterVar po = MakeIterVar("po", packed_blocks), pi = MakeIterVar("pi", ic_blocks);
+      IterVar ph = MakeIterVar("pkh", wl.kernel_h), pw = MakeIterVar("pkw", wl.kernel_w);
+      IterVar pj = MakeIterVar("pj", icb), pb = MakeIterVar("pb", ob);
+      Expr channel = po.var * Expr(ob) + pb.var, in_channel = pi.var * Expr(icb) + pj.var;
+      Expr inside;
+      if (packed_blocks * ob != wl.out_c) {
+        inside = channel < Expr(wl.out_c);
+        channel = Min(channel, Expr(wl.out_c - 1));
+      }
+      if (ic_blocks * icb != icg) {
+        inside = inside.defined() ? (inside && in_channel < Expr(icg)) : in_channel < Expr(icg);
+        in_channel = Min(in_channel, Expr(icg - 1));
+      }
+      Expr load = Load(weight, {channel, in_channel, ph.var, pw.var});
+      Stage ps(packed, {po, pi, ph, pw, pj, pb}, inside.defined() ? Select(inside, load, FloatImm(0.0)) : load);
+      ps.Vectorize(ps.axis(5));
+      if (parallel) ps.Parallel(fused ? ps.Fuse(ps.axis(0), ps.axis(1)) : ps.axis(0));
+      sched.stages.push_back(std::move(ps));
+    } else {
+      IterVar po = MakeIterVar("po", packed_blocks), pi = MakeIterVar("pi", icg);
+      IterVar ph = MakeIterVar("pkh", wl.kernel_h), pw = MakeIterVar("pkw", wl.kernel_w), pb = MakeIterVar("pb", ob);
+      Expr channel = po.var * Expr(ob) + pb.var;
+      Expr src = packed_blocks * ob == wl.out_c
+                     ? Load(weight, {channel, pi.var, ph.var, pw.var})
+                     : Select(channel < Expr(wl.out_c),
+                              Load(weight, {Min(channel, Expr(wl.out_c - 1)), pi.var, ph.var, pw.var}), FloatImm(0.0));
+      Stage ps(packed, {po, pi, ph, pw, pb}, src);
+      if (blocked) ps.Vectorize(ps.axis(4));
+      if (parallel) ps.Parallel(fused ? ps.Fuse(ps.axis(0), ps.axis(1)) : ps.axis(0));
+      sched.stages.push_back(std::move(ps));
+    }
+    w_value = in_block  ? Load(packed, {voc.var, vic0.var, vkh.var, vkw.var, vic1.var, vob.var})
+              : blocked ? Load(packed, {voc.var, vic.var, vkh.var, vkw.var, vob.var})
+                        : Load(packed, {voc.var / Expr(ob), vic.var, vkh.var, vkw.var, voc.var % Expr(ob)});
   } else {
     w_value = Load(weight, {voc.var, vic.var, vkh.var, vkw.var});
   }
   Expr ih = voh.var * Expr(wl.stride_h) + vkh.var * Expr(wl.dilation_h);
   Expr iw = vow.var * Expr(wl.stride_w) + vkw.var * Expr(wl.dilation_w);
   Expr x_value;
-  if (blocked_input) {
+  if (in_block) {
+    // (The sampled copy of a 1x1 convolution holds only the rows and columns read.)
+    x_value = sampled ? Load(src, {vn.var, vic0.var, voh.var, vow.var, vic1.var})
+                      : Load(src, {vn.var, vic0.var, ih, iw, vic1.var});
+  } else if (blocked_input) {
     x_value = Load(src, {vn.var, voc.var, ih, iw, vob.var});
   } else {
     Expr channel = vic.var;
@@ -262,8 +319,10 @@ Schedule Conv2dTemplate::Build(const search::Config& c) const {
     blocked_out = MakeBuffer(out->name + ".blocked", {wl.batch, blocks, wl.out_h(), wl.out_w(), ob}, BufferScope::kHeap);
     sched.scratch.push_back(blocked_out);
   }
-  Stage st = blocked ? Stage(blocked_out, {vn, voc, voh, vow, vob}, {vic, vkh, vkw}, x_value * w_value)
-                     : Stage(out, {vn, voc, voh, vow}, {vic, vkh, vkw}, x_value * w_value);
+  const std::vector<IterVar> reduce = in_block ? std::vector<IterVar>{vic0, vkh, vkw, vic1}
+                                               : std::vector<IterVar>{vic, vkh, vkw};
+  Stage st = blocked ? Stage(blocked_out, {vn, voc, voh, vow, vob}, reduce, x_value * w_value)
+                     : Stage(out, {vn, voc, voh, vow}, reduce, x_value * w_value);
   if (!blocked && (wl.bias || wl.relu || wl.relu6)) {
     Expr acc = MakeVar("acc");
     st.SetEpilogue(acc, ApplyEpilogue(wl, acc, bias, voc.var));
@@ -279,7 +338,8 @@ Schedule Conv2dTemplate::Build(const search::Config& c) const {
   }
   auto oh = st.SplitFactors(st.axis(2), foh, kTails);
   auto ow = st.SplitFactors(st.axis(3), fow, kTails);
-  auto ic = st.SplitFactors(st.reduce_axis(0), fic, kTails);
+  auto ic = in_block ? std::vector<int>{st.reduce_axis(0), st.reduce_axis(3)}
+                     : st.SplitFactors(st.reduce_axis(0), fic, kTails);
   int kh = st.reduce_axis(1), kw = st.reduce_axis(2);
   int n = st.axis(0);
   // The register tile: the vectorized axis innermost.

@@ -22,7 +22,14 @@ namespace tune::codegen {
 /// past OC in the last block are zero-weighted and never copied. Whatever the layout, the
 /// kernel reads NCHW data and writes NCHW output. The blocked layout takes groups == 1 and
 /// depthwise convolutions (groups == in_c == out_c: the channel block then also blocks the
-/// input, copied into [N][ceil(C/ob)][H+2ph][W+2pw][ob]); other grouped ones stay nchw.
+/// input, copied into [N][ceil(C/ob)][H+2ph][W+2pw][ob]); other grouped ones stay nchw. For
+/// groups == 1, `in_block` 1 blocks the input too, by icb = the inner IC tile factor: the padded
+/// input is copied into [N][ceil(IC/icb)][H+2ph][W+2pw][icb] (a 1x1 convolution without padding
+/// copies only the rows and columns it reads, [N][ceil(IC/icb)][OH][OW][icb]), the weight is
+/// packed [OC/ob][ceil(IC/icb)][KH][KW][icb][ob], both zero past IC, and the reduction runs
+/// over whole blocks, so the tile's broadcasts of consecutive input channels read consecutive
+/// floats. `in_block` 0, the default (and what configs recorded without it mean), reads the
+/// NCHW input.
 ///
 /// Register tiles follow `cpu`: ow2 may be any of 1..16 and ob any multiple of the vector
 /// lanes up to 64 (with tails); a blocked tile's ceil(ob/lanes) x ow2 accumulator vectors, its
