@@ -10,8 +10,12 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <memory>
+#include <sstream>
 #include <optional>
 #include <utility>
+
+#include <zlib.h>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -323,8 +327,20 @@ absl::StatusOr<std::vector<PortableRecord>> ReadRecords(std::istream& in, const 
 absl::StatusOr<std::vector<PortableRecord>> ReadRecordsFile(const std::string& path) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) return absl::InvalidArgumentError(absl::StrCat(path, " is a directory"));
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", path, ": ", std::strerror(errno)));
+  // zlib reads gzip and plain files alike.
+  gzFile file = gzopen(path.c_str(), "rb");
+  if (file == nullptr) return absl::NotFoundError(absl::StrCat("cannot open ", path, ": ", std::strerror(errno)));
+  std::unique_ptr<gzFile_s, int (*)(gzFile)> closer(file, gzclose);
+  std::string text;
+  char buffer[1 << 16];
+  int n = 0;
+  while ((n = gzread(file, buffer, sizeof(buffer))) > 0) text.append(buffer, static_cast<size_t>(n));
+  int code = Z_OK;
+  const char* why = gzerror(file, &code);
+  if (n < 0 || (code != Z_OK && code != Z_STREAM_END)) {  // a corrupt or truncated gzip stream
+    return absl::InvalidArgumentError(absl::StrCat(path, ": not a readable records file (", why, ")"));
+  }
+  std::istringstream in(std::move(text));
   return ReadRecords(in, path);
 }
 

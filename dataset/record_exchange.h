@@ -47,7 +47,8 @@ absl::StatusOr<PortableRecord> RecordFromJsonLine(std::string_view line);
 /// InvalidArgument "NAME:LINE: why", `name` being what the messages call the input. Each
 /// record's `origin` is "NAME:LINE".
 absl::StatusOr<std::vector<PortableRecord>> ReadRecords(std::istream& in, const std::string& name);
-/// ReadRecords of the file at `path` (named `path` in messages); NotFound when it cannot be opened.
+/// ReadRecords of the file at `path` (named `path` in messages), plain or gzip-compressed; NotFound
+/// when it cannot be opened, InvalidArgument when its gzip stream is corrupt or truncated.
 absl::StatusOr<std::vector<PortableRecord>> ReadRecordsFile(const std::string& path);
 
 /// Writes `records` as lines of JSON to `out`; Unavailable when the stream fails.

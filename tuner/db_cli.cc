@@ -187,7 +187,7 @@ int DbCommand(int argc, char** argv) {
     c->add_option("--db", db_path, "record database file");
   }
   export_cmd->add_option("--out", out_path, "file to write (default: standard output)");
-  import_cmd->add_option("file", import_file, "records file (JSON lines, tune-records/1)")->required();
+  import_cmd->add_option("file", import_file, "records file (JSON lines, tune-records/1; gzip-compressed too, e.g. a .jsonl.gz)")->required();
   merge_cmd->add_option("databases", sources, "the two databases to merge (opened read-only)")->required()->expected(2);
   merge_cmd->add_option("--into", into, "database to add their records to (created if absent)")->required();
   best_cmd->add_option("--format", format, "text (a table) or json (an array of objects)")

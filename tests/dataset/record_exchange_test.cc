@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include <zlib.h>
+
 #include "dataset/record_database.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -211,6 +213,40 @@ TEST(RecordExchangeTest, ExportImportKeepsEveryFieldExactly) {
       }
     }
   }
+}
+
+// A gzip-compressed export (the committed datasets are .jsonl.gz) reads as the plain text does;
+// a truncated one is refused, not read in part.
+TEST(RecordExchangeTest, AGzipFileReadsLikeThePlainOneAndATruncatedOneIsRefused) {
+  test::TempDir dir;
+  std::mt19937_64 rng = test::TestRng(12);
+  auto source = OpenExchangeDb(dir.Join("a.db"));
+  const int added = FillRandomDb(*source, rng);
+  const std::string text = ExportText(*source);
+  const std::string gz_path = dir.Join("records.jsonl.gz");
+  {
+    gzFile out = gzopen(gz_path.c_str(), "wb9");
+    ASSERT_NE(out, nullptr);
+    ASSERT_EQ(gzwrite(out, text.data(), static_cast<unsigned>(text.size())), static_cast<int>(text.size()));
+    ASSERT_EQ(gzclose(out), Z_OK);
+  }
+  ASSERT_LT(std::filesystem::file_size(gz_path), text.size());  // really compressed
+  auto read = ReadRecordsFile(gz_path);
+  ASSERT_TRUE(read.ok()) << read.status();
+  ASSERT_EQ(read->size(), static_cast<size_t>(added));
+  EXPECT_EQ((*read)[2].origin, gz_path + ":3");
+  std::istringstream plain(text);
+  auto expected = ReadRecords(plain, gz_path);
+  ASSERT_TRUE(expected.ok());
+  for (size_t i = 0; i < read->size(); ++i) {
+    SCOPED_TRACE(i);
+    ExpectSameRecord((*expected)[i], (*read)[i]);
+  }
+
+  std::filesystem::resize_file(gz_path, std::filesystem::file_size(gz_path) / 2);
+  auto truncated = ReadRecordsFile(gz_path);
+  ASSERT_FALSE(truncated.ok());
+  EXPECT_THAT(std::string(truncated.status().message()), HasSubstr(gz_path + ": not a readable records file"));
 }
 
 TEST(RecordExchangeTest, ImportingTwiceAddsNothingTheSecondTime) {
