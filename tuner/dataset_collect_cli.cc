@@ -90,12 +90,7 @@ int DatasetCollectCommand(int argc, char** argv) {
   app.add_option("--batch", o.batch, "candidates built and measured per round")
       ->check(CLI::Range(1, TuningFlags::kMaxBatch));
   app.add_option("--threads", o.threads, "threads a kernel may use (default: all cores)")->check(CLI::Range(1, 256));
-  app.add_option("--timeout", o.protocol.timeout_s, "seconds one candidate's measurement may take")
-      ->check(CLI::Range(1, 100000000));
-  app.add_option("--repeats", o.protocol.repeats, "timed samples per candidate")->check(CLI::Range(1, 1000));
-  app.add_option("--min-repeat-ms", o.protocol.min_repeat_ms, "minimum duration of one sample")
-      ->check(CLI::Range(0, 100000000));
-  app.add_flag("--flush-cache", o.protocol.flush_cache, "flush the caches before each sample");
+  AddProtocolFlags(app, o.protocol);
   app.add_option("--input", flags.inputs, "NAME=1x3x224x224: the shape of an ONNX model's input, repeatable");
   if (auto code = ParseCommandLine(app, argc - 2, argv + 2)) return *code;
 

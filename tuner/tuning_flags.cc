@@ -19,6 +19,29 @@
 
 namespace tune::tuner {
 
+void AddProtocolFlags(CLI::App& app, measure::MeasureProtocol& protocol, const std::string& timeout_flag) {
+  app.add_option(timeout_flag, protocol.timeout_s, "seconds one candidate's measurement may take")
+      ->check(CLI::Range(1, 100000000));
+  app.add_option("--build-timeout", protocol.build_timeout_s,
+                 "seconds one kernel's build may take before it is cancelled and recorded as a timeout (CUDA; 0 = "
+                 "none)")
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            double v = 0;
+            if (!absl::SimpleAtod(text, &v) || !std::isfinite(v) || v < 0 || v > TuningFlags::kMaxBuildTimeoutS) {
+              return absl::StrCat("'", text, "' is not a number of seconds from 0 (no timeout) to ",
+                                  TuningFlags::kMaxBuildTimeoutS);
+            }
+            return {};
+          },
+          "SECONDS"))
+      ->capture_default_str();
+  app.add_option("--repeats", protocol.repeats, "timed samples per candidate")->check(CLI::Range(1, 1000));
+  app.add_option("--min-repeat-ms", protocol.min_repeat_ms, "minimum duration of one sample")
+      ->check(CLI::Range(0, 100000000));
+  app.add_flag("--flush-cache", protocol.flush_cache, "flush the caches before each sample");
+}
+
 void AddTuningFlags(CLI::App& app, TuningFlags& f, const std::string& timeout_flag) {
   TuneOptions& o = f.options;
   app.add_option("--trials", o.trials_per_task, "measurements per task")
@@ -40,26 +63,7 @@ void AddTuningFlags(CLI::App& app, TuningFlags& f, const std::string& timeout_fl
   app.add_option("--cost-model", o.cost_model,
                  "cost model for model-guided strategies: auto, none, xgb, xgb-reg, or a trained model FILE.tcm "
                  "(`tune train`) to start from");
-  app.add_option(timeout_flag, o.protocol.timeout_s, "seconds one candidate's measurement may take")
-      ->check(CLI::Range(1, 100000000));
-  app.add_option("--build-timeout", o.protocol.build_timeout_s,
-                 "seconds one kernel's build may take before it is cancelled and recorded as a timeout (CUDA; 0 = "
-                 "none)")
-      ->check(CLI::Validator(
-          [](std::string& text) -> std::string {
-            double v = 0;
-            if (!absl::SimpleAtod(text, &v) || !std::isfinite(v) || v < 0 || v > TuningFlags::kMaxBuildTimeoutS) {
-              return absl::StrCat("'", text, "' is not a number of seconds from 0 (no timeout) to ",
-                                  TuningFlags::kMaxBuildTimeoutS);
-            }
-            return {};
-          },
-          "SECONDS"))
-      ->capture_default_str();
-  app.add_option("--repeats", o.protocol.repeats, "timed samples per candidate")->check(CLI::Range(1, 1000));
-  app.add_option("--min-repeat-ms", o.protocol.min_repeat_ms, "minimum duration of one sample")
-      ->check(CLI::Range(0, 100000000));
-  app.add_flag("--flush-cache", o.protocol.flush_cache, "flush the caches before each sample");
+  AddProtocolFlags(app, o.protocol, timeout_flag);
 }
 
 absl::Status CheckTrialBudget(const TuneOptions& o, size_t tasks) {

@@ -37,10 +37,14 @@ struct TuningFlags {
   std::string target_family;
 };
 
+/// Adds the measurement flags, each writing into `protocol`, which must outlive the parse: the
+/// measurement timeout named `timeout_flag`, --build-timeout, --repeats, --min-repeat-ms and
+/// --flush-cache.
+void AddProtocolFlags(CLI::App& app, measure::MeasureProtocol& protocol, const std::string& timeout_flag = "--timeout");
 /// Adds --trials, --total-trials, --batch, --seed, --strategy, --strategy-option,
-/// --task-scheduler, --cost-model, --input, --build-timeout, --repeats, --min-repeat-ms, --flush-cache and the
-/// measurement timeout, named `timeout_flag` (`tune submit` has --timeout for its calls to
-/// the daemon), each writing into `flags`, which must outlive the parse.
+/// --task-scheduler, --cost-model, --input and AddProtocolFlags' flags, with the measurement
+/// timeout named `timeout_flag` (`tune submit` has --timeout for its calls to the daemon), each
+/// writing into `flags`, which must outlive the parse.
 void AddTuningFlags(CLI::App& app, TuningFlags& flags, const std::string& timeout_flag = "--timeout");
 
 /// OK when a run of `tasks` tasks with `options`' budget can be counted: --trials, --batch and

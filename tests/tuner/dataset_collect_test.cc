@@ -2,12 +2,14 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
+#include <random>
 #include <set>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "dataset/record_database.h"
+#include "measure/measure_result.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/common/subprocess.h"
@@ -174,6 +176,27 @@ TEST_F(DatasetCollectTest, BadInputIsOneLineWithExit2AndNoDatabase) {
   ExpectRefused({"--per-task", "6"}, "no-such-net", "dc.json,no-such-net");
   ExpectRefused({"--per-task", "6"}, "--models", "dc.json,,dc.json");
   ExpectRefused({"--per-task", "6", "--strategy", "no-such-strategy"}, "no-such-strategy");
+  ExpectRefused({"--per-task", "6", "--build-timeout", "-1"}, "--build-timeout");
+}
+
+// The measurement flags are the tuning commands' own: --build-timeout lands in every record's
+// protocol.
+TEST_F(DatasetCollectTest, BuildTimeoutIsRecordedInEachProtocol) {
+  std::mt19937 rng(std::random_device{}());
+  const double seconds = 0.5 * static_cast<double>(1 + rng() % 200);
+  test::ProcessResult r = DcCollect(dir_, {"--per-task", "2", "--build-timeout", std::to_string(seconds)});
+  ASSERT_TRUE(r.exited) << r;
+  ASSERT_EQ(r.exit_code, 0) << r;
+  auto db = dataset::RecordDatabase::OpenReadOnly(dir_.Join("d.db"));
+  ASSERT_TRUE(db.ok()) << db.status();
+  auto records = (*db)->ExportRecords();
+  ASSERT_TRUE(records.ok()) << records.status();
+  ASSERT_EQ(records->size(), 4u);
+  for (const dataset::PortableRecord& p : *records) {
+    auto protocol = measure::MeasureProtocol::FromJson(p.record.protocol_json);
+    ASSERT_TRUE(protocol.ok()) << protocol.status();
+    EXPECT_EQ(protocol->build_timeout_s, seconds) << p.record.protocol_json;
+  }
 }
 
 }  // namespace
