@@ -69,6 +69,7 @@ Conv2dTemplate::Conv2dTemplate(Workload w, CpuLimits cpu) : Template(std::move(w
   } else {
     s.AddChoice("in_block", {0}, {"nchw"});
   }
+  const int in_block = s.KnobIndex("in_block");
   s.AllowMissing("in_block");
   const search::ConfigSpace* sp = &space_;
   const int64_t lanes = cpu_.vector_lanes, registers = cpu_.vector_registers;
@@ -88,6 +89,12 @@ Conv2dTemplate::Conv2dTemplate(Workload w, CpuLimits cpu) : Template(std::move(w
   const int pack_weight = s.KnobIndex("pack_weight");
   s.AddConstraint("prepack_needs_pack", [=](const search::Config& c) {
     return !value(c, prepack) || value(c, layout) == kBlocked || value(c, pack_weight);
+  });
+  // A block of one input channel is the padded NCHW input again (or an extra copy of an
+  // unpadded one): the same kernel as in_block 0, or a slower one.
+  const int tic = s.KnobIndex("tile_ic");
+  s.AddConstraint("in_block_needs_block", [=](const search::Config& c) {
+    return !value(c, in_block) || inner(c, tic) > 1;
   });
   int64_t kw = wl.kernel_w;
   s.AddConstraint("unroll_size", [=](const search::Config& c) {

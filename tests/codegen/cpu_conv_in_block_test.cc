@@ -284,6 +284,12 @@ TEST(CpuConvInBlockSpaceTest, OldConfigsKeepTheirKernel) {
   nchw[tmpl.space().KnobIndex("layout")] = OptionWithValue(tmpl.space(), "layout", 0);
   nchw[tmpl.space().KnobIndex("in_block")] = OptionWithValue(tmpl.space(), "in_block", 1);
   EXPECT_EQ(tmpl.space().WhyInvalid(nchw), "in_block_pinned");
+  // A block of one channel would be the NCHW input again.
+  const search::Config one_channel = InBlockConfigFromJson(
+      tmpl, "{" + std::string(knobs).replace(knobs.find(R"("tile_ic": [2, 4])"), 17, R"("tile_ic": [7, 1])") +
+                R"(, "in_block": [1]})");
+  ASSERT_FALSE(one_channel.empty());
+  EXPECT_EQ(tmpl.space().WhyInvalid(one_channel), "in_block_needs_block");
 
   const Conv2dTemplate grouped(InBlockConvWorkload("1,16,9,9,32,3,3,1,1,1,4", false, false),
                                codegen::CpuLimitsOf("+avx2"));
