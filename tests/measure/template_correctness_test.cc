@@ -265,14 +265,16 @@ TEST_P(InvalidConfigTest, BuilderAndInstantiateRejectWithConstraintName) {
 
 // Shapes large enough that every constraint can be the first one broken: the register tile
 // needs inner tiles whose product passes 256, the unroll bound (conv2d) a wide kernel; the
-// blocked conv2d layout pins the vector axis and weight packing.
+// blocked conv2d layout pins the vector axis and weight packing, the nchw one the blocked input
+// (whose input-channel block must be more than one channel).
 INSTANTIATE_TEST_SUITE_P(
     Templates, InvalidConfigTest,
     ::testing::Values(InvalidCase{"gemm", OpKind::kMatmul, "64,64,64",
                                   {"order_needs_tile", "register_tile", "unroll_size", "vector_width"}},
                       InvalidCase{"conv2d", OpKind::kConv2d, "1,64,20,40,64,3,11,1,1",
-                                  {"pack_weight_pinned", "prepack_needs_pack", "register_tile", "unroll_size",
-                                   "vector_axis_pinned", "vector_width"}}),
+                                  {"in_block_needs_block", "in_block_pinned", "pack_weight_pinned",
+                                   "prepack_needs_pack", "register_tile", "unroll_size", "vector_axis_pinned",
+                                   "vector_width"}}),
     [](const ::testing::TestParamInfo<InvalidCase>& info) { return info.param.label; });
 
 // builder.h: "An invalid config becomes kInvalidConfig", also one whose option index is out of
