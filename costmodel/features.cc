@@ -103,6 +103,10 @@ class Walker {
             if (load->buffer->scope == BufferScope::kArg) arg_load_lanes = std::max(arg_load_lanes, lanes);
           }
         }
+        for (const LoadNode* load : codegen::CollectLoads(n->value)) {
+          if (load->buffer->scope == BufferScope::kArg) arg_loads += execs_;
+          if (load->buffer->scope == BufferScope::kShared) shared_loads += execs_;
+        }
         int flops = CountFlops(n->value);
         total_flops += execs_ * flops;
         store_execs += execs_;
@@ -134,7 +138,10 @@ class Walker {
         auto* n = static_cast<const codegen::AsyncCopyNode*>(s.get());
         const double lanes = InnermostVectorLanes();
         if (n->dst->scope == BufferScope::kShared) shared_copy_lanes = std::max(shared_copy_lanes, lanes);
-        if (n->src->scope == BufferScope::kArg) arg_load_lanes = std::max(arg_load_lanes, lanes);
+        if (n->src->scope == BufferScope::kArg) {
+          arg_load_lanes = std::max(arg_load_lanes, lanes);
+          arg_loads += execs_;
+        }
         return;
       }
       case StmtKind::kAtomicAdd:  // split-K's arrival counter: its body runs once per block
@@ -161,6 +168,9 @@ class Walker {
           shared_bytes += elems * kBytesPerElement;
         } else {
           max_local = std::max(max_local, elems);
+          if (n->buffer->scope == BufferScope::kLocal && local_buffers_.insert(n->buffer.get()).second) {
+            local_floats += elems;
+          }
         }
         if (n->buffer->fresh != nullptr) once_vars_.insert(n->buffer->fresh.get());
         allocs_.emplace_back(n->buffer.get(), stack_.size());
@@ -173,6 +183,8 @@ class Walker {
 
   double total_flops = 0, store_execs = 0, parallel_execs = 0, heap_bytes = 0, max_local = 0;
   double shared_bytes = 0;
+  double local_floats = 0;  // elements of all distinct kLocal buffers (per thread on a GPU)
+  double arg_loads = 0, shared_loads = 0;  // element loads executed, by the buffer's scope
   double shared_copy_lanes = 0, arg_load_lanes = 0;  // see AstFeatures
   double block_dims[3] = {1, 1, 1}, thread_dims[3] = {1, 1, 1};
   int num_syncs = 0;
@@ -196,10 +208,44 @@ class Walker {
 
   std::vector<Loop> stack_;
   std::vector<std::pair<const BufferNode*, size_t>> allocs_;  // enclosing allocations
+  std::set<const BufferNode*> local_buffers_;      // kLocal buffers counted in local_floats
   std::set<const codegen::ExprNode*> once_vars_;  // `fresh` flags of buffers kept across calls
   double execs_ = 1;
   int parallel_nesting_ = 0;
 };
+
+/// How the blocks of a kernel the walker saw fill the GPU of the kGpu* constants.
+GpuLaunch LaunchOf(const Walker& w) {
+  GpuLaunch l;
+  if (!w.gpu) return l;
+  l.threads = w.thread_dims[0] * w.thread_dims[1] * w.thread_dims[2];
+  l.blocks = w.block_dims[0] * w.block_dims[1] * w.block_dims[2];
+  l.local_floats = w.local_floats;
+  const double warps = std::ceil(l.threads / 32.0);
+  l.lane_fill = warps > 0 ? l.threads / (32.0 * warps) : 0.0;
+  // Registers are allocated per thread in steps of 8 (256 per warp); the compiler fits one block
+  // of up to 1024 threads on an SM, spilling what does not fit.
+  const double wanted_registers = std::ceil((l.local_floats + kGpuRegisterOverhead) / 8.0) * 8.0;
+  const double register_cap =
+      warps > 0 ? std::min<double>(kGpuMaxRegisters / 8 * 8, std::floor(kGpuRegistersPerSm / (32.0 * warps) / 8.0) * 8.0)
+                : 0.0;
+  l.register_excess = std::max(0.0, wanted_registers - register_cap);
+  const double registers = std::min(wanted_registers, register_cap);
+  if (warps > 0 && l.threads <= 1024 && w.shared_bytes <= kGpuSharedPerBlock && registers > 0) {
+    const double by_threads = std::floor(kGpuThreadsPerSm / 32.0 / warps);
+    const double shared_alloc = std::ceil(w.shared_bytes / 128.0) * 128.0 + kGpuSharedReserved;
+    const double by_shared = std::floor(kGpuSharedPerSm / shared_alloc);
+    const double by_registers = std::floor(std::floor(kGpuRegistersPerSm / (registers * 32.0)) / warps);
+    l.resident_blocks = std::min({by_threads, by_shared, by_registers, static_cast<double>(kGpuBlocksPerSm)});
+  }
+  l.occupancy = l.resident_blocks * warps / (kGpuThreadsPerSm / 32.0);
+  if (l.resident_blocks > 0 && l.blocks > 0) {
+    const double per_wave = kGpuSms * l.resident_blocks;
+    l.waves = l.blocks / per_wave;
+    l.wave_fill = l.blocks / (std::ceil(l.waves) * per_wave);
+  }
+  return l;
+}
 
 /// The index of one access decomposed over the loops of the nest: per dimension, a
 /// coefficient per loop when the index is affine, else just which loops it mentions.
@@ -515,6 +561,10 @@ std::vector<std::string> BuildNames() {
   for (int l = 0; l < kLevels; ++l) names.push_back("log_intensity.l" + std::to_string(l));
   names.push_back("shared_copy_lanes");
   names.push_back("arg_load_lanes");
+  for (const char* n : {"log_thread_local_floats", "log_register_excess", "lane_fill", "resident_blocks", "occupancy",
+                        "wave_fill", "arg_loads_per_flop", "shared_loads_per_flop"}) {
+    names.push_back(n);
+  }
   TUNE_CHECK(names.size() == kNumFeatures) << names.size() << " names for " << kNumFeatures << " features";
   return names;
 }
@@ -561,6 +611,17 @@ AstFeatures ExtractAstFeatures(const codegen::LoweredFunc& func) {
   if (w.gpu) {
     f.log_gpu_threads = Log2p(w.thread_dims[0] * w.thread_dims[1] * w.thread_dims[2]);
     f.log_gpu_blocks = Log2p(w.block_dims[0] * w.block_dims[1] * w.block_dims[2]);
+    const GpuLaunch launch = LaunchOf(w);
+    f.log_thread_local_floats = Log2p(launch.local_floats);
+    f.log_register_excess = Log2p(launch.register_excess);
+    f.lane_fill = static_cast<float>(launch.lane_fill);
+    f.resident_blocks = static_cast<float>(launch.resident_blocks);
+    f.occupancy = static_cast<float>(launch.occupancy);
+    f.wave_fill = static_cast<float>(launch.wave_fill);
+    if (w.total_flops > 0) {
+      f.arg_loads_per_flop = static_cast<float>(w.arg_loads / w.total_flops);
+      f.shared_loads_per_flop = static_cast<float>(w.shared_loads / w.total_flops);
+    }
   }
   Stmt top = func.body;
   while (top->kind == StmtKind::kAllocate) top = static_cast<const AllocateNode*>(top.get())->body;
@@ -572,6 +633,13 @@ AstFeatures ExtractAstFeatures(const codegen::LoweredFunc& func) {
   f.max_depth = static_cast<float>(w.max_depth);
   if (w.main != nullptr) DescribeMain(w, &f);
   return f;
+}
+
+GpuLaunch EstimateGpuLaunch(const codegen::LoweredFunc& func) {
+  if (!func.body) return GpuLaunch{};
+  Walker w;
+  w.Walk(func.body);
+  return LaunchOf(w);
 }
 
 std::vector<float> ExtractFeatures(const codegen::LoweredFunc& func) {

@@ -11,7 +11,8 @@ namespace tune::costmodel {
 
 /// Bumped whenever the meaning, order or number of features changes; saved models record it
 /// and refuse to load against another version.
-inline constexpr int kFeatureVersion = 3;  // 2: GPU bindings, shared memory, barriers; 3: copy widths
+inline constexpr int kFeatureVersion = 4;  // 2: GPU bindings, shared memory, barriers; 3: copy widths;
+                                           // 4: GPU occupancy, wave fill, registers, loads per flop
 
 /// Loops of the main statement described one by one, innermost first.
 inline constexpr int kLoopSlots = 8;
@@ -33,6 +34,22 @@ inline constexpr int kLevels = 9;
 //    tuples an access touches, computed exactly for affine indices up to overlaps inside one
 //    dimension (approximated by min(span, product of extents)) and bounded by the buffer shape.
 //  * Everything is a float so the struct flattens into the feature vector in field order.
+
+/// The GPU the occupancy and wave features are computed against: an H100 SXM (sm_90). The
+/// features are target-agnostic, like the rest of the vector: every CUDA kernel is described
+/// against this one machine whatever GPU it runs on, so models trained on another GPU see the
+/// same (there less exact) transform of the launch shape.
+inline constexpr int kGpuSms = 132;                     // streaming multiprocessors
+inline constexpr int kGpuThreadsPerSm = 2048;           // resident threads per SM (64 warps)
+inline constexpr int kGpuBlocksPerSm = 32;              // resident blocks per SM
+inline constexpr int kGpuSharedPerSm = 228 * 1024;      // shared memory per SM [bytes]
+inline constexpr int kGpuSharedPerBlock = 227 * 1024;   // largest shared allocation of a block [bytes]
+inline constexpr int kGpuSharedReserved = 1024;         // shared memory the runtime reserves per block [bytes]
+inline constexpr int kGpuRegistersPerSm = 65536;        // 32-bit registers per SM
+inline constexpr int kGpuMaxRegisters = 255;            // registers one thread can have
+/// Estimated registers of a thread besides its kLocal tiles (indices, addresses, loop counters),
+/// as the CUDA templates' register constraint estimates them.
+inline constexpr int kGpuRegisterOverhead = 28;
 
 /// One loop of the main statement's nest (slot i: the (i+1)-th loop from the inside). All
 /// zero when the nest has fewer loops.
@@ -119,7 +136,50 @@ struct AstFeatures {
   float arg_load_lanes;     // extent of the widest innermost vectorized loop around a load of
                             // an argument buffer (global memory) by any statement, 0 if none
                             // [lanes] (raw, not log)
+  // --- GPU occupancy (all 0 for CPU kernels; machine constants kGpu* above) ---
+  float log_thread_local_floats;  // log2(1 + elements of all kLocal buffers a thread allocates),
+                                  // the register tiles, fragments and staging registers
+                                  // [floats per thread]
+  float log_register_excess;  // log2(1 + max(0, R - C)), R = local floats + kGpuRegisterOverhead
+                              // rounded up to 8, the estimated registers per thread, C = the
+                              // most a thread can have with one block resident: min(248, 65536
+                              // / (32 x warps per block) rounded down to 8); what the compiler
+                              // must spill [registers]
+  float lane_fill;         // threads per block / (32 x warps per block) [0..1]
+  float resident_blocks;   // blocks resident on one SM at once: the least of the limits by
+                           // threads (2048 / SM), blocks (32 / SM), shared memory (228 KiB / SM,
+                           // 1 KiB reserved per block, 0 above 227 KiB) and registers (65536 / SM,
+                           // min(R, C) per thread, see log_register_excess) [blocks] (raw, not log)
+  float occupancy;         // resident warps per SM / 64 [0..1]
+  float wave_fill;         // blocks / (ceil(waves) x kGpuSms x resident blocks), waves = blocks
+                           // / (kGpuSms x resident blocks): how full the waves are on average,
+                           // 1 when the last is full, 0 when no block fits [0..1] (the wave
+                           // count itself, tried as a feature, made held-out rankings worse;
+                           // the program graph carries it)
+  float arg_loads_per_flop;     // element loads of argument buffers (global memory) executed by
+                                // the kernel, cp.async copies included, per float op [loads per
+                                // flop] (raw)
+  float shared_loads_per_flop;  // element loads of shared memory executed per float op [loads
+                                // per flop] (raw)
 };
+
+/// How a GPU kernel's blocks fill the GPU of the kGpu* constants; all 0 for a CPU kernel (one
+/// without GPU bindings). The occupancy fields of AstFeatures and of the program graph are
+/// read off it.
+struct GpuLaunch {
+  double threads = 0;          // threads per block: product of the threadIdx extents [threads]
+  double blocks = 0;           // blocks: product of the blockIdx extents [blocks]
+  double local_floats = 0;     // elements of all kLocal buffers a thread allocates [floats]
+  double register_excess = 0;  // max(0, R - C), see AstFeatures::log_register_excess [registers]
+  double lane_fill = 0;        // threads / (32 x warps per block) [0..1]
+  double resident_blocks = 0;  // blocks resident per SM, see AstFeatures::resident_blocks [blocks]
+  double occupancy = 0;        // resident warps per SM / 64 [0..1]
+  double waves = 0;            // blocks / (kGpuSms x resident blocks), 0 when no block fits [waves]
+  double wave_fill = 0;        // blocks / (ceil(waves) x kGpuSms x resident blocks) [0..1]
+};
+
+/// The launch estimate of `func`. Pure and thread-safe; one walk over the AST.
+GpuLaunch EstimateGpuLaunch(const codegen::LoweredFunc& func);
 
 /// Number of floats ExtractFeatures returns.
 inline constexpr size_t kNumFeatures = sizeof(AstFeatures) / sizeof(float);

@@ -49,7 +49,7 @@ TEST(FeaturesTest, NamesMatchTheVector) {
   ASSERT_EQ(names.size(), kNumFeatures);
   EXPECT_EQ(std::set<std::string>(names.begin(), names.end()).size(), names.size()) << "duplicate names";
   EXPECT_EQ(names.front(), "log_total_flops");
-  EXPECT_EQ(names.back(), "arg_load_lanes");
+  EXPECT_EQ(names.back(), "shared_loads_per_flop");
   EXPECT_EQ(FeatureIndex("log_intensity.l" + std::to_string(kLevels - 1)) + 1, FeatureIndex("shared_copy_lanes"));
   EXPECT_EQ(FeatureIndex("shared_copy_lanes"), offsetof(AstFeatures, shared_copy_lanes) / sizeof(float));
   for (size_t i = 0; i < names.size(); ++i) EXPECT_EQ(FeatureIndex(names[i]), i);
@@ -244,6 +244,135 @@ TEST(FeaturesTest, GpuCopyWidthsAreFeatures) {
   std::vector<float> g = Features(*cpu, FromJson(*cpu, kVectorGemm));
   EXPECT_EQ(Get(g, "shared_copy_lanes"), 0);
   EXPECT_EQ(Get(g, "arg_load_lanes"), 16);
+}
+
+// A CUDA GEMM config: 64 x 64 block tiles (8 x 16 threads of 8 x 4 outputs), K steps of
+// `bk`, `async` cp.async stages (0: one plain shared stage): 128 threads, 32 + 8 + 4 floats of
+// registers each (acc, a_frag, b_frag).
+search::Config CudaGemmConfig(const Template& t, int grid_m, int grid_n, int k_tiles, int bk, int async) {
+  return FromJson(t, R"({"tile_m":[)" + std::to_string(grid_m) + R"(,8,8],"tile_n":[)" + std::to_string(grid_n) +
+                         R"(,16,4],"tile_k":[)" + std::to_string(k_tiles) + "," + std::to_string(bk) +
+                         R"(],"vector":[4],"double_buffer":[)" + (async > 0 ? "1" : "0") +  // pinned to option 0 under cp.async
+                         R"(],"pad":[4],"unroll_k":[0],"interleave":[0],"k_slices":[1],"cp_async":[)" + std::to_string(async) + R"(],"cp_async_a":[0]})");
+}
+
+// The features and the launch estimate of one CUDA GEMM kernel.
+struct OccupancyGemm {
+  std::vector<float> f;
+  GpuLaunch launch;
+};
+
+OccupancyGemm LowerOccupancyGemm(int m, int n, int k, int bk, int async = 0) {
+  auto t = MakeTemplate(::tune::test::ToyWorkload(OpKind::kMatmul, std::to_string(m) + "," + std::to_string(n) + "," +
+                                                                       std::to_string(k)),
+                        codegen::Backend::kCuda);
+  EXPECT_NE(t, nullptr);
+  if (t == nullptr) return {std::vector<float>(kNumFeatures, 0.0f), GpuLaunch{}};
+  auto func = t->Lower(CudaGemmConfig(*t, m / 64, n / 64, k / bk, bk, async), "k");
+  EXPECT_TRUE(func.ok()) << func.status();
+  if (!func.ok()) return {std::vector<float>(kNumFeatures, 0.0f), GpuLaunch{}};
+  return {ExtractFeatures(*func), EstimateGpuLaunch(*func)};
+}
+
+// Occupancy and waves of the CUDA GEMM, derived by hand. 128 threads (4 warps) of 44 local
+// floats: 44 + 28 = 72 registers, 65536 / (72 x 32) = 28 warps, so 7 blocks per SM (threads
+// allow 16, shared memory 24); 7 x 4 warps = 28 of 64.
+TEST(FeaturesTest, GpuOccupancyAndWaves) {
+  const double per_wave = kGpuSms * 7.0;
+  const OccupancyGemm small = LowerOccupancyGemm(256, 256, 256, 16);  // 4 x 4 = 16 blocks
+  EXPECT_FLOAT_EQ(Get(small.f, "log_thread_local_floats"), Log2p(44));
+  EXPECT_FLOAT_EQ(Get(small.f, "log_register_excess"), 0.0f);
+  EXPECT_FLOAT_EQ(Get(small.f, "lane_fill"), 1.0f);
+  EXPECT_FLOAT_EQ(Get(small.f, "resident_blocks"), 7.0f);
+  EXPECT_FLOAT_EQ(Get(small.f, "occupancy"), 28.0f / 64);
+  EXPECT_FLOAT_EQ(Get(small.f, "wave_fill"), static_cast<float>(16 / per_wave));
+  EXPECT_EQ(small.launch.threads, 128);
+  EXPECT_EQ(small.launch.blocks, 16);
+  EXPECT_EQ(small.launch.resident_blocks, 7);
+  EXPECT_DOUBLE_EQ(small.launch.waves, 16 / per_wave);
+  // Per K step of 16 a block copies 64 x 16 elements of A and 16 x 64 of B from global memory
+  // for 2 x 64 x 64 x 16 flops; each thread loads 8 + 4 fragment elements from shared memory
+  // per 2 x 8 x 4 flops.
+  EXPECT_FLOAT_EQ(Get(small.f, "arg_loads_per_flop"), (64.0f * 16 + 16 * 64) / (2.0f * 64 * 64 * 16));
+  EXPECT_FLOAT_EQ(Get(small.f, "shared_loads_per_flop"), 12.0f / 64);
+
+  // More blocks than one wave: 56 x 66 = 3696 blocks are exactly four full waves of 924 ...
+  const OccupancyGemm full = LowerOccupancyGemm(56 * 64, 66 * 64, 256, 16);
+  EXPECT_FLOAT_EQ(Get(full.f, "resident_blocks"), 7.0f);
+  EXPECT_DOUBLE_EQ(full.launch.waves, 4.0);
+  EXPECT_FLOAT_EQ(Get(full.f, "wave_fill"), 1.0f);
+  // ... and one row of blocks more (3762) spills into a fifth wave that is barely started.
+  const OccupancyGemm spill = LowerOccupancyGemm(57 * 64, 66 * 64, 256, 16);
+  EXPECT_GT(spill.launch.waves, full.launch.waves);
+  EXPECT_DOUBLE_EQ(spill.launch.waves, 3762 / per_wave);
+  EXPECT_FLOAT_EQ(Get(spill.f, "wave_fill"), static_cast<float>(3762 / (5 * per_wave)));
+  EXPECT_LT(Get(spill.f, "wave_fill"), 0.82f);
+
+  // More shared memory per block: K steps of 32 in one stage take 2 x 32 x 68 x 4 bytes, and
+  // registers still bound the block count at 7; four cp.async stages take four times as much,
+  // 69632 bytes (+ 1 KiB reserved per block), so three blocks fit in 228 KiB: 12 warps of 64,
+  // and the 16 blocks take 16 / (132 x 3) of a wave.
+  const OccupancyGemm one_stage = LowerOccupancyGemm(256, 256, 256, 32);
+  EXPECT_FLOAT_EQ(Get(one_stage.f, "log_shared_bytes"), Log2p(2 * 32 * 68 * 4));
+  EXPECT_FLOAT_EQ(Get(one_stage.f, "resident_blocks"), 7.0f);
+  const OccupancyGemm four_stages = LowerOccupancyGemm(256, 256, 256, 32, 4);
+  EXPECT_FLOAT_EQ(Get(four_stages.f, "log_shared_bytes"), Log2p(4 * 2 * 32 * 68 * 4));
+  EXPECT_FLOAT_EQ(Get(four_stages.f, "log_thread_local_floats"), Log2p(44));
+  EXPECT_FLOAT_EQ(Get(four_stages.f, "resident_blocks"), 3.0f);
+  EXPECT_FLOAT_EQ(Get(four_stages.f, "occupancy"), 12.0f / 64);
+  EXPECT_FLOAT_EQ(Get(four_stages.f, "wave_fill"), static_cast<float>(16.0 / (kGpuSms * 3)));
+  EXPECT_DOUBLE_EQ(four_stages.launch.waves, 16.0 / (kGpuSms * 3));
+  EXPECT_GT(four_stages.launch.waves, one_stage.launch.waves);
+}
+
+// Over random configs of the CUDA templates the occupancy fields stay in their ranges and
+// agree with the launch shape; CPU kernels have none of them.
+TEST(FeaturesTest, GpuOccupancyFieldsOverRandomConfigs) {
+  std::vector<std::unique_ptr<Template>> gpu;
+  gpu.push_back(MakeTemplate(::tune::test::ToyWorkload(OpKind::kMatmul, "512,384,256"), codegen::Backend::kCuda));
+  gpu.push_back(MakeTemplate(::tune::test::ToyWorkload(OpKind::kConv2d, "1,64,28,28,64,3,3,1,1"), codegen::Backend::kCuda));
+  gpu.push_back(MakeTemplate(::tune::test::ToyWorkload(OpKind::kConv2d, "1,32,28,28,32,3,3,1,1,1,32"),
+                             codegen::Backend::kCuda));  // depthwise
+  std::mt19937_64 rng(std::random_device{}());
+  for (auto& t : gpu) {
+    ASSERT_NE(t, nullptr);
+    SCOPED_TRACE(t->workload().Label());
+    std::set<float> occupancies;
+    for (int i = 0; i < 40; ++i) {
+      auto c = t->space().Sample(rng);
+      ASSERT_TRUE(c.ok());
+      std::vector<float> f = Features(*t, *c);
+      SCOPED_TRACE(t->space().ToJson(*c));
+      const float resident = Get(f, "resident_blocks");
+      EXPECT_GE(resident, 1.0f);
+      EXPECT_LE(resident, 32.0f);
+      EXPECT_EQ(resident, std::floor(resident));
+      const double threads = std::round(std::exp2(Get(f, "log_gpu_threads")) - 1);
+      const double blocks = std::round(std::exp2(Get(f, "log_gpu_blocks")) - 1);
+      EXPECT_LE(resident * std::ceil(threads / 32), 64.0);
+      EXPECT_NEAR(Get(f, "occupancy"), resident * std::ceil(threads / 32) / 64, 1e-4);
+      const double waves = blocks / (kGpuSms * resident);
+      EXPECT_NEAR(Get(f, "wave_fill"), waves / std::ceil(waves), 1e-5);
+      EXPECT_GT(Get(f, "wave_fill"), 0.0f);
+      EXPECT_LE(Get(f, "wave_fill"), 1.0f);
+      EXPECT_GT(Get(f, "lane_fill"), 0.0f);
+      EXPECT_LE(Get(f, "lane_fill"), 1.0f);
+      EXPECT_GT(Get(f, "log_thread_local_floats"), 0.0f);
+      EXPECT_GT(Get(f, "arg_loads_per_flop"), 0.0f);
+      occupancies.insert(Get(f, "occupancy"));
+    }
+    EXPECT_GT(occupancies.size(), 1u) << "random configs should differ in occupancy";
+  }
+  auto cpu = MakeTemplate(OpKind::kConv2d, "1,32,28,28,64,3,3,1,1");
+  for (int i = 0; i < 10; ++i) {
+    auto c = cpu->space().Sample(rng);
+    ASSERT_TRUE(c.ok());
+    std::vector<float> f = Features(*cpu, *c);
+    for (const char* name : {"log_thread_local_floats", "log_register_excess", "lane_fill", "resident_blocks", "occupancy",
+                             "wave_fill", "arg_loads_per_flop", "shared_loads_per_flop"}) {
+      EXPECT_EQ(Get(f, name), 0.0f) << name;
+    }
+  }
 }
 
 TEST(FeaturesTest, EmptyKernel) {
