@@ -7,6 +7,7 @@
 
 #include "base/check.h"
 #include "codegen/ir/ir_analysis.h"
+#include "costmodel/features.h"
 
 namespace tune::costmodel {
 
@@ -71,6 +72,13 @@ namespace tune::costmodel {
 //  61 log_bytes          log2(1 + size) [bytes]
 //  62 dims               number of dimensions [count] (raw)
 //  63 log_readers        log2(1 + statements (kept nodes) that load it) [count]
+//  --- loops bound to blockIdx.{x,y,z}: the kernel's launch on the GPU (EstimateGpuLaunch,
+//      against the H100 of features.h; 0 on every other node) ---
+//  64 log_thread_local_floats  log2(1 + kLocal elements per thread) [floats]
+//  65 resident_blocks    blocks resident per SM [blocks] (raw)
+//  66 occupancy          resident warps per SM / 64 [0..1]
+//  67 log_waves          log2(1 + blocks / (SMs x resident blocks)) [waves]
+//  68 wave_fill          blocks / (ceil(waves) x SMs x resident blocks) [0..1]
 //
 // Unique elements of an access: per index dimension, affine coefficients of the nest's loop
 // variables give a span (1 + sum |coeff| (extent - 1)), capped by the product of the extents
@@ -100,7 +108,8 @@ constexpr int kAccessSlots = 3;
 constexpr int kAccessFields = 11;
 constexpr int kFirstAccess = 24;
 constexpr int kFirstBuffer = kFirstAccess + kAccessSlots * kAccessFields;  // 57
-static_assert(kFirstBuffer + 7 == kNodeFeatures, "node feature layout and kNodeFeatures disagree");
+constexpr int kFirstLaunch = kFirstBuffer + 7;  // 64
+static_assert(kFirstLaunch + 5 == kNodeFeatures, "node feature layout and kNodeFeatures disagree");
 
 constexpr double kBytes = 4.0;
 
@@ -223,6 +232,7 @@ class GraphBuilder {
           f[7] = n->for_kind == ForKind::kUnrolled;
           f[8] = n->for_kind == ForKind::kParallel;
           f[9] = codegen::IsGpuBlockBinding(n->for_kind);
+          if (codegen::IsGpuBlockBinding(n->for_kind)) block_loops_.push_back(id);
           f[10] = codegen::IsGpuBinding(n->for_kind) && !codegen::IsGpuBlockBinding(n->for_kind);
           f[12] = Lg(outer);
           loop_acc_.resize(static_cast<size_t>(id) + 1);
@@ -280,6 +290,19 @@ class GraphBuilder {
         return;
     }
   }
+
+  /// Writes the launch estimate of the same kernel onto the blockIdx loops.
+  void SetLaunch(const GpuLaunch& launch) {
+    for (int id : block_loops_) {
+      float* f = Row(id);
+      f[kFirstLaunch + 0] = Lg(launch.local_floats);
+      f[kFirstLaunch + 1] = static_cast<float>(launch.resident_blocks);
+      f[kFirstLaunch + 2] = static_cast<float>(launch.occupancy);
+      f[kFirstLaunch + 3] = Lg(launch.waves);
+      f[kFirstLaunch + 4] = static_cast<float>(launch.wave_fill);
+    }
+  }
+  bool HasBlockLoops() const { return !block_loops_.empty(); }
 
   ProgramGraph Finish() {
     ProgramGraph g;
@@ -489,6 +512,7 @@ class GraphBuilder {
   std::vector<LoopAcc> loop_acc_;
   std::vector<NestLoop> stack_;
   std::vector<int> parents_, last_child_;
+  std::vector<int> block_loops_;  // kept loop nodes bound to blockIdx
   int root_last_ = -1;
   std::vector<std::pair<const BufferNode*, size_t>> allocs_;
   std::unordered_map<const BufferNode*, int> buffer_ids_;
@@ -513,7 +537,8 @@ std::vector<std::string> BuildNodeFeatureNames() {
     }
   }
   for (const char* n : {"buffer.scope_arg", "buffer.scope_heap", "buffer.scope_local", "buffer.scope_shared",
-                        "buffer.log_bytes", "buffer.dims", "buffer.log_readers"}) {
+                        "buffer.log_bytes", "buffer.dims", "buffer.log_readers", "launch.log_thread_local_floats",
+                        "launch.resident_blocks", "launch.occupancy", "launch.log_waves", "launch.wave_fill"}) {
     names.push_back(n);
   }
   TUNE_CHECK(static_cast<int>(names.size()) == kNodeFeatures) << names.size() << " names for " << kNodeFeatures;
@@ -525,6 +550,7 @@ std::vector<std::string> BuildNodeFeatureNames() {
 ProgramGraph ExtractProgramGraph(const codegen::LoweredFunc& func) {
   GraphBuilder builder(func);
   if (func.body) builder.Walk(func.body);
+  if (builder.HasBlockLoops()) builder.SetLaunch(EstimateGpuLaunch(func));
   return builder.Finish();
 }
 

@@ -11,6 +11,7 @@
 
 #include "codegen/ir/ir_visitor.h"
 #include "codegen/ir/template.h"
+#include "costmodel/features.h"
 #include "gtest/gtest.h"
 #include "tests/common/toy_template.h"
 
@@ -256,6 +257,50 @@ TEST(ProgramGraphTest, LargeProgramsKeepTheFirstNodesInProgramOrder) {
   for (float v : g.features) ASSERT_TRUE(std::isfinite(v));
   // The loop's work counts every statement, kept or not: stores per iteration = all of them.
   EXPECT_NEAR(NodeFeature(g, 0, "loop.log_stores_per_iter"), std::log2(1.0 + stores), 1e-4);
+}
+
+// A CUDA kernel's launch (occupancy, waves) sits on its blockIdx loops, with the values of
+// EstimateGpuLaunch and the AST features; no other node has it, and a CPU kernel has none. Random CUDA GEMM configs
+// of a GEMM whose size is random too.
+TEST(ProgramGraphTest, GpuLaunchFieldsOnTheBlockLoops) {
+  std::mt19937_64 rng(std::random_device{}());
+  const std::vector<std::string> launch = {"launch.log_thread_local_floats", "launch.resident_blocks",
+                                           "launch.occupancy", "launch.log_waves", "launch.wave_fill"};
+  for (int i = 0; i < 8; ++i) {
+    const int m = 64 * std::uniform_int_distribution<int>(1, 64)(rng);
+    const int n = 64 * std::uniform_int_distribution<int>(1, 64)(rng);
+    auto t = MakeTemplate(::tune::test::ToyWorkload(OpKind::kMatmul, std::to_string(m) + "," + std::to_string(n) + ",256"),
+                          codegen::Backend::kCuda);
+    ASSERT_NE(t, nullptr);
+    auto c = t->space().Sample(rng);
+    ASSERT_TRUE(c.ok());
+    auto func = t->Lower(*c, "k");
+    ASSERT_TRUE(func.ok()) << func.status();
+    SCOPED_TRACE(t->workload().Label() + " " + t->space().ToJson(*c));
+    const GpuLaunch l = EstimateGpuLaunch(*func);
+    const AstFeatures ast = ExtractAstFeatures(*func);
+    EXPECT_GT(l.resident_blocks, 0.0);
+    EXPECT_EQ(l.blocks, std::round(std::exp2(ast.log_gpu_blocks) - 1));
+    const float expected[] = {ast.log_thread_local_floats, ast.resident_blocks, ast.occupancy,
+                              static_cast<float>(std::log2(1 + l.waves)), ast.wave_fill};
+    ProgramGraph g = ExtractProgramGraph(*func);
+    int block_loops = 0;
+    for (int v = 0; v < g.num_nodes; ++v) {
+      const bool block = NodeFeature(g, v, "loop.gpu_block") == 1.0f;
+      block_loops += block;
+      for (size_t k = 0; k < launch.size(); ++k) {
+        EXPECT_EQ(NodeFeature(g, v, launch[k]), block ? expected[k] : 0.0f) << launch[k] << " of node " << v;
+      }
+    }
+    EXPECT_GE(block_loops, 2);  // blockIdx.x and .y
+  }
+  auto cpu = MakeTemplate(OpKind::kMatmul, "64,64,64");
+  auto func = cpu->Lower(*cpu->space().Sample(rng), "k");
+  ASSERT_TRUE(func.ok());
+  ProgramGraph g = ExtractProgramGraph(*func);
+  for (int v = 0; v < g.num_nodes; ++v) {
+    for (const std::string& name : launch) EXPECT_EQ(NodeFeature(g, v, name), 0.0f) << name;
+  }
 }
 
 TEST(ProgramGraphTest, EmptyKernelGivesOneZeroStatement) {
