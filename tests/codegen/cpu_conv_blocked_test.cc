@@ -35,18 +35,9 @@ namespace tune::codegen {
 namespace {
 
 using ::testing::HasSubstr;
+using test::ConvWorkloadForTest;
 
 constexpr uint64_t kBlockedSeed = 20261128;
-
-Workload BlockedConvWorkload(const std::string& shape, bool bias, bool relu, bool relu6 = false) {
-  absl::StatusOr<Workload> w = Workload::Parse(OpKind::kConv2d, shape);
-  EXPECT_TRUE(w.ok()) << w.status();
-  Workload out = w.ok() ? *w : Workload{};
-  out.bias = bias;
-  out.relu = relu;
-  out.relu6 = relu6;
-  return out;
-}
 
 /// The config of `tmpl` written as JSON; an empty config (a test failure) when it does not parse.
 search::Config BlockedConfigFromJson(const Template& tmpl, const std::string& json) {
@@ -87,7 +78,7 @@ class CpuConvBlockedTest : public ::testing::TestWithParam<BlockedConvCase> {
 
 TEST_P(CpuConvBlockedTest, RandomBlockedConfigsMatchReference) {
   const BlockedConvCase& c = GetParam();
-  const Workload w = BlockedConvWorkload(c.shape, c.bias, c.relu, c.relu6);
+  const Workload w = ConvWorkloadForTest(c.shape, c.bias, c.relu, c.relu6);
   const Conv2dTemplate tmpl(w, c.features.empty() ? HostCpuLimits() : CpuLimitsOf(c.features));
   const search::ConfigSpace& space = tmpl.space();
   const int layout = space.KnobIndex("layout");
@@ -167,7 +158,7 @@ INSTANTIATE_TEST_SUITE_P(Workloads, CpuConvBlockedTest, ::testing::ValuesIn(Bloc
 // axes), as the template generated them before it had a layout knob: a config recorded
 // without the knob and one naming layout 0 give exactly that code.
 TEST(CpuConvBlockedGoldenTest, NchwLayoutCodeUnchanged) {
-  const Workload w = BlockedConvWorkload("1,3,5,8,6,3,3,1,1", /*bias=*/true, /*relu=*/true);
+  const Workload w = ConvWorkloadForTest("1,3,5,8,6,3,3,1,1", /*bias=*/true, /*relu=*/true);
   const Conv2dTemplate tmpl(w, CpuLimitsOf("+avx2"));
   const std::vector<std::pair<std::string, std::string>> cases = {
       {R"("tile_oc": [2, 1, 4], "tile_oh": [5, 1], "tile_ow": [2, 1, 4], "tile_ic": [1, 3], "order": [0], "vector_axis": [1], "unroll": [1], "pack_weight": [1], "acc_tile": [1], "parallel": [1])",
@@ -378,7 +369,7 @@ std::string BlockedTileWhyInvalid(const Template& tmpl, const std::string& json)
 }
 
 TEST(CpuConvBlockedLimitsTest, RegisterTilesFollowTheCpu) {
-  const Workload w = BlockedConvWorkload("1,16,56,56,64,3,3,1,1", /*bias=*/true, /*relu=*/true);
+  const Workload w = ConvWorkloadForTest("1,16,56,56,64,3,3,1,1", /*bias=*/true, /*relu=*/true);
   const Conv2dTemplate avx2(w, CpuLimitsOf("+avx2,+fma"));
   const Conv2dTemplate avx512(w, CpuLimitsOf("+avx2,+avx512f,+fma"));
   // Blocked: ceil(ob / lanes) * (ow2 + 1) accumulator and weight vectors, and a broadcast.
@@ -424,8 +415,8 @@ TEST(CpuConvBlockedLimitsTest, RegisterTilesFollowTheCpu) {
 // Grouped convolutions that are not depthwise stay in the nchw layout; depthwise ones may block.
 TEST(CpuConvBlockedLimitsTest, BlockedLayoutTakesDenseAndDepthwiseConvolutions) {
   const CpuLimits limits = CpuLimitsOf("+avx2");
-  const Conv2dTemplate grouped(BlockedConvWorkload("1,16,9,9,32,3,3,1,1,1,4", false, false), limits);
-  const Conv2dTemplate depthwise(BlockedConvWorkload("1,16,9,9,16,3,3,1,1,1,16", false, false), limits);
+  const Conv2dTemplate grouped(ConvWorkloadForTest("1,16,9,9,32,3,3,1,1,1,4", false, false), limits);
+  const Conv2dTemplate depthwise(ConvWorkloadForTest("1,16,9,9,16,3,3,1,1,1,16", false, false), limits);
   for (const Conv2dTemplate* tmpl : {&grouped, &depthwise}) {
     const search::ConfigSpace& space = tmpl->space();
     std::mt19937_64 rng(kBlockedSeed + 3);
@@ -450,7 +441,7 @@ TEST(CpuConvBlockedLimitsTest, BlockedLayoutTakesDenseAndDepthwiseConvolutions) 
 // channel block innermost and vectorized (contiguous stores), the NCHW copy with the epilogue
 // vectorized along OW.
 TEST(CpuConvBlockedGoldenTest, BlockedKernelStages) {
-  const Workload w = BlockedConvWorkload("1,3,5,8,6,3,3,1,1", /*bias=*/true, /*relu=*/true);
+  const Workload w = ConvWorkloadForTest("1,3,5,8,6,3,3,1,1", /*bias=*/true, /*relu=*/true);
   const Conv2dTemplate tmpl(w, CpuLimitsOf("+avx2"));
   const search::Config config = BlockedConfigFromJson(
       tmpl, R"({"tile_oc": [1, 1, 8], "tile_oh": [5, 1], "tile_ow": [2, 1, 4], "tile_ic": [1, 3], "order": [0],

@@ -31,15 +31,6 @@ using codegen::Workload;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-Workload InBlockConvWorkload(const std::string& shape, bool bias, bool relu) {
-  absl::StatusOr<Workload> w = Workload::Parse(OpKind::kConv2d, shape);
-  EXPECT_TRUE(w.ok()) << w.status();
-  Workload out = w.ok() ? *w : Workload{};
-  out.bias = bias;
-  out.relu = relu;
-  return out;
-}
-
 /// The config of `tmpl` that `json` writes; empty (and a test failure) when it does not parse.
 search::Config InBlockConfigFromJson(const Conv2dTemplate& tmpl, const std::string& json) {
   absl::StatusOr<search::Config> c = tmpl.space().FromJson(json);
@@ -83,7 +74,7 @@ TEST(CpuConvInBlockTest, RandomConfigsMatchReference) {
   int failures = 0, ic_tails = 0, oc_tails = 0;
   std::set<int64_t> parallel_seen;
   for (const auto& tc : cases) {
-    const Workload w = InBlockConvWorkload(tc.shape, tc.bias, tc.relu);
+    const Workload w = ConvWorkloadForTest(tc.shape, tc.bias, tc.relu);
     const Conv2dTemplate tmpl(w, tc.features.empty() ? codegen::HostCpuLimits() : codegen::CpuLimitsOf(tc.features));
     const search::ConfigSpace& space = tmpl.space();
     // Distinct valid configs with the blocked input, a third of them (at least) with a last
@@ -135,7 +126,7 @@ TEST(CpuConvInBlockTest, RandomConfigsMatchReference) {
 // [1][2][KH][KW][4][8] (zeros past IC and OC), and the tile reads both with the block's channel
 // (ic1) last, right outside the tile: consecutive broadcasts read consecutive floats.
 TEST(CpuConvInBlockGoldenTest, BlockedInputAndWeightLayouts) {
-  const Workload w = InBlockConvWorkload("1,7,4,6,6,3,3,1,1", /*bias=*/true, /*relu=*/false);
+  const Workload w = ConvWorkloadForTest("1,7,4,6,6,3,3,1,1", /*bias=*/true, /*relu=*/false);
   const Conv2dTemplate tmpl(w, codegen::CpuLimitsOf("+avx2"));
   const std::string got = InBlockKernelText(
       tmpl, R"({"tile_oc": [1, 1, 8], "tile_oh": [4, 1], "tile_ow": [2, 1, 3], "tile_ic": [2, 4], "order": [0],
@@ -242,7 +233,7 @@ TEST(CpuConvInBlockGoldenTest, StridedPointwiseCopiesTheRowsItReads) {
                            "pack_weight": [1], "acc_tile": [1], "parallel": [0], "layout": [1], "prepack": [0],
                            "in_block": [1]})");
   };
-  const Conv2dTemplate unpadded(InBlockConvWorkload("1,24,14,13,40,1,1,2,0", false, false),
+  const Conv2dTemplate unpadded(ConvWorkloadForTest("1,24,14,13,40,1,1,2,0", false, false),
                                 codegen::CpuLimitsOf("+avx2"));
   const std::string a = InBlockKernelText(unpadded, json(7, 7));
   EXPECT_THAT(a, HasSubstr("heap float data.blocked[1][3][7][7][8];")) << a;
@@ -250,7 +241,7 @@ TEST(CpuConvInBlockGoldenTest, StridedPointwiseCopiesTheRowsItReads) {
   EXPECT_THAT(a, HasSubstr("data.blocked[n, ic0, oh0 + oh1, ow0*7 + (ow1*7 + ow2), ic1]*"
                            "weight.packed[oc0 + oc1, ic0, kh, kw, ic1, ob]"))
       << a;
-  const Conv2dTemplate padded(InBlockConvWorkload("1,24,14,13,40,1,1,2,1", false, false),
+  const Conv2dTemplate padded(ConvWorkloadForTest("1,24,14,13,40,1,1,2,1", false, false),
                               codegen::CpuLimitsOf("+avx2"));
   const std::string b = InBlockKernelText(padded, json(8, 8));
   EXPECT_THAT(b, HasSubstr("heap float data.blocked[1][3][16][15][8];")) << b;
@@ -265,7 +256,7 @@ TEST(CpuConvInBlockGoldenTest, StridedPointwiseCopiesTheRowsItReads) {
 // input); the knob matters only in the blocked layout, and grouped or depthwise convolutions
 // have only 0.
 TEST(CpuConvInBlockSpaceTest, OldConfigsKeepTheirKernel) {
-  const Workload w = InBlockConvWorkload("1,7,4,6,6,3,3,1,1", true, true);
+  const Workload w = ConvWorkloadForTest("1,7,4,6,6,3,3,1,1", true, true);
   const Conv2dTemplate tmpl(w, codegen::CpuLimitsOf("+avx2"));
   const std::string knobs =
       R"("tile_oc": [1, 1, 8], "tile_oh": [4, 1], "tile_ow": [2, 1, 3], "tile_ic": [2, 4], "order": [0],
@@ -291,9 +282,9 @@ TEST(CpuConvInBlockSpaceTest, OldConfigsKeepTheirKernel) {
   ASSERT_FALSE(one_channel.empty());
   EXPECT_EQ(tmpl.space().WhyInvalid(one_channel), "in_block_needs_block");
 
-  const Conv2dTemplate grouped(InBlockConvWorkload("1,16,9,9,32,3,3,1,1,1,4", false, false),
+  const Conv2dTemplate grouped(ConvWorkloadForTest("1,16,9,9,32,3,3,1,1,1,4", false, false),
                                codegen::CpuLimitsOf("+avx2"));
-  const Conv2dTemplate depthwise(InBlockConvWorkload("1,16,9,9,16,3,3,1,1,1,16", false, false),
+  const Conv2dTemplate depthwise(ConvWorkloadForTest("1,16,9,9,16,3,3,1,1,1,16", false, false),
                                  codegen::CpuLimitsOf("+avx2"));
   for (const Conv2dTemplate* t : {&grouped, &depthwise}) {
     const search::Knob& knob = t->space().knobs()[t->space().KnobIndex("in_block")];

@@ -30,15 +30,6 @@ using codegen::Conv2dTemplate;
 using codegen::OpKind;
 using codegen::Workload;
 
-Workload ParallelConvWorkload(const std::string& shape, bool bias, bool relu) {
-  absl::StatusOr<Workload> w = Workload::Parse(OpKind::kConv2d, shape);
-  EXPECT_TRUE(w.ok()) << w.status();
-  Workload out = w.ok() ? *w : Workload{};
-  out.bias = bias;
-  out.relu = relu;
-  return out;
-}
-
 /// The iterations of the parallel loop of `c` (0 for a serial config): the batch times the
 /// outermost block loop's count (parallel 1) or times both outer OC and OH block counts (2).
 int64_t ParallelConvIterations(const search::ConfigSpace& space, const Workload& w, const search::Config& c) {
@@ -95,7 +86,7 @@ TEST(CpuConvParallelTest, FusedAndOuterParallelLoopsMatchReference) {
                {"1,12,13,11,12,3,3,1,1,1,12", true, true}};
   int failures = 0, tails = 0, runs = 0;
   for (const auto& tc : cases) {
-    const Workload w = ParallelConvWorkload(tc.shape, tc.bias, tc.relu);
+    const Workload w = ConvWorkloadForTest(tc.shape, tc.bias, tc.relu);
     const Conv2dTemplate tmpl(w, codegen::CpuLimitsOf("+avx2,+fma"));
     const search::ConfigSpace& space = tmpl.space();
     for (int64_t layout : {0, 1}) {
@@ -134,7 +125,7 @@ TEST(CpuConvParallelTest, FusedAndOuterParallelLoopsMatchReference) {
 // contiguous vectors (a division by the channel block left in the index would make each weight
 // vector a gather).
 TEST(CpuConvParallelTest, FusedLoopIndicesSimplify) {
-  const Workload w = ParallelConvWorkload("1,64,56,56,64,3,3,1,1", false, false);
+  const Workload w = ConvWorkloadForTest("1,64,56,56,64,3,3,1,1", false, false);
   const Conv2dTemplate tmpl(w, codegen::CpuLimitsOf("+avx2,+avx512f,+fma"));
   for (const char* layout : {"0", "1"}) {
     absl::StatusOr<search::Config> c = tmpl.space().FromJson(absl::StrCat(
@@ -155,7 +146,7 @@ TEST(CpuConvParallelTest, FusedLoopIndicesSimplify) {
 // With the target's thread count known, the parallel loop's iteration count divides among the
 // threads or is at least 8 per thread; one thread or unknown (0) leaves the space as it was.
 TEST(CpuConvParallelTest, ThreadCountBoundsTheParallelBlockCount) {
-  const Workload w = ParallelConvWorkload("1,64,56,56,64,3,3,1,1", false, false);
+  const Workload w = ConvWorkloadForTest("1,64,56,56,64,3,3,1,1", false, false);
   codegen::CpuLimits cpu = codegen::CpuLimitsOf("+avx2,+avx512f,+fma");
   const Conv2dTemplate any(w, cpu);
   cpu.threads = 1;

@@ -26,6 +26,18 @@
 
 namespace tune::test {
 
+/// The conv2d workload of `shape` (Workload::Parse's text) with the given epilogue; a test
+/// failure (and an empty workload) when the shape does not parse.
+inline codegen::Workload ConvWorkloadForTest(const std::string& shape, bool bias, bool relu, bool relu6 = false) {
+  absl::StatusOr<codegen::Workload> w = codegen::Workload::Parse(codegen::OpKind::kConv2d, shape);
+  EXPECT_TRUE(w.ok()) << w.status();
+  codegen::Workload out = w.ok() ? *w : codegen::Workload{};
+  out.bias = bias;
+  out.relu = relu;
+  out.relu6 = relu6;
+  return out;
+}
+
 /// What FencedArray keeps in the slack after the last element.
 inline constexpr float kFenceSentinel = -7777.0f;
 
