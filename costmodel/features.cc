@@ -103,10 +103,6 @@ class Walker {
             if (load->buffer->scope == BufferScope::kArg) arg_load_lanes = std::max(arg_load_lanes, lanes);
           }
         }
-        for (const LoadNode* load : codegen::CollectLoads(n->value)) {
-          if (load->buffer->scope == BufferScope::kArg) arg_loads += execs_;
-          if (load->buffer->scope == BufferScope::kShared) shared_loads += execs_;
-        }
         int flops = CountFlops(n->value);
         total_flops += execs_ * flops;
         store_execs += execs_;
@@ -138,10 +134,7 @@ class Walker {
         auto* n = static_cast<const codegen::AsyncCopyNode*>(s.get());
         const double lanes = InnermostVectorLanes();
         if (n->dst->scope == BufferScope::kShared) shared_copy_lanes = std::max(shared_copy_lanes, lanes);
-        if (n->src->scope == BufferScope::kArg) {
-          arg_load_lanes = std::max(arg_load_lanes, lanes);
-          arg_loads += execs_;
-        }
+        if (n->src->scope == BufferScope::kArg) arg_load_lanes = std::max(arg_load_lanes, lanes);
         return;
       }
       case StmtKind::kAtomicAdd:  // split-K's arrival counter: its body runs once per block
@@ -184,7 +177,6 @@ class Walker {
   double total_flops = 0, store_execs = 0, parallel_execs = 0, heap_bytes = 0, max_local = 0;
   double shared_bytes = 0;
   double local_floats = 0;  // elements of all distinct kLocal buffers (per thread on a GPU)
-  double arg_loads = 0, shared_loads = 0;  // element loads executed, by the buffer's scope
   double shared_copy_lanes = 0, arg_load_lanes = 0;  // see AstFeatures
   double block_dims[3] = {1, 1, 1}, thread_dims[3] = {1, 1, 1};
   int num_syncs = 0;
@@ -562,7 +554,7 @@ std::vector<std::string> BuildNames() {
   names.push_back("shared_copy_lanes");
   names.push_back("arg_load_lanes");
   for (const char* n : {"log_thread_local_floats", "log_register_excess", "lane_fill", "resident_blocks", "occupancy",
-                        "wave_fill", "arg_loads_per_flop", "shared_loads_per_flop"}) {
+                        "wave_fill"}) {
     names.push_back(n);
   }
   TUNE_CHECK(names.size() == kNumFeatures) << names.size() << " names for " << kNumFeatures << " features";
@@ -618,10 +610,6 @@ AstFeatures ExtractAstFeatures(const codegen::LoweredFunc& func) {
     f.resident_blocks = static_cast<float>(launch.resident_blocks);
     f.occupancy = static_cast<float>(launch.occupancy);
     f.wave_fill = static_cast<float>(launch.wave_fill);
-    if (w.total_flops > 0) {
-      f.arg_loads_per_flop = static_cast<float>(w.arg_loads / w.total_flops);
-      f.shared_loads_per_flop = static_cast<float>(w.shared_loads / w.total_flops);
-    }
   }
   Stmt top = func.body;
   while (top->kind == StmtKind::kAllocate) top = static_cast<const AllocateNode*>(top.get())->body;

@@ -12,7 +12,7 @@ namespace tune::costmodel {
 /// Bumped whenever the meaning, order or number of features changes; saved models record it
 /// and refuse to load against another version.
 inline constexpr int kFeatureVersion = 4;  // 2: GPU bindings, shared memory, barriers; 3: copy widths;
-                                           // 4: GPU occupancy, wave fill, registers, loads per flop
+                                           // 4: GPU occupancy, wave fill, registers
 
 /// Loops of the main statement described one by one, innermost first.
 inline constexpr int kLoopSlots = 8;
@@ -153,14 +153,12 @@ struct AstFeatures {
   float occupancy;         // resident warps per SM / 64 [0..1]
   float wave_fill;         // blocks / (ceil(waves) x kGpuSms x resident blocks), waves = blocks
                            // / (kGpuSms x resident blocks): how full the waves are on average,
-                           // 1 when the last is full, 0 when no block fits [0..1] (the wave
-                           // count itself, tried as a feature, made held-out rankings worse;
-                           // the program graph carries it)
-  float arg_loads_per_flop;     // element loads of argument buffers (global memory) executed by
-                                // the kernel, cp.async copies included, per float op [loads per
-                                // flop] (raw)
-  float shared_loads_per_flop;  // element loads of shared memory executed per float op [loads
-                                // per flop] (raw)
+                           // 1 when the last is full, 0 when no block fits [0..1]
+  // Tried and left out (held-out networks of cuda-h100, xgb and xgb ensembles): the wave
+  // count itself (the program graph carries it), flops per barrier, stores to global memory
+  // per flop, and global / shared element loads per flop (pairwise +0.005 to +0.015, but the
+  // ensemble's top-1 fell from 0.86 to 0.74: it then picked split-K and thin-channel configs
+  // 2-20x slower than the best on a few heavy tasks).
 };
 
 /// How a GPU kernel's blocks fill the GPU of the kGpu* constants; all 0 for a CPU kernel (one

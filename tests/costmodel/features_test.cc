@@ -49,7 +49,7 @@ TEST(FeaturesTest, NamesMatchTheVector) {
   ASSERT_EQ(names.size(), kNumFeatures);
   EXPECT_EQ(std::set<std::string>(names.begin(), names.end()).size(), names.size()) << "duplicate names";
   EXPECT_EQ(names.front(), "log_total_flops");
-  EXPECT_EQ(names.back(), "shared_loads_per_flop");
+  EXPECT_EQ(names.back(), "wave_fill");
   EXPECT_EQ(FeatureIndex("log_intensity.l" + std::to_string(kLevels - 1)) + 1, FeatureIndex("shared_copy_lanes"));
   EXPECT_EQ(FeatureIndex("shared_copy_lanes"), offsetof(AstFeatures, shared_copy_lanes) / sizeof(float));
   for (size_t i = 0; i < names.size(); ++i) EXPECT_EQ(FeatureIndex(names[i]), i);
@@ -290,11 +290,6 @@ TEST(FeaturesTest, GpuOccupancyAndWaves) {
   EXPECT_EQ(small.launch.blocks, 16);
   EXPECT_EQ(small.launch.resident_blocks, 7);
   EXPECT_DOUBLE_EQ(small.launch.waves, 16 / per_wave);
-  // Per K step of 16 a block copies 64 x 16 elements of A and 16 x 64 of B from global memory
-  // for 2 x 64 x 64 x 16 flops; each thread loads 8 + 4 fragment elements from shared memory
-  // per 2 x 8 x 4 flops.
-  EXPECT_FLOAT_EQ(Get(small.f, "arg_loads_per_flop"), (64.0f * 16 + 16 * 64) / (2.0f * 64 * 64 * 16));
-  EXPECT_FLOAT_EQ(Get(small.f, "shared_loads_per_flop"), 12.0f / 64);
 
   // More blocks than one wave: 56 x 66 = 3696 blocks are exactly four full waves of 924 ...
   const OccupancyGemm full = LowerOccupancyGemm(56 * 64, 66 * 64, 256, 16);
@@ -358,7 +353,6 @@ TEST(FeaturesTest, GpuOccupancyFieldsOverRandomConfigs) {
       EXPECT_GT(Get(f, "lane_fill"), 0.0f);
       EXPECT_LE(Get(f, "lane_fill"), 1.0f);
       EXPECT_GT(Get(f, "log_thread_local_floats"), 0.0f);
-      EXPECT_GT(Get(f, "arg_loads_per_flop"), 0.0f);
       occupancies.insert(Get(f, "occupancy"));
     }
     EXPECT_GT(occupancies.size(), 1u) << "random configs should differ in occupancy";
@@ -369,7 +363,7 @@ TEST(FeaturesTest, GpuOccupancyFieldsOverRandomConfigs) {
     ASSERT_TRUE(c.ok());
     std::vector<float> f = Features(*cpu, *c);
     for (const char* name : {"log_thread_local_floats", "log_register_excess", "lane_fill", "resident_blocks", "occupancy",
-                             "wave_fill", "arg_loads_per_flop", "shared_loads_per_flop"}) {
+                             "wave_fill"}) {
       EXPECT_EQ(Get(f, name), 0.0f) << name;
     }
   }
