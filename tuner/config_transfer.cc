@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
 
 namespace tune::tuner {
@@ -46,6 +47,17 @@ double OptionDistance(const search::Knob& knob, const std::vector<int64_t>& opti
   for (size_t j = 1; j < option.size(); ++j) d += LogDistance(option[j], values[j]);
   // Among equally near options, less padding.
   return d + 1e-6 * static_cast<double>(search::PaddedExtent(option) - knob.extent);
+}
+
+// The key of a CPU or GPU target without its thread count ("...|t2" -> "...|t"); "" when the
+// key does not end in one.
+std::string ThreadlessKey(const std::string& key) {
+  const size_t at = key.rfind("|t");
+  if (at == std::string::npos || at + 2 == key.size()) return "";
+  for (size_t i = at + 2; i < key.size(); ++i) {
+    if (key[i] < '0' || key[i] > '9') return "";
+  }
+  return key.substr(0, at + 2);
 }
 
 }  // namespace
@@ -123,14 +135,11 @@ absl::StatusOr<TransferSeeds> TransferConfigs(const dataset::RecordDatabase& db,
                                         });
   if (!similar.ok()) return similar.status();
   std::set<search::Config> taken;
-  for (const NearTask& candidate : *similar) {
-    if (static_cast<int>(seeds.configs.size()) >= options.max_configs) break;
-    const dataset::TaskInfo* info = &candidate.info;
-    auto other = factory.MakeTemplate(candidate.workload);
-    if (!other.ok() || (*other)->name() != tmpl.name()) continue;
-    // More of the task's best than it may give: some map onto the same config, or break a
-    // constraint of the new shape.
-    auto best = db.Best(info->id, target_id, 4 * std::max(options.per_task, 1));
+  // Up to per_task of the best configs of task `source` on target `on`, mapped into this space
+  // (more of its best than it may give: some map onto the same config, or break a constraint
+  // of this shape or thread count); `label` names the source when it gives any.
+  auto take = [&](int64_t source, int64_t on, const std::string& label) -> absl::Status {
+    auto best = db.Best(source, on, 4 * std::max(options.per_task, 1));
     if (!best.ok()) return best.status();
     int from_this = 0;
     for (const dataset::Record& rec : *best) {
@@ -141,7 +150,34 @@ absl::StatusOr<TransferSeeds> TransferConfigs(const dataset::RecordDatabase& db,
       seeds.configs.push_back(*config);
       ++from_this;
     }
-    if (from_this > 0) seeds.sources.push_back(info->workload_key);
+    if (from_this > 0) seeds.sources.push_back(label);
+    return absl::OkStatus();
+  };
+  // The same task on the same machine at another thread count first: its best tiles carry
+  // over, and a search at one thread count may miss what another found (the parallel loop's
+  // constraints differ, so a config may map to its nearest valid neighbour).
+  auto targets = db.Targets();
+  if (!targets.ok()) return targets.status();
+  std::string stem;
+  for (const dataset::TargetInfo& t : *targets) {
+    if (t.id == target_id) stem = ThreadlessKey(t.key);
+  }
+  if (!stem.empty()) {
+    for (const dataset::TargetInfo& t : *targets) {
+      if (static_cast<int>(seeds.configs.size()) >= options.max_configs) break;
+      if (t.id == target_id || ThreadlessKey(t.key) != stem) continue;
+      if (absl::Status s = take(task_id, t.id, absl::StrCat(workload.Key(), " at ", t.key.substr(stem.size() - 1)));
+          !s.ok()) {
+        return s;
+      }
+    }
+  }
+  for (const NearTask& candidate : *similar) {
+    if (static_cast<int>(seeds.configs.size()) >= options.max_configs) break;
+    const dataset::TaskInfo* info = &candidate.info;
+    auto other = factory.MakeTemplate(candidate.workload);
+    if (!other.ok() || (*other)->name() != tmpl.name()) continue;
+    if (absl::Status s = take(info->id, target_id, info->workload_key); !s.ok()) return s;
   }
   return seeds;
 }

@@ -1,5 +1,6 @@
-// Config transfer: a new task's search starts from the best configs of the most similar tasks
-// already recorded on the same target with the same template, mapped into the new shape's space.
+// Config transfer: a new task's search starts from the best configs of the same task at other
+// thread counts of the same machine, then of the most similar tasks already recorded on the same
+// target with the same template, mapped into the new shape's space.
 #pragma once
 
 #include <cstdint>
@@ -50,8 +51,10 @@ struct TransferSeeds {
   std::vector<std::string> sources;
 };
 
-/// The best ok configs (not the untuned default schedule's) recorded on `target_id` for the
-/// tasks other than `task_id` whose template
+/// First, the best ok configs of task `task_id` itself on the targets that differ from
+/// `target_id` only in their thread count (the same machine at 1, 2, ... threads; source label
+/// "WORKLOAD_KEY at tN"). Then the best ok configs (not the untuned default schedule's) recorded
+/// on `target_id` for the tasks other than `task_id` whose template
 /// (made by `factory` for their workload) has the name and version of `tmpl`, most similar
 /// (WorkloadDistance to `workload`; ties: the older task) first, among the
 /// `options.candidates` most similar tasks with ok records on `target_id`, mapped into

@@ -190,6 +190,43 @@ class TemplateCountingFactory final : public measure::TaskFactory {
   std::unique_ptr<measure::TaskFactory> inner_;
 };
 
+// A task tuned at one thread count seeds the same task at another on the same machine (a
+// search at 2 threads may miss the tiles one at 1 thread found), before any other task.
+TEST(ConfigTransferTest, SeedsATaskFromItsOwnRecordsAtAnotherThreadCount) {
+  auto db = test::OpenTestDb();
+  const TuneTask task{"mm", TransferMatmul("24,40,32"), 1};
+  const TuneTask other{"other", TransferMatmul("24,40,36"), 1};
+  TransferRun(db.get(), task, TransferFastOptions(10, 5, 0));  // on HostCpu(1): "...|t1"
+  Tuner at_two(db.get(), measure::Target::HostCpu(2), measure::LocalRunner::Factory(1), TransferFastOptions(4, 2, 0));
+  ASSERT_TRUE(at_two.Run({other}).ok());  // a nearer-named task measured at 2 threads
+
+  Tuner tuner(db.get(), measure::Target::HostCpu(2), measure::LocalRunner::Factory(1), TransferFastOptions(6, 3, 2));
+  auto outcomes = tuner.Run({task});
+  ASSERT_TRUE(outcomes.ok()) << outcomes.status();
+  ASSERT_EQ(outcomes->size(), 1u);
+  EXPECT_EQ((*outcomes)[0].transferred, 2);
+  ASSERT_FALSE((*outcomes)[0].transfer_sources.empty());
+  EXPECT_EQ((*outcomes)[0].transfer_sources[0], task.workload.Key() + " at t1");
+  // The first seed is the task's fastest config at 1 thread, mapped into the 2-thread space.
+  const std::string t1 = measure::Target::HostCpu(1).Key(), t2 = measure::Target::HostCpu(2).Key();
+  ASSERT_NE(t1, t2);
+  auto info = db->FindTask(task.workload.Key(), test::MakeTemplate(task.workload)->version());
+  auto t1_info = db->FindTarget(t1);
+  ASSERT_TRUE(info.ok() && info->has_value() && t1_info.ok() && t1_info->has_value());
+  auto best = db->Best((*info)->id, (*t1_info)->id, 1);
+  ASSERT_TRUE(best.ok() && !best->empty());
+  const auto records = test::RecordsOf(*db, (*outcomes)[0].task_id, t2);
+  std::vector<std::string> transferred;
+  for (const auto& r : records) {
+    if (r.strategy == "transfer") transferred.push_back(r.config_json);
+  }
+  ASSERT_EQ(transferred.size(), 2u);
+  auto tmpl = test::MakeTemplate(task.workload);
+  auto mapped = MapConfig((*best)[0].config_json, tmpl->space());
+  ASSERT_TRUE(mapped.ok()) << mapped.status();
+  EXPECT_EQ(transferred[0], tmpl->space().ToJson(*mapped));
+}
+
 // Seeding a task looks at the nearest recorded tasks only: with a hundred other tasks in the
 // database it makes the templates of the few it takes configs from, not of every task (each
 // new task of a daemon that has recorded thousands paid for all of them, in time and memory).
