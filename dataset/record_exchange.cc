@@ -10,8 +10,8 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <functional>
 #include <memory>
-#include <sstream>
 #include <optional>
 #include <utility>
 
@@ -324,24 +324,53 @@ absl::StatusOr<std::vector<PortableRecord>> ReadRecords(std::istream& in, const 
   return records;
 }
 
-absl::StatusOr<std::vector<PortableRecord>> ReadRecordsFile(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) return absl::InvalidArgumentError(absl::StrCat(path, " is a directory"));
-  // zlib reads gzip and plain files alike.
+absl::Status ForEachRecordInFile(const std::string& path, const std::function<absl::Status(PortableRecord)>& take) {
+  // zlib reads gzip and plain files alike, a line at a time.
   gzFile file = gzopen(path.c_str(), "rb");
   if (file == nullptr) return absl::NotFoundError(absl::StrCat("cannot open ", path, ": ", std::strerror(errno)));
   std::unique_ptr<gzFile_s, int (*)(gzFile)> closer(file, gzclose);
-  std::string text;
+  gzbuffer(file, 1 << 20);
+  std::string line;
+  int64_t number = 0;
+  auto one = [&]() -> absl::Status {
+    ++number;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) return absl::OkStatus();
+    absl::StatusOr<PortableRecord> record = RecordFromJsonLine(line);
+    if (!record.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ":", number, ": ", record.status().message()));
+    }
+    record->origin = absl::StrCat(path, ":", number);
+    return take(*std::move(record));
+  };
   char buffer[1 << 16];
-  int n = 0;
-  while ((n = gzread(file, buffer, sizeof(buffer))) > 0) text.append(buffer, static_cast<size_t>(n));
+  while (gzgets(file, buffer, sizeof(buffer)) != nullptr) {
+    const size_t n = std::strlen(buffer);
+    line.append(buffer, n);
+    if (n > 0 && buffer[n - 1] == '\n') {
+      line.pop_back();
+      if (absl::Status s = one(); !s.ok()) return s;
+      line.clear();
+    }
+  }
   int code = Z_OK;
   const char* why = gzerror(file, &code);
-  if (n < 0 || (code != Z_OK && code != Z_STREAM_END)) {  // a corrupt or truncated gzip stream
+  if (code != Z_OK && code != Z_STREAM_END) {  // a corrupt or truncated gzip stream
     return absl::InvalidArgumentError(absl::StrCat(path, ": not a readable records file (", why, ")"));
   }
-  std::istringstream in(std::move(text));
-  return ReadRecords(in, path);
+  if (!line.empty()) return one();  // a last line without its newline
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<PortableRecord>> ReadRecordsFile(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) return absl::InvalidArgumentError(absl::StrCat(path, " is a directory"));
+  std::vector<PortableRecord> records;
+  absl::Status read = ForEachRecordInFile(path, [&](PortableRecord record) {
+    records.push_back(std::move(record));
+    return absl::OkStatus();
+  });
+  if (!read.ok()) return read;
+  return records;
 }
 
 absl::Status WriteRecords(const std::vector<PortableRecord>& records, std::ostream& out) {

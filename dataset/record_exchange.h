@@ -1,6 +1,7 @@
 // Record exchange: records as a data set of JSON lines ("tune-records/1"), read back by version.
 #pragma once
 
+#include <functional>
 #include <istream>
 #include <ostream>
 #include <string>
@@ -47,8 +48,13 @@ absl::StatusOr<PortableRecord> RecordFromJsonLine(std::string_view line);
 /// InvalidArgument "NAME:LINE: why", `name` being what the messages call the input. Each
 /// record's `origin` is "NAME:LINE".
 absl::StatusOr<std::vector<PortableRecord>> ReadRecords(std::istream& in, const std::string& name);
-/// ReadRecords of the file at `path` (named `path` in messages), plain or gzip-compressed; NotFound
-/// when it cannot be opened, InvalidArgument when its gzip stream is corrupt or truncated.
+/// Calls `take` with each record of the file at `path`, plain or gzip-compressed, in order, one
+/// line at a time (blank lines skipped; origin "PATH:LINE"), and stops at the first error it
+/// returns. NotFound when the file cannot be opened; InvalidArgument "PATH:LINE: why" for a bad
+/// line, "PATH: not a readable records file (why)" for a corrupt or truncated gzip stream.
+absl::Status ForEachRecordInFile(const std::string& path, const std::function<absl::Status(PortableRecord)>& take);
+/// Every record of the file at `path` (ForEachRecordInFile), all or nothing; InvalidArgument for
+/// a directory.
 absl::StatusOr<std::vector<PortableRecord>> ReadRecordsFile(const std::string& path);
 
 /// Writes `records` as lines of JSON to `out`; Unavailable when the stream fails.

@@ -2,7 +2,6 @@
 #include "tuner/training_data.h"
 
 #include <unistd.h>
-#include <zlib.h>
 
 #include <algorithm>
 #include <atomic>
@@ -36,20 +35,14 @@ namespace {
 
 constexpr int64_t kImportBatch = 20000;  // records per import transaction from a --data file
 
-/// The records of a file of `tune db export` lines (plain or gzip: zlib reads both) imported
-/// into `db`, streamed in batches. InvalidArgument "FILE:LINE: why" for a bad line, NotFound
-/// when the file cannot be opened.
+/// The records of a file of `tune db export` lines (plain or gzip) imported into `db`,
+/// streamed in batches. InvalidArgument "FILE:LINE: why" for a bad line, NotFound when the file
+/// cannot be opened.
 absl::Status ImportDataFile(const std::string& path, dataset::RecordDatabase* db) {
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec)) return absl::NotFoundError("cannot read data file " + path);
-  gzFile f = gzopen(path.c_str(), "rb");
-  if (f == nullptr) return absl::NotFoundError("cannot read data file " + path);
-  std::unique_ptr<gzFile_s, int (*)(gzFile)> closer(f, gzclose);
-  gzbuffer(f, 1 << 20);
   std::vector<dataset::PortableRecord> batch;
-  std::string line;
-  char buf[1 << 16];
-  int64_t line_no = 0, lines_read = 0;
+  int64_t records_read = 0;
   auto flush = [&]() -> absl::Status {
     if (batch.empty()) return absl::OkStatus();
     auto counts = db->ImportRecords(batch);
@@ -57,37 +50,15 @@ absl::Status ImportDataFile(const std::string& path, dataset::RecordDatabase* db
     if (!counts.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": ", counts.status().message()));
     return absl::OkStatus();
   };
-  auto take = [&]() -> absl::Status {
-    ++line_no;
-    if (line.find_first_not_of(" \t\r") == std::string::npos) return absl::OkStatus();
-    auto rec = dataset::RecordFromJsonLine(line);
-    if (!rec.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ":", line_no, ": ", rec.status().message()));
-    rec->origin = absl::StrCat(path, ":", line_no);
-    batch.push_back(*std::move(rec));
-    ++lines_read;
-    if (static_cast<int64_t>(batch.size()) >= kImportBatch) return flush();
-    return absl::OkStatus();
-  };
-  while (true) {
-    if (gzgets(f, buf, sizeof(buf)) == nullptr) break;
-    const size_t n = std::strlen(buf);
-    line.append(buf, n);
-    if (n > 0 && buf[n - 1] == '\n') {
-      line.pop_back();
-      if (auto st = take(); !st.ok()) return st;
-      line.clear();
-    }
-  }
-  int err = 0;
-  const char* msg = gzerror(f, &err);
-  if (err != Z_OK && err != Z_STREAM_END) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": not a readable records file (", msg, ")"));
-  }
-  if (!line.empty()) {
-    if (auto st = take(); !st.ok()) return st;
-  }
+  absl::Status read = dataset::ForEachRecordInFile(path, [&](dataset::PortableRecord record) {
+    batch.push_back(std::move(record));
+    ++records_read;
+    return static_cast<int64_t>(batch.size()) >= kImportBatch ? flush() : absl::OkStatus();
+  });
+  if (absl::IsNotFound(read)) return absl::NotFoundError("cannot read data file " + path);
+  if (!read.ok()) return read;
   if (auto st = flush(); !st.ok()) return st;
-  if (lines_read == 0) return absl::InvalidArgumentError(path + ": no records");
+  if (records_read == 0) return absl::InvalidArgumentError(path + ": no records");
   return absl::OkStatus();
 }
 
