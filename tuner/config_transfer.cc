@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "measure/target.h"
 #include "nlohmann/json.hpp"
 
 namespace tune::tuner {
@@ -49,15 +50,13 @@ double OptionDistance(const search::Knob& knob, const std::vector<int64_t>& opti
   return d + 1e-6 * static_cast<double>(search::PaddedExtent(option) - knob.extent);
 }
 
-// The key of a CPU or GPU target without its thread count ("...|t2" -> "...|t"); "" when the
-// key does not end in one.
-std::string ThreadlessKey(const std::string& key) {
-  const size_t at = key.rfind("|t");
-  if (at == std::string::npos || at + 2 == key.size()) return "";
-  for (size_t i = at + 2; i < key.size(); ++i) {
-    if (key[i] < '0' || key[i] > '9') return "";
-  }
-  return key.substr(0, at + 2);
+// The key of the target that `json` (Target::ToJson) describes, at one thread: the same for
+// one machine at every thread count. "" when the text does not parse.
+std::string KeyAtOneThread(const std::string& json) {
+  absl::StatusOr<measure::Target> target = measure::Target::FromJson(json);
+  if (!target.ok()) return "";
+  target->threads = 1;
+  return target->Key();
 }
 
 }  // namespace
@@ -158,19 +157,19 @@ absl::StatusOr<TransferSeeds> TransferConfigs(const dataset::RecordDatabase& db,
   // constraints differ, so a config may map to its nearest valid neighbour).
   auto targets = db.Targets();
   if (!targets.ok()) return targets.status();
-  std::string stem;
+  std::string machine;
   for (const dataset::TargetInfo& t : *targets) {
-    if (t.id == target_id) stem = ThreadlessKey(t.key);
+    if (t.id == target_id) machine = KeyAtOneThread(t.json);
   }
-  if (!stem.empty()) {
-    for (const dataset::TargetInfo& t : *targets) {
-      if (static_cast<int>(seeds.configs.size()) >= options.max_configs) break;
-      if (t.id == target_id || ThreadlessKey(t.key) != stem) continue;
-      if (absl::Status s = take(task_id, t.id, absl::StrCat(workload.Key(), " at ", t.key.substr(stem.size() - 1)));
-          !s.ok()) {
-        return s;
-      }
-    }
+  for (const dataset::TargetInfo& t : *targets) {
+    if (machine.empty() || static_cast<int>(seeds.configs.size()) >= options.max_configs) break;
+    if (t.id == target_id) continue;
+    absl::StatusOr<measure::Target> other = measure::Target::FromJson(t.json);
+    if (!other.ok()) continue;
+    const int threads = other->threads;
+    other->threads = 1;
+    if (other->Key() != machine) continue;
+    if (absl::Status s = take(task_id, t.id, absl::StrCat(workload.Key(), " at t", threads)); !s.ok()) return s;
   }
   for (const NearTask& candidate : *similar) {
     if (static_cast<int>(seeds.configs.size()) >= options.max_configs) break;
