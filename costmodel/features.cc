@@ -601,9 +601,9 @@ AstFeatures ExtractAstFeatures(const codegen::LoweredFunc& func) {
   f.shared_copy_lanes = static_cast<float>(w.shared_copy_lanes);
   f.arg_load_lanes = static_cast<float>(w.arg_load_lanes);
   if (w.gpu) {
-    f.log_gpu_threads = Log2p(w.thread_dims[0] * w.thread_dims[1] * w.thread_dims[2]);
-    f.log_gpu_blocks = Log2p(w.block_dims[0] * w.block_dims[1] * w.block_dims[2]);
     const GpuLaunch launch = LaunchOf(w);
+    f.log_gpu_threads = Log2p(launch.threads);
+    f.log_gpu_blocks = Log2p(launch.blocks);
     f.log_thread_local_floats = Log2p(launch.local_floats);
     f.log_register_excess = Log2p(launch.register_excess);
     f.lane_fill = static_cast<float>(launch.lane_fill);
