@@ -21,6 +21,10 @@ absl::StatusOr<std::unique_ptr<Template>> CreateTemplate(const Workload& workloa
       case OpKind::kBatchMatmul:
         return std::unique_ptr<Template>(new CudaGemmTemplate(workload, limits));
       case OpKind::kConv2d:
+        if (workload.layout_block > 0) {
+          return absl::InvalidArgumentError("no CUDA template for the NCHWc conv2d " + workload.Key() +
+                                            " (the channel-blocked layout is a CPU one)");
+        }
         // Depthwise has its own template; every other conv2d (grouped too) is an implicit GEMM.
         if (workload.depthwise()) return std::unique_ptr<Template>(new CudaDepthwiseTemplate(workload, limits));
         return std::unique_ptr<Template>(new CudaGemmTemplate(workload, limits));

@@ -1,6 +1,7 @@
 // KernelTask: record keys from the workload, task data drawn on first use, measuring delegated.
 #include "measure/kernel_task.h"
 
+#include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
 
 namespace tune::measure {
@@ -19,6 +20,7 @@ std::string WorkloadJson(const codegen::Workload& w) {
     j["pad"] = {w.pad_h, w.pad_w};
     j["dilation"] = {w.dilation_h, w.dilation_w};
     j["groups"] = w.groups;
+    if (w.layout_block > 0) j["layout"] = absl::StrCat("nchw", w.layout_block, "c");
   } else {
     j["batch"] = w.batch;
     j["m"] = w.m;

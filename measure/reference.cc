@@ -136,7 +136,31 @@ bool ComputeReference(const Workload& workload, const std::vector<std::vector<fl
       }
       break;
     case OpKind::kConv2d:
-      done = Conv2d(workload, inputs[0].data(), inputs[1].data(), bias, out->data(), poll);
+      if (workload.layout_block > 0) {
+        // NCHWc: the NCHW convolution of the unblocked input, its output blocked again.
+        const int64_t c = workload.layout_block;
+        std::vector<float> data(inputs[0].size()), plain(out->size());
+        const int64_t in_plane = workload.in_h * workload.in_w, out_plane = workload.out_h() * workload.out_w();
+        for (int64_t b = 0; b < workload.batch; ++b) {
+          for (int64_t ch = 0; ch < workload.in_c; ++ch) {
+            for (int64_t i = 0; i < in_plane; ++i) {
+              data[(b * workload.in_c + ch) * in_plane + i] =
+                  inputs[0][((b * (workload.in_c / c) + ch / c) * in_plane + i) * c + ch % c];
+            }
+          }
+        }
+        done = Conv2d(workload, data.data(), inputs[1].data(), bias, plain.data(), poll);
+        for (int64_t b = 0; done && b < workload.batch; ++b) {
+          for (int64_t ch = 0; ch < workload.out_c; ++ch) {
+            for (int64_t i = 0; i < out_plane; ++i) {
+              (*out)[((b * (workload.out_c / c) + ch / c) * out_plane + i) * c + ch % c] =
+                  plain[(b * workload.out_c + ch) * out_plane + i];
+            }
+          }
+        }
+      } else {
+        done = Conv2d(workload, inputs[0].data(), inputs[1].data(), bias, out->data(), poll);
+      }
       break;
   }
   if (!done) {

@@ -20,13 +20,19 @@ Conv2dTemplate::Conv2dTemplate(Workload w, CpuLimits cpu) : Template(std::move(w
   const Workload& wl = workload_;
   auto& s = space_;
   int64_t icg = wl.in_c / wl.groups;
+  // An NCHWc convolution (the workload's layout_block lb > 0) reads and writes activations in
+  // channel blocks of lb: its register tile's channels are whole blocks, and it is the blocked
+  // layout with the input read in blocks of lb.
+  const int64_t lb = wl.layout_block;
+  const bool contract = lb > 0;
   // Tails (factors that do not divide the extent) are lowered as a guarded last tile.
   constexpr auto kTails = search::SplitTails::kAllowed;
   // Register-tile sizes beyond divisors and powers of two: every column count up to 16 and
   // every multiple of the vector lanes up to 64 channels.
   std::vector<int64_t> rows, channels;
   for (int64_t r = 1; r <= kMaxTileRows; ++r) rows.push_back(r);
-  for (int64_t c = cpu_.vector_lanes; c <= kMaxTileChannels; c += cpu_.vector_lanes) channels.push_back(c);
+  const int64_t channel_step = contract ? lb : cpu_.vector_lanes;
+  for (int64_t c = channel_step; c <= std::max(kMaxTileChannels, channel_step); c += channel_step) channels.push_back(c);
   int toc = s.AddSplit("tile_oc", wl.out_c, 3, kMaxTileChannels, kTails, channels);
   s.AddSplit("tile_oh", wl.out_h(), 2, 0, kTails);
   int tow = s.AddSplit("tile_ow", wl.out_w(), 3, 64, kTails, rows);
@@ -47,8 +53,9 @@ Conv2dTemplate::Conv2dTemplate(Workload w, CpuLimits cpu) : Template(std::move(w
   int par = s.AddChoice("parallel", {1, 0, 2});
   // Grouped convolutions other than depthwise ones have the nchw layout only.
   const bool blocked_ok = wl.groups == 1 || wl.depthwise();
-  int layout = blocked_ok ? s.AddChoice("layout", {kNchw, kBlocked}, {"nchw", "blocked"})
-                          : s.AddChoice("layout", {kNchw}, {"nchw"});
+  int layout = contract     ? s.AddChoice("layout", {kBlocked}, {"blocked"})
+               : blocked_ok ? s.AddChoice("layout", {kNchw, kBlocked}, {"nchw", "blocked"})
+                            : s.AddChoice("layout", {kNchw}, {"nchw"});
   s.AllowMissing("layout");  // configs recorded before the blocked layout wrote NCHW in place
   // The blocked layout always vectorizes its channel block and reads the packed weight.
   s.AddCondition("vector_axis", "layout", {kNchw});
@@ -63,7 +70,10 @@ Conv2dTemplate::Conv2dTemplate(Workload w, CpuLimits cpu) : Template(std::move(w
   // and a weight packed [OC/ob][IC/icb][KH][KW][icb][ob], so the register tile's broadcasts
   // step through consecutive floats; 0 (what configs recorded before the knob meant) reads
   // the NCHW input. Depthwise convolutions block their input by channel block already.
-  if (wl.groups == 1) {
+  if (contract) {
+    s.AddChoice("in_block", {1}, {"blocked"});
+    s.AddCondition("in_block", "layout", {kBlocked});
+  } else if (wl.groups == 1) {
     s.AddChoice("in_block", {0, 1}, {"nchw", "blocked"});
     s.AddCondition("in_block", "layout", {kBlocked});
   } else {
@@ -81,7 +91,9 @@ Conv2dTemplate::Conv2dTemplate(Workload w, CpuLimits cpu) : Template(std::move(w
     if (value(c, layout) == kBlocked) {
       // ow2 accumulator vectors per weight vector of the block, the weight vectors and one
       // broadcast input value, all in registers (no spills in the reduction loop).
-      const int64_t weight_vectors = (inner(c, toc) + lanes - 1) / lanes;
+      // (An NCHWc tile's channels are ob / lb blocks, each its own vectors.)
+      const int64_t weight_vectors =
+          contract ? inner(c, toc) / lb * ((lb + lanes - 1) / lanes) : (inner(c, toc) + lanes - 1) / lanes;
       return weight_vectors * inner(c, tow) + weight_vectors + 1 <= registers;
     }
     return inner(c, toc) * inner(c, tow) <= register_floats;
@@ -94,8 +106,14 @@ Conv2dTemplate::Conv2dTemplate(Workload w, CpuLimits cpu) : Template(std::move(w
   // unpadded one): the same kernel as in_block 0, or a slower one.
   const int tic = s.KnobIndex("tile_ic");
   s.AddConstraint("in_block_needs_block", [=](const search::Config& c) {
-    return !value(c, in_block) || inner(c, tic) > 1;
+    return contract || !value(c, in_block) || inner(c, tic) > 1;
   });
+  if (contract) {
+    // The input's channel block is the layout's: other inner IC factors build the same kernel.
+    s.AddConstraint("ic_block_is_layout_block", [=](const search::Config& c) { return inner(c, tic) == lb; });
+    // The register tile's channels are whole blocks of the layout.
+    s.AddConstraint("oc_tile_whole_blocks", [=](const search::Config& c) { return inner(c, toc) % lb == 0; });
+  }
   int64_t kw = wl.kernel_w;
   s.AddConstraint("unroll_size", [=](const search::Config& c) {
     if (!value(c, unroll)) return true;
@@ -132,6 +150,20 @@ Conv2dTemplate::Conv2dTemplate(Workload w, CpuLimits cpu) : Template(std::move(w
 
 search::Config Conv2dTemplate::DefaultConfig() const {
   const Workload& wl = workload_;
+  if (wl.layout_block > 0) {
+    const int64_t lb = wl.layout_block;
+    return ConfigOf({{"tile_oc", {wl.out_c / lb, 1, lb}},
+                     {"tile_oh", {wl.out_h(), 1}},
+                     {"tile_ow", {wl.out_w(), 1, 1}},
+                     {"tile_ic", {wl.in_c / lb, lb}},
+                     {"order", {0}},
+                     {"unroll", {1}},
+                     {"acc_tile", {1}},
+                     {"parallel", {0}},
+                     {"layout", {kBlocked}},
+                     {"prepack", {1}},
+                     {"in_block", {1}}});
+  }
   return ConfigOf({{"tile_oc", {wl.out_c, 1, 1}},
                    {"tile_oh", {wl.out_h(), 1}},
                    {"tile_ow", {wl.out_w(), 1, 1}},
@@ -162,6 +194,12 @@ Schedule Conv2dTemplate::Build(const search::Config& c) const {
   int64_t ob = foc[2];
   // ceil(OC / ob) blocks of ob output channels (the packed weight's and the blocked output's).
   const int64_t blocks = (wl.out_c + ob - 1) / ob;
+  // NCHWc: input and output in the workload's channel blocks of lb, no copy of the output; the
+  // register tile holds k = ob / lb whole blocks, and the weight is packed by blocks of lb.
+  const int64_t lb = wl.layout_block;
+  const bool contract = lb > 0;
+  const int64_t k_blocks = contract ? ob / lb : 1;
+  const int64_t layout_blocks = contract ? wl.out_c / lb : 0;
   if (blocked) {
     TUNE_CHECK(wl.groups == 1 || wl.depthwise()) << "blocked layout of a grouped convolution";
     pack = true;
@@ -172,11 +210,14 @@ Schedule Conv2dTemplate::Build(const search::Config& c) const {
   // tile factor; the reduction then runs over ceil(IC/icb) whole blocks, zeros past IC).
   const bool in_block = blocked && wl.groups == 1 && s.GetInt(c, "in_block");
   const bool blocked_input = (blocked && wl.depthwise()) || in_block;
-  const int64_t icb = in_block ? fic[1] : ob;
+  const int64_t icb = contract ? lb : in_block ? fic[1] : ob;
   const int64_t ic_blocks = (wl.in_c + icb - 1) / icb;
   // A 1x1 convolution without padding reads only the rows and columns at multiples of the
   // stride: its blocked copy holds just those ([N][ceil(IC/icb)][OH][OW][icb]).
-  const bool sampled = in_block && wl.kernel_h == 1 && wl.kernel_w == 1 && wl.pad_h == 0 && wl.pad_w == 0;
+  // (An NCHWc input is read in place unless padded.)
+  const bool sampled =
+      !contract && in_block && wl.kernel_h == 1 && wl.kernel_w == 1 && wl.pad_h == 0 && wl.pad_w == 0;
+  const bool padded = wl.pad_h > 0 || wl.pad_w > 0;
 
   Schedule sched;
   const ArgBuffers buffers = MakeArgBuffers();
@@ -186,7 +227,29 @@ Schedule Conv2dTemplate::Build(const search::Config& c) const {
   // Padding stage: a zero-bordered copy of the input (indices clamped so no load is out of
   // bounds; the select picks zero outside).
   Buffer src = data;
-  if (blocked_input) {
+  if (contract && padded) {
+    // [N][C/lb][H+2ph][W+2pw][lb]: the blocked input with a zero border, copied a row of
+    // blocks at a time.
+    const int64_t ph = wl.in_h + 2 * wl.pad_h, pw = wl.in_w + 2 * wl.pad_w;
+    Buffer copy = MakeBuffer(data->name + ".pad", {wl.batch, ic_blocks, ph, pw, lb}, BufferScope::kHeap);
+    sched.scratch.push_back(copy);
+    IterVar n = MakeIterVar("pn", wl.batch), cb = MakeIterVar("pc", ic_blocks);
+    IterVar h = MakeIterVar("ph", ph), x = MakeIterVar("pw", pw), cv = MakeIterVar("pb", lb);
+    Expr inside = (Expr(wl.pad_h) <= h.var) && (h.var < Expr(wl.pad_h + wl.in_h)) && (Expr(wl.pad_w) <= x.var) &&
+                  (x.var < Expr(wl.pad_w + wl.in_w));
+    Expr ih = Min(Max(h.var - Expr(wl.pad_h), 0), wl.in_h - 1), iw = Min(Max(x.var - Expr(wl.pad_w), 0), wl.in_w - 1);
+    Stage copy_stage(copy, {n, cb, h, x, cv}, Select(inside, Load(data, {n.var, cb.var, ih, iw, cv.var}), FloatImm(0.0)));
+    copy_stage.Vectorize(copy_stage.axis(4));
+    if (parallel) {
+      int outer = copy_stage.Fuse(copy_stage.axis(0), copy_stage.axis(1));
+      if (fused) outer = copy_stage.Fuse(outer, copy_stage.axis(2));
+      copy_stage.Parallel(outer);
+    }
+    sched.stages.push_back(std::move(copy_stage));
+    src = copy;
+  } else if (contract) {
+    // Read in place.
+  } else if (blocked_input) {
     // [N][ceil(C/icb)][H+2ph][W+2pw][icb]: the padded input with its channels in blocks of icb,
     // zero past C, so the tile's input values are contiguous like its weight vectors (depthwise:
     // icb = ob, the tile's input vectors; dense: the broadcasts of consecutive input channels).
@@ -241,14 +304,15 @@ Schedule Conv2dTemplate::Build(const search::Config& c) const {
     src = padded;
   }
 
-  IterVar vn = MakeIterVar("n", wl.batch), voc = MakeIterVar("oc", blocked ? blocks : wl.out_c);
+  IterVar vn = MakeIterVar("n", wl.batch),
+          voc = MakeIterVar("oc", contract ? layout_blocks : blocked ? blocks : wl.out_c);
   IterVar voh = MakeIterVar("oh", wl.out_h()), vow = MakeIterVar("ow", wl.out_w());
   IterVar vic = MakeIterVar("ic", icg), vkh = MakeIterVar("kh", wl.kernel_h), vkw = MakeIterVar("kw", wl.kernel_w);
   // With in_block the reduction runs over the input's channel blocks and the channels of a
   // block (the tiled ic loop's two levels, without a tail: the copies are zero past IC).
   IterVar vic0 = MakeIterVar("ic0", ic_blocks), vic1 = MakeIterVar("ic1", icb);
   // The blocked layout's channel within a block (its oc axis counts blocks).
-  IterVar vob = MakeIterVar("ob", ob);
+  IterVar vob = MakeIterVar("ob", contract ? lb : ob);
 
   Expr w_value;
   if (pack) {
@@ -257,11 +321,16 @@ Schedule Conv2dTemplate::Build(const search::Config& c) const {
     // many blocks as the tiled channel loop reaches, all written (zeros past OC): the
     // masked-off lanes of a partial tile address blocks past ceil(OC / ob), and there they must
     // find memory in place rather than pages never touched (a page walk per masked load).
+    // (NCHWc packs by blocks of lb, as many as the tiled block loop reaches.)
+    const int64_t wb = contract ? lb : ob;
+    const int64_t tile_blocks = foc[1] * k_blocks;
     const int64_t packed_blocks =
-        prepack ? std::max(blocks, (blocks + foc[1] - 1) / foc[1] * foc[1]) : blocks;
+        contract  ? (layout_blocks + tile_blocks - 1) / tile_blocks * tile_blocks
+        : prepack ? std::max(blocks, (blocks + foc[1] - 1) / foc[1] * foc[1])
+                  : blocks;
     // With in_block: [blocks][ceil(IC/icb)][KH][KW][icb][ob], zeros past IC as well.
     const std::vector<int64_t> shape =
-        in_block ? std::vector<int64_t>{packed_blocks, ic_blocks, wl.kernel_h, wl.kernel_w, icb, ob}
+        in_block ? std::vector<int64_t>{packed_blocks, ic_blocks, wl.kernel_h, wl.kernel_w, icb, wb}
                  : std::vector<int64_t>{packed_blocks, icg, wl.kernel_h, wl.kernel_w, ob};
     Buffer packed = prepack ? MakePrepackedBuffer(weight->name + ".packed", shape, weight)
                             : MakeBuffer(weight->name + ".packed", shape, BufferScope::kHeap);
@@ -269,10 +338,10 @@ Schedule Conv2dTemplate::Build(const search::Config& c) const {
     if (in_block) {
       IterVar po = MakeIterVar("po", packed_blocks), pi = MakeIterVar("pi", ic_blocks);
       IterVar ph = MakeIterVar("pkh", wl.kernel_h), pw = MakeIterVar("pkw", wl.kernel_w);
-      IterVar pj = MakeIterVar("pj", icb), pb = MakeIterVar("pb", ob);
-      Expr channel = po.var * Expr(ob) + pb.var, in_channel = pi.var * Expr(icb) + pj.var;
+      IterVar pj = MakeIterVar("pj", icb), pb = MakeIterVar("pb", wb);
+      Expr channel = po.var * Expr(wb) + pb.var, in_channel = pi.var * Expr(icb) + pj.var;
       Expr inside;
-      if (packed_blocks * ob != wl.out_c) {
+      if (packed_blocks * wb != wl.out_c) {
         inside = channel < Expr(wl.out_c);
         channel = Min(channel, Expr(wl.out_c - 1));
       }
@@ -308,11 +377,13 @@ Schedule Conv2dTemplate::Build(const search::Config& c) const {
   Expr iw = vow.var * Expr(wl.stride_w) + vkw.var * Expr(wl.dilation_w);
   Expr x_value;
   if (in_block) {
-    // (The sampled copy of a 1x1 convolution holds only the rows and columns read.)
+    // (The sampled copy of a 1x1 convolution holds only the rows and columns read; an NCHWc
+    // input is the padded copy or, unpadded, the input itself.)
     x_value = sampled ? Load(src, {vn.var, vic0.var, voh.var, vow.var, vic1.var})
                       : Load(src, {vn.var, vic0.var, ih, iw, vic1.var});
   } else if (blocked_input) {
     x_value = Load(src, {vn.var, voc.var, ih, iw, vob.var});
+
   } else {
     Expr channel = vic.var;
     if (wl.groups > 1) channel = voc.var / Expr(ocg) * Expr(icg) + vic.var;
@@ -322,21 +393,27 @@ Schedule Conv2dTemplate::Build(const search::Config& c) const {
   // The blocked layout accumulates into [N][ceil(OC/ob)][OH][OW][ob]; the epilogue is applied
   // where the NCHW output is written (by the last stage), so padded channels need no bias.
   Buffer blocked_out;
-  if (blocked) {
+  if (blocked && !contract) {
     blocked_out = MakeBuffer(out->name + ".blocked", {wl.batch, blocks, wl.out_h(), wl.out_w(), ob}, BufferScope::kHeap);
     sched.scratch.push_back(blocked_out);
   }
   const std::vector<IterVar> reduce = in_block ? std::vector<IterVar>{vic0, vkh, vkw, vic1}
                                                : std::vector<IterVar>{vic, vkh, vkw};
-  Stage st = blocked ? Stage(blocked_out, {vn, voc, voh, vow, vob}, reduce, x_value * w_value)
-                     : Stage(out, {vn, voc, voh, vow}, reduce, x_value * w_value);
-  if (!blocked && (wl.bias || wl.relu || wl.relu6)) {
+  Stage st = contract  ? Stage(out, {vn, voc, voh, vow, vob}, reduce, x_value * w_value)
+             : blocked ? Stage(blocked_out, {vn, voc, voh, vow, vob}, reduce, x_value * w_value)
+                       : Stage(out, {vn, voc, voh, vow}, reduce, x_value * w_value);
+  if ((contract || !blocked) && (wl.bias || wl.relu || wl.relu6)) {
     Expr acc = MakeVar("acc");
-    st.SetEpilogue(acc, ApplyEpilogue(wl, acc, bias, voc.var));
+    st.SetEpilogue(acc, ApplyEpilogue(wl, acc, bias, contract ? voc.var * Expr(lb) + vob.var : voc.var));
   }
   constexpr auto kTails = search::SplitTails::kAllowed;
   std::vector<int> oc;
-  if (blocked) {
+  if (contract) {
+    // The layout's blocks split into the tile's k = ob / lb blocks, then oc1 tiles of them.
+    const int64_t tile_blocks = foc[1] * k_blocks;
+    oc = st.SplitFactors(st.axis(1), {(layout_blocks + tile_blocks - 1) / tile_blocks, foc[1], k_blocks}, kTails);
+    oc.push_back(st.axis(4));
+  } else if (blocked) {
     // The blocks split as the channels would: ceil(ceil(OC/ob)/oc1) == ceil(OC/(oc1*ob)).
     oc = st.SplitFactors(st.axis(1), {(blocks + foc[1] - 1) / foc[1], foc[1]}, kTails);
     oc.push_back(st.axis(4));
@@ -350,7 +427,10 @@ Schedule Conv2dTemplate::Build(const search::Config& c) const {
   int kh = st.reduce_axis(1), kw = st.reduce_axis(2);
   int n = st.axis(0);
   // The register tile: the vectorized axis innermost.
-  std::vector<int> tile = vec == 2 ? std::vector<int>{oc[2], ow[2]} : std::vector<int>{ow[2], oc[2]};
+  // (NCHWc: columns x blocks x the channels of a block, the last vectorized.)
+  std::vector<int> tile = contract ? std::vector<int>{ow[2], oc[2], oc[3]}
+                          : vec == 2 ? std::vector<int>{oc[2], ow[2]}
+                                     : std::vector<int>{ow[2], oc[2]};
   std::vector<int> leaves;
   int attach;
   switch (order) {
@@ -369,10 +449,11 @@ Schedule Conv2dTemplate::Build(const search::Config& c) const {
   }
   leaves.insert(leaves.end(), tile.begin(), tile.end());
   st.Reorder(leaves);
-  if (vec == 1) st.Vectorize(oc[2]);
+  if (vec == 1) st.Vectorize(contract ? oc[3] : oc[2]);
   if (vec == 2) st.Vectorize(ow[2]);
   if (unroll) {
     st.Unroll(tile[0]);
+    if (contract) st.Unroll(tile[1]);
     st.Unroll(kw);
   }
   if (acc_tile) st.CacheWrite(attach);
@@ -383,7 +464,7 @@ Schedule Conv2dTemplate::Build(const search::Config& c) const {
   }
   sched.stages.push_back(std::move(st));
 
-  if (blocked) {
+  if (blocked && !contract) {
     // The NCHW output from the blocked one, with the epilogue: vectors along OW (contiguous
     // stores, loads strided by ob), one channel of a block after the other; the channels past
     // OC of the last block are guarded off.

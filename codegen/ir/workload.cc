@@ -6,10 +6,12 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
 
 namespace tune::codegen {
 namespace {
@@ -27,8 +29,8 @@ std::string ExpectedShape(OpKind op) {
     case OpKind::kBatchMatmul:
       return "B,M,N,K (positive integers)";
     case OpKind::kConv2d:
-      return "N,C,H,W,OC,KH,KW[,stride[,pad[,dilation[,groups]]]] (positive integers; pad may "
-             "be 0)";
+      return "N,C,H,W,OC,KH,KW[,stride[,pad[,dilation[,groups]]]][,nchwXc] (positive integers; "
+             "pad may be 0; nchw16c: activations in blocks of 16 channels)";
   }
   return "";
 }
@@ -110,6 +112,18 @@ const std::vector<KeyToken>& KeyTokens(OpKind op) {
   return kConv;
 }
 
+// The layout token of an NCHWc convolution, "nchw16c"; empty for NCHW.
+std::string LayoutToken(const Workload& w) {
+  return w.layout_block > 0 ? absl::StrCat("nchw", w.layout_block, "c") : "";
+}
+
+// Reads a layout token ("nchw<c>c", c positive) into `*block`.
+bool ParseLayoutToken(absl::string_view token, int64_t* block) {
+  bool overflow = false;
+  return absl::ConsumePrefix(&token, "nchw") && absl::ConsumeSuffix(&token, "c") &&
+         ParseDigits(token, block, &overflow) && *block > 0;
+}
+
 // The shape part of Key(), e.g. "m128_n768_k768".
 std::string ShapeKey(const Workload& w) {
   std::string key;
@@ -117,6 +131,7 @@ std::string ShapeKey(const Workload& w) {
     absl::StrAppend(&key, key.empty() ? "" : "_", t.prefix, w.*t.a);
     if (t.b != nullptr) absl::StrAppend(&key, "x", w.*t.b);
   }
+  if (w.layout_block != 0) absl::StrAppend(&key, "_", LayoutToken(w));
   return key;
 }
 
@@ -193,7 +208,11 @@ std::vector<TensorSpec> Workload::Inputs() const {
       if (bias) inputs.push_back({"bias", {n}});
       break;
     case OpKind::kConv2d:
-      inputs.push_back({"data", {batch, in_c, in_h, in_w}});
+      if (layout_block > 0) {
+        inputs.push_back({"data", {batch, in_c / layout_block, in_h, in_w, layout_block}});
+      } else {
+        inputs.push_back({"data", {batch, in_c, in_h, in_w}});
+      }
       inputs.push_back({"weight", {out_c, groups > 0 ? in_c / groups : 0, kernel_h, kernel_w}});
       if (bias) inputs.push_back({"bias", {out_c}});
       break;
@@ -209,6 +228,7 @@ TensorSpec Workload::Output() const {
     case OpKind::kBatchMatmul:
       return {"out", {batch, m, n}};
     case OpKind::kConv2d:
+      if (layout_block > 0) return {"out", {batch, out_c / layout_block, out_h(), out_w(), layout_block}};
       return {"out", {batch, out_c, out_h(), out_w()}};
   }
   return {"out", {}};
@@ -259,6 +279,7 @@ std::string Workload::Label() const {
       } else if (groups != 1) {
         absl::StrAppend(&label, " g", groups);
       }
+      if (layout_block > 0) absl::StrAppend(&label, " ", LayoutToken(*this));
       return label;
     }
   }
@@ -276,6 +297,17 @@ absl::Status Workload::Validate() const {
   };
   if (dtype != "float32") return fail(absl::StrCat("dtype must be float32, got '", dtype, "'"));
   if (relu && relu6) return fail("relu and relu6 are exclusive");
+  if (layout_block != 0) {
+    if (op != OpKind::kConv2d) return fail("a channel-blocked layout is for conv2d only");
+    if (layout_block < 0 || layout_block > 1024) {
+      return fail(absl::StrCat("the layout's channel block must be 1..1024, got ", layout_block));
+    }
+    if (groups != 1) return fail(absl::StrCat("the NCHWc layout takes groups 1, got ", groups));
+    if (in_c % layout_block != 0 || out_c % layout_block != 0) {
+      return fail(absl::StrCat("the layout's channel block ", layout_block, " must divide C ", in_c,
+                               " and OC ", out_c));
+    }
+  }
 
   if (IsMatmulLike(op)) {
     if (op != OpKind::kBatchMatmul && batch != 1) {
@@ -339,7 +371,18 @@ absl::StatusOr<Workload> Workload::Parse(OpKind op, const std::string& shape) {
                                                    "': expected ", ExpectedShape(op), "; ",
                                                    detail));
   };
-  const std::vector<std::string> fields = absl::StrSplit(shape, ',');
+  std::vector<std::string> fields = absl::StrSplit(shape, ',');
+  // A conv2d shape may end in its activations' layout, "nchw16c".
+  int64_t layout_block = 0;
+  if (op == OpKind::kConv2d && fields.size() > 1) {
+    const absl::string_view last = absl::StripAsciiWhitespace(fields.back());
+    if (absl::StartsWith(last, "nchw")) {
+      if (!ParseLayoutToken(last, &layout_block)) {
+        return malformed(absl::StrCat("layout '", last, "' is not nchwXc with X a positive integer"));
+      }
+      fields.pop_back();
+    }
+  }
   std::vector<int64_t> values;
   for (size_t i = 0; i < fields.size(); ++i) {
     const absl::string_view field = absl::StripAsciiWhitespace(fields[i]);
@@ -408,6 +451,7 @@ absl::StatusOr<Workload> Workload::Parse(OpKind op, const std::string& shape) {
       w.pad_h = w.pad_w = at(8, 0);
       w.dilation_h = w.dilation_w = at(9, 1);
       w.groups = at(10, 1);
+      w.layout_block = layout_block;
       break;
     }
   }
@@ -435,7 +479,9 @@ absl::StatusOr<Workload> Workload::FromKey(const std::string& key) {
 
   const std::vector<absl::string_view> tokens = absl::StrSplit(parts[1], '_');
   const std::vector<KeyToken>& fields = KeyTokens(w.op);
-  bool ok = tokens.size() == fields.size();
+  bool ok = tokens.size() == fields.size() ||
+            (w.op == OpKind::kConv2d && tokens.size() == fields.size() + 1 &&
+             ParseLayoutToken(tokens.back(), &w.layout_block));
   for (size_t i = 0; ok && i < fields.size(); ++i) {
     const KeyToken& f = fields[i];
     ok = ParseKeyToken(tokens[i], f.prefix, &(w.*f.a), f.b == nullptr ? nullptr : &(w.*f.b));

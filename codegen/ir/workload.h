@@ -29,6 +29,12 @@ struct TensorSpec {
 ///  matmul:       a[M,K], b[K,N]                    -> out[M,N]
 ///  batch_matmul: a[B,M,K], b[B,K,N]                -> out[B,M,N]
 ///  conv2d NCHW:  data[N,C,H,W], weight[OC,C/G,KH,KW] -> out[N,OC,OH,OW]
+///  conv2d NCHWc (layout_block c > 0): data[N,C/c,H,W,c], weight[OC,C,KH,KW]
+///                                    -> out[N,OC/c,OH,OW,c]
+/// The NCHWc form is the convolution of a model whose neighbouring layers keep their
+/// activations channel-blocked (channel ch at [ch/c][..][..][ch%c]); its weight stays OIHW (a
+/// constant of the model: the kernel packs it once). It takes groups == 1 and c dividing C
+/// and OC.
 /// With `bias` a bias[N] (dense/matmul/batch_matmul) or bias[OC] (conv2d) input follows and
 /// is added to every output; with `relu` max(x, 0) is applied last, with `relu6` (exclusive
 /// with relu) min(max(x, 0), 6), ONNX's Clip(0, 6).
@@ -40,6 +46,8 @@ struct Workload {
   int64_t in_c = 0, in_h = 0, in_w = 0, out_c = 0, kernel_h = 0, kernel_w = 0;
   int64_t stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0, dilation_h = 1, dilation_w = 1;
   int64_t groups = 1;
+  /// conv2d only: 0 for NCHW activations, c > 0 for NCHWc ones (channels in blocks of c).
+  int64_t layout_block = 0;
   bool bias = false;
   bool relu = false;
   bool relu6 = false;
@@ -55,7 +63,8 @@ struct Workload {
   /// Multiply-adds count 2 flops; bias and relu are not counted.
   double Flops() const;
   /// Stable key naming op, every shape field, epilogue and dtype, e.g.
-  /// "conv2d/n1_c64_h56_w56_oc64_k3x3_s1x1_p1x1_d1x1_g1/bias_relu/float32".
+  /// "conv2d/n1_c64_h56_w56_oc64_k3x3_s1x1_p1x1_d1x1_g1/bias_relu/float32" (an NCHWc
+  /// convolution's shape part ends in "_nchw16c").
   std::string Key() const;
   /// Short human-readable label, e.g. "conv2d 1x64x56x56 k3 s1 oc64".
   std::string Label() const;
@@ -64,7 +73,8 @@ struct Workload {
   absl::Status Validate() const;
 
   /// Parses "M,N,K" (dense, matmul), "B,M,N,K" (batch_matmul) or
-  /// "N,C,H,W,OC,KH,KW[,stride[,pad[,dilation[,groups]]]]" (conv2d) and validates it.
+  /// "N,C,H,W,OC,KH,KW[,stride[,pad[,dilation[,groups]]]][,nchwXc]" (conv2d; the last field
+  /// names an NCHWc layout with channel blocks of X) and validates it.
   static absl::StatusOr<Workload> Parse(OpKind op, const std::string& shape);
   /// Inverse of Key().
   static absl::StatusOr<Workload> FromKey(const std::string& key);

@@ -27,6 +27,7 @@
 #include "CLI/CLI.hpp"
 #include "base/table.h"
 #include "cblas.h"
+#include "codegen/cpu/cpu_limits.h"
 #include "codegen/ir/kernel.h"
 #include "codegen/runtime/loaded_kernel.h"
 #include "codegen/runtime/runtime.h"
@@ -81,13 +82,31 @@ std::vector<Bench> Workloads() {
     }
     return *w;
   };
-  return {
+  std::vector<Bench> list = {
       {"sgemm", "sgemm 1024x1024x1024", parse(codegen::OpKind::kMatmul, "1024,1024,1024")},
       {"conv1", "conv 64x56x56->64 k3 s1 p1", parse(codegen::OpKind::kConv2d, "1,64,56,56,64,3,3,1,1")},
       {"conv2", "conv 128x28x28->128 k3 s1 p1", parse(codegen::OpKind::kConv2d, "1,128,28,28,128,3,3,1,1")},
       {"conv3", "conv 512x7x7->512 k3 s1 p1", parse(codegen::OpKind::kConv2d, "1,512,7,7,512,3,3,1,1")},
       {"conv4", "conv 128x28x28->256 k1 s2 p0", parse(codegen::OpKind::kConv2d, "1,128,28,28,256,1,1,2,0")},
   };
+  // conv1b..conv4b: the same convolutions with NCHWc activations, c = this CPU's vector lanes,
+  // beside oneDNN reading and writing the same layout (its blocked weights packed once, as
+  // tune's): the layout a model planned once keeps between its convolutions, no copies timed.
+  const std::string layout = "nchw" + std::to_string(codegen::HostCpuLimits().vector_lanes) + "c";
+  for (size_t i = 1; i <= 4; ++i) {
+    Bench b = list[i];
+    b.id += "b";
+    b.label += " " + layout;
+    b.workload.layout_block = codegen::HostCpuLimits().vector_lanes;
+    list.push_back(b);
+  }
+  return list;
+}
+
+std::string WorkloadIds() {
+  std::string ids;
+  for (const Bench& b : Workloads()) ids += (ids.empty() ? "" : ", ") + b.id;
+  return ids;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -311,15 +330,23 @@ Kernel OpenBlasKernel(const Bench& b, const measure::TaskData& data, const Optio
   return k;
 }
 
-/// oneDNN convolution forward (inference, direct). With `plain`, src/dst are nchw and the
-/// weights oihw, as tune's kernel reads them, so any internal packing is inside the timed
-/// call. Otherwise format_tag::any lets oneDNN choose its blocked layouts; the reorders into
-/// them (and of the result back to nchw for the check) happen outside the timed call.
+/// oneDNN convolution forward (inference, direct) on the workload's tensors. With `plain`,
+/// src/dst are as the workload has them (nchw, or nChw8c / nChw16c for an NCHWc workload) and
+/// the weights oihw for an nchw workload, as tune's kernel reads them, so any internal packing
+/// is inside the timed call; an NCHWc workload's weights are format_tag::any, reordered
+/// outside the timed call (tune packs them once too). Otherwise format_tag::any lets oneDNN
+/// choose all its layouts; the reorders into them (and of the result back to nchw for the
+/// check) happen outside the timed call.
 Kernel OneDnnKernel(const Bench& b, const measure::TaskData& data, bool plain) {
   using dnnl::memory;
   using tag = memory::format_tag;
   const codegen::Workload& w = b.workload;
   if (w.groups != 1) return Failed("unsupported", "grouped conv not benchmarked");
+  const tag act = w.layout_block == 0    ? tag::nchw
+                  : w.layout_block == 8  ? tag::nChw8c
+                  : w.layout_block == 16 ? tag::nChw16c
+                                         : tag::undef;
+  if (act == tag::undef) return Failed("unsupported", "oneDNN has no nChw" + std::to_string(w.layout_block) + "c");
   try {
     struct State {
       dnnl::engine eng{dnnl::engine::kind::cpu, 0};
@@ -339,20 +366,21 @@ Kernel OneDnnKernel(const Bench& b, const measure::TaskData& data, bool plain) {
     memory::dims dilates = {w.dilation_h - 1, w.dilation_w - 1};
     memory::dims pad = {w.pad_h, w.pad_w};
     const auto f32 = memory::data_type::f32;
-    memory::desc src_plain(src_dims, f32, tag::nchw), wei_plain(wei_dims, f32, tag::oihw),
-        dst_plain(dst_dims, f32, tag::nchw);
+    memory::desc src_plain(src_dims, f32, act), wei_plain(wei_dims, f32, tag::oihw),
+        dst_plain(dst_dims, f32, act);
     memory::desc src_md = plain ? src_plain : memory::desc(src_dims, f32, tag::any);
-    memory::desc wei_md = plain ? wei_plain : memory::desc(wei_dims, f32, tag::any);
+    memory::desc wei_md = plain && w.layout_block == 0 ? wei_plain : memory::desc(wei_dims, f32, tag::any);
     memory::desc dst_md = plain ? dst_plain : memory::desc(dst_dims, f32, tag::any);
     dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
                                          src_md, wei_md, dst_md, strides, dilates, pad, pad);
     dnnl::convolution_forward::primitive_desc pd(desc, eng);
     Kernel k;
     k.note = pd.impl_info_str();
-    if (!plain) {
-      k.note += std::string(" (src ") + (pd.src_desc() == src_plain ? "nchw" : "blocked") + ", wei " +
+    if (!plain || w.layout_block > 0) {
+      const std::string act_name = w.layout_block > 0 ? "nChw" + std::to_string(w.layout_block) + "c" : "nchw";
+      k.note += " (src " + (pd.src_desc() == src_plain ? act_name : "blocked") + ", wei " +
                 (pd.weights_desc() == wei_plain ? "oihw" : "blocked") + ", dst " +
-                (pd.dst_desc() == dst_plain ? "nchw" : "blocked") + ")";
+                (pd.dst_desc() == dst_plain ? act_name : "blocked") + ")";
     }
     st->conv = dnnl::convolution_forward(pd);
 
@@ -489,18 +517,19 @@ int main(int argc, char** argv) {
   app.add_option("--finalists", o.finalists,
                  "re-measure the search's K best configs here and keep the fastest (1 = its best)")
       ->check(CLI::Range(1, 100));
-  app.add_option("--only", o.only, "workload ids to run (sgemm, conv1, conv2, conv3, conv4)")->delimiter(',');
+  app.add_option("--only", o.only, "workload ids to run (" + WorkloadIds() + "; default: all but the NCHWc ones, conv1b..conv4b)")->delimiter(',');
   app.add_option("--config-json", o.config_json,
                  "ID=JSON: also time this config of workload ID (a hand-picked row, not tuned)");
   CLI11_PARSE(app, argc, argv);
 
   std::vector<Bench> benches;
   for (auto& b : Workloads()) {
-    if (o.only.empty() || std::find(o.only.begin(), o.only.end(), b.id) != o.only.end()) benches.push_back(b);
+    const bool asked = std::find(o.only.begin(), o.only.end(), b.id) != o.only.end();
+    if (asked || (o.only.empty() && b.workload.layout_block == 0)) benches.push_back(b);
   }
   for (const auto& id : o.only) {
     if (std::none_of(benches.begin(), benches.end(), [&](const Bench& b) { return b.id == id; })) {
-      std::fprintf(stderr, "unknown workload id '%s' (sgemm, conv1, conv2, conv3, conv4)\n", id.c_str());
+      std::fprintf(stderr, "unknown workload id '%s' (%s)\n", id.c_str(), WorkloadIds().c_str());
       return 2;
     }
   }
@@ -612,16 +641,18 @@ int main(int argc, char** argv) {
     auto [lo, hi] = hand_picked.equal_range(b.id);
     for (auto it = lo; it != hi; ++it) picked.push_back(TuneKernel(b, it->second, data, o));
     Kernel vendor = gemm ? OpenBlasKernel(b, data, o) : OneDnnKernel(b, data, /*plain=*/true);
-    Kernel any = gemm ? Failed("-", "") : OneDnnKernel(b, data, /*plain=*/false);
+    // (An NCHWc workload's vendor column is oneDNN in that layout already.)
+    const bool nchwc = b.workload.layout_block > 0;
+    Kernel any = gemm || nchwc ? Failed("-", "") : OneDnnKernel(b, data, /*plain=*/false);
     std::vector<Kernel*> all = {&tuned, &vendor};
-    if (!gemm) all.push_back(&any);
+    if (!gemm && !nchwc) all.push_back(&any);
     for (auto& p : picked) all.push_back(&p);
     Measure(all, data, o);
 
-    const std::string vendor_name = gemm ? "OpenBLAS" : "oneDNN nchw";
+    const std::string vendor_name = gemm ? "OpenBLAS" : nchwc ? "oneDNN nChw" + std::to_string(b.workload.layout_block) + "c" : "oneDNN nchw";
     auto add_row = [&](const std::string& label, const Kernel& t) {
       rows.push_back({label, Gflops(flops, t), vendor_name, Gflops(flops, vendor), Ratio(t, vendor),
-                      gemm ? "" : Gflops(flops, any), gemm ? "" : Ratio(t, any)});
+                      gemm || nchwc ? "" : Gflops(flops, any), gemm || nchwc ? "" : Ratio(t, any)});
     };
     add_row(b.label + " [tuned]", tuned);
     for (const auto& p : picked) add_row(b.label + " [hand-picked]", p);
@@ -634,7 +665,7 @@ int main(int argc, char** argv) {
     notes.push_back("  tuned:       " + Spread(tuned) + " " + tuned.note);
     for (const auto& p : picked) notes.push_back("  hand-picked: " + Spread(p) + " " + p.note);
     notes.push_back("  " + vendor_name + ": " + Spread(vendor) + " " + vendor.note);
-    if (!gemm) notes.push_back("  oneDNN any:  " + Spread(any) + " " + any.note);
+    if (!gemm && !nchwc) notes.push_back("  oneDNN any:  " + Spread(any) + " " + any.note);
   }
 
   std::printf("CPU vendor benchmark: tuned kernels vs OpenBLAS / oneDNN\n");

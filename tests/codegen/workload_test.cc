@@ -331,6 +331,62 @@ TEST(WorkloadKeyTest, FromKeyRejectsBadKeys) {
   }
 }
 
+// NCHWc convolutions: the layout is the shape's last field and the key's last token, the
+// activations are blocked by it, and what it cannot describe is refused.
+TEST(WorkloadLayoutTest, NchwcParsesKeysAndShapesItsActivations) {
+  Workload w = ParseOrDie(OpKind::kConv2d, "2,32,14,15,48,3,3,2,1,nchw16c");
+  EXPECT_EQ(w.layout_block, 16);
+  EXPECT_EQ(w.stride_h, 2);
+  EXPECT_EQ(w.pad_w, 1);
+  w.bias = w.relu = true;
+  EXPECT_EQ(w.Key(), "conv2d/n2_c32_h14_w15_oc48_k3x3_s2x2_p1x1_d1x1_g1_nchw16c/bias_relu/float32");
+  EXPECT_EQ(w.Label(), "conv2d 2x32x14x15 k3 s2 oc48 nchw16c");
+  ASSERT_EQ(w.Inputs().size(), 3u);
+  EXPECT_EQ(w.Inputs()[0].shape, (std::vector<int64_t>{2, 2, 14, 15, 16}));
+  EXPECT_EQ(w.Inputs()[1].shape, (std::vector<int64_t>{48, 32, 3, 3}));
+  EXPECT_EQ(w.Inputs()[2].shape, (std::vector<int64_t>{48}));
+  EXPECT_EQ(w.Output().shape, (std::vector<int64_t>{2, 3, 7, 8, 16}));
+  Workload plain = w;
+  plain.layout_block = 0;
+  EXPECT_NE(plain.Key(), w.Key());
+  EXPECT_DOUBLE_EQ(plain.Flops(), w.Flops());
+  absl::StatusOr<Workload> back = Workload::FromKey(w.Key());
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->layout_block, 16);
+  EXPECT_EQ(back->Key(), w.Key());
+  // Spaces around the field, as around the others.
+  EXPECT_EQ(ParseOrDie(OpKind::kConv2d, "1,8,4,4,8,1,1, nchw8c ").layout_block, 8);
+}
+
+TEST(WorkloadLayoutTest, RefusesLayoutsItCannotDescribe) {
+  const struct {
+    OpKind op;
+    std::string shape, why;
+  } cases[] = {
+      {OpKind::kConv2d, "1,24,8,8,32,3,3,1,1,nchw16c", "must divide C 24"},
+      {OpKind::kConv2d, "1,32,8,8,24,3,3,1,1,nchw16c", "and OC 24"},
+      {OpKind::kConv2d, "1,32,8,8,32,3,3,1,1,1,2,nchw16c", "groups 1"},
+      {OpKind::kConv2d, "1,32,8,8,32,3,3,nchw0c", "nchwXc"},
+      {OpKind::kConv2d, "1,32,8,8,32,3,3,nchw16", "nchwXc"},
+      {OpKind::kConv2d, "1,32,8,8,32,3,3,nchwc", "nchwXc"},
+      {OpKind::kMatmul, "8,8,8,nchw8c", "not a non-negative integer"},
+  };
+  for (const auto& c : cases) {
+    absl::StatusOr<Workload> w = Workload::Parse(c.op, c.shape);
+    EXPECT_FALSE(w.ok()) << "accepted " << c.shape;
+    if (!w.ok()) EXPECT_THAT(w.status().message(), HasSubstr(c.why)) << c.shape;
+  }
+  Workload gemm = ParseOrDie(OpKind::kMatmul, "8,8,8");
+  gemm.layout_block = 8;
+  EXPECT_THAT(gemm.Validate().message(), HasSubstr("conv2d only"));
+  for (const std::string key : {"conv2d/n1_c32_h8_w8_oc32_k3x3_s1x1_p1x1_d1x1_g1_nchw0c/none/float32",
+                                "conv2d/n1_c32_h8_w8_oc32_k3x3_s1x1_p1x1_d1x1_g1_nchw016c/none/float32",
+                                "conv2d/n1_c32_h8_w8_oc32_k3x3_s1x1_p1x1_d1x1_g1_blocked/none/float32",
+                                "conv2d/n1_c24_h8_w8_oc32_k3x3_s1x1_p1x1_d1x1_g1_nchw16c/none/float32"}) {
+    EXPECT_FALSE(Workload::FromKey(key).ok()) << "accepted " << key;
+  }
+}
+
 // Products of extents never wrap: element counts saturate, conv output extents of any int64
 // fields are computed exactly, and Validate refuses what does not fit.
 TEST(WorkloadOverflowTest, ExtentProductsSaturateAndNeverWrap) {

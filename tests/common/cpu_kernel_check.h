@@ -99,6 +99,30 @@ inline float ReferenceEpilogue(const codegen::Workload& w, double v, const std::
 
 /// The workload's output by plain loops in double precision (the definitions of workload.h).
 inline std::vector<float> ReferenceOutput(const codegen::Workload& w, const std::vector<std::vector<float>>& in) {
+  if (w.layout_block > 0) {
+    // NCHWc: channel ch of a plane at [ch / c][...][ch % c]; the NCHW result blocked.
+    const int64_t c = w.layout_block, in_plane = w.in_h * w.in_w, out_plane = w.out_h() * w.out_w();
+    codegen::Workload plain = w;
+    plain.layout_block = 0;
+    std::vector<std::vector<float>> unblocked = in;
+    for (int64_t n = 0; n < w.batch; ++n) {
+      for (int64_t ch = 0; ch < w.in_c; ++ch) {
+        for (int64_t i = 0; i < in_plane; ++i) {
+          unblocked[0][(n * w.in_c + ch) * in_plane + i] = in[0][((n * w.in_c / c + ch / c) * in_plane + i) * c + ch % c];
+        }
+      }
+    }
+    const std::vector<float> nchw = ReferenceOutput(plain, unblocked);
+    std::vector<float> out(nchw.size());
+    for (int64_t n = 0; n < w.batch; ++n) {
+      for (int64_t ch = 0; ch < w.out_c; ++ch) {
+        for (int64_t i = 0; i < out_plane; ++i) {
+          out[((n * w.out_c / c + ch / c) * out_plane + i) * c + ch % c] = nchw[(n * w.out_c + ch) * out_plane + i];
+        }
+      }
+    }
+    return out;
+  }
   const std::vector<float>* bias = w.bias ? &in[2] : nullptr;
   std::vector<float> out(w.Output().NumElements());
   if (w.op != codegen::OpKind::kConv2d) {

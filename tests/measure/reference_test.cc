@@ -150,6 +150,45 @@ TEST(ReferenceTest, GroupedConvEqualsPerGroupDenseConv) {
   }
 }
 
+// An NCHWc convolution's reference is the NCHW one's output blocked, from the input unblocked:
+// channel ch of a plane at [ch / c][...][ch % c].
+TEST(ReferenceTest, NchwcConvIsTheBlockedNchwConv) {
+  std::mt19937_64 rng(std::random_device{}());
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  absl::StatusOr<codegen::Workload> blocked = codegen::Workload::Parse(OpKind::kConv2d, "2,16,9,7,24,3,3,2,1,nchw8c");
+  ASSERT_TRUE(blocked.ok()) << blocked.status();
+  blocked->bias = blocked->relu = true;
+  codegen::Workload plain = *blocked;
+  plain.layout_block = 0;
+  std::vector<std::vector<float>> in_plain;
+  for (const codegen::TensorSpec& spec : plain.Inputs()) {
+    in_plain.emplace_back(spec.NumElements());
+    for (float& v : in_plain.back()) v = dist(rng);
+  }
+  const int64_t c = 8, in_plane = 9 * 7, out_plane = plain.out_h() * plain.out_w();
+  std::vector<std::vector<float>> in_blocked = in_plain;
+  for (int64_t n = 0; n < 2; ++n) {
+    for (int64_t ch = 0; ch < 16; ++ch) {
+      for (int64_t i = 0; i < in_plane; ++i) {
+        in_blocked[0][((n * 2 + ch / c) * in_plane + i) * c + ch % c] = in_plain[0][(n * 16 + ch) * in_plane + i];
+      }
+    }
+  }
+  std::vector<float> want, got;
+  ComputeReference(plain, in_plain, &want);
+  ComputeReference(*blocked, in_blocked, &got);
+  ASSERT_EQ(got.size(), want.size());
+  int wrong = 0;
+  for (int64_t n = 0; n < 2; ++n) {
+    for (int64_t ch = 0; ch < 24; ++ch) {
+      for (int64_t i = 0; i < out_plane; ++i) {
+        wrong += got[((n * 3 + ch / c) * out_plane + i) * c + ch % c] != want[(n * 24 + ch) * out_plane + i];
+      }
+    }
+  }
+  EXPECT_EQ(wrong, 0);
+}
+
 TEST(ReferenceTest, DepthwiseIsPerChannel) {
   // Two channels, 2x2 input, 1x1 depthwise weights [2, -3]: each channel scaled alone.
   Workload w = Parse(OpKind::kConv2d, "1,2,2,2,2,1,1,1,0,1,2");
