@@ -1,0 +1,192 @@
+// PlanBlockedLayout: which convolutions and elementwise ops go NCHWc, and where the layout
+// transforms go (one per tensor, only where the layout changes); BlockableConv's rule.
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "graph/layout.h"
+#include "graph/onnx_import.h"
+#include "gtest/gtest.h"
+#include "tests/graph/onnx_writer.h"
+
+namespace tune::test {
+namespace {
+
+namespace px = tune::test_onnx;
+
+std::vector<float> LayoutRandomFloats(size_t n, std::mt19937_64& rng) {
+  std::uniform_real_distribution<float> value(-0.5f, 0.5f);
+  std::vector<float> v(n);
+  for (float& x : v) x = value(rng);
+  return v;
+}
+
+/// x[1,3,8,8] -> conv0 (3 -> 16, 3x3) -> conv1 (16 -> 16) + Relu -> conv2 (16 -> 16) ->
+/// Add(conv2, the Relu) -> Relu -> GlobalAveragePool -> y[1,16,1,1].
+graph::Graph LayoutResidualGraph(std::mt19937_64& rng) {
+  const std::string bytes = px::Model(
+      {px::Node("Conv", {"x", "w0", "b0"}, {"c0"}, {px::AttrInts("pads", {1, 1, 1, 1})}, "conv0"),
+       px::Node("Conv", {"c0", "w1"}, {"c1"}, {px::AttrInts("pads", {1, 1, 1, 1})}, "conv1"),
+       px::Node("Relu", {"c1"}, {"r1"}, {}, "relu1"),
+       px::Node("Conv", {"r1", "w2", "b2"}, {"c2"}, {px::AttrInts("pads", {1, 1, 1, 1})}, "conv2"),
+       px::Node("Add", {"c2", "r1"}, {"s"}, {}, "add"),
+       px::Node("Relu", {"s"}, {"rs"}, {}, "relu2"),
+       px::Node("GlobalAveragePool", {"rs"}, {"y"}, {}, "pool")},
+      {px::Value("x", px::kFloat, {1, 3, 8, 8})}, {px::Value("y", px::kFloat, {1, 16, 1, 1})},
+      {px::TensorF32("w0", {16, 3, 3, 3}, LayoutRandomFloats(16 * 3 * 9, rng)),
+       px::TensorF32("b0", {16}, LayoutRandomFloats(16, rng)),
+       px::TensorF32("w1", {16, 16, 3, 3}, LayoutRandomFloats(16 * 16 * 9, rng)),
+       px::TensorF32("w2", {16, 16, 3, 3}, LayoutRandomFloats(16 * 16 * 9, rng)),
+       px::TensorF32("b2", {16}, LayoutRandomFloats(16, rng))});
+  auto g = graph::ImportOnnxBytes(bytes, "residual.onnx");
+  EXPECT_TRUE(g.ok()) << g.status();
+  return g.ok() ? *std::move(g) : graph::Graph{};
+}
+
+std::vector<std::string> LayoutOps(const graph::Graph& g) {
+  std::vector<std::string> ops;
+  for (const graph::Node& node : g.nodes) ops.push_back(node.op);
+  return ops;
+}
+
+int LayoutCount(const graph::Graph& g, const std::string& op) {
+  int n = 0;
+  for (const graph::Node& node : g.nodes) n += node.op == op;
+  return n;
+}
+
+/// Every input of every node is a graph input, a constant or an output of an earlier node.
+void ExpectTopological(const graph::Graph& g) {
+  std::set<std::string> ready(g.inputs.begin(), g.inputs.end());
+  for (const auto& [name, t] : g.tensors) {
+    if (t.constant()) ready.insert(name);
+  }
+  for (const graph::Node& node : g.nodes) {
+    for (const std::string& in : node.inputs) {
+      EXPECT_TRUE(in.empty() || ready.count(in)) << node.name << " reads " << in << " before it is computed";
+      EXPECT_TRUE(in.empty() || g.Find(in) != nullptr) << node.name << " reads " << in << ", which has no tensor";
+    }
+    for (const std::string& out : node.outputs) {
+      EXPECT_FALSE(ready.count(out)) << out << " is computed twice";
+      EXPECT_NE(g.Find(out), nullptr) << node.name << " writes " << out << ", which has no tensor";
+      ready.insert(out);
+    }
+  }
+  for (const std::string& out : g.outputs) EXPECT_TRUE(ready.count(out)) << "output " << out << " is not computed";
+}
+
+TEST(LayoutPlanTest, ResidualBlockStaysBlockedBetweenItsConvolutions) {
+  std::mt19937_64 rng(std::random_device{}());
+  for (int64_t block : {4, 8, 16}) {
+    SCOPED_TRACE(block);
+    graph::Graph g = LayoutResidualGraph(rng);
+    ASSERT_EQ(LayoutOps(g), (std::vector<std::string>{"tune.Task", "tune.Task", "tune.Task", "Add", "Relu",
+                                                       "GlobalAveragePool"}));
+    const std::string c0 = g.nodes[0].outputs[0], pool_in = g.nodes[5].inputs[0];
+    ASSERT_TRUE(graph::PlanBlockedLayout(g, block).ok());
+    ExpectTopological(g);
+    EXPECT_EQ(LayoutOps(g), (std::vector<std::string>{"tune.Task", "tune.ToBlocked", "tune.Task", "tune.Task", "Add",
+                                                       "Relu", "tune.ToNchw", "GlobalAveragePool"}));
+    // The 3-channel conv keeps NCHW; one ToBlocked after it, one ToNchw before the pool.
+    EXPECT_EQ(g.nodes[0].task->workload.layout_block, 0);
+    EXPECT_EQ(g.nodes[0].outputs[0], c0);
+    EXPECT_EQ(g.nodes[1].inputs, (std::vector<std::string>{c0}));
+    EXPECT_EQ(g.Find(g.nodes[1].outputs[0])->shape, (std::vector<int64_t>{1, 16 / block, 8, 8, block}));
+    for (int i : {2, 3}) {
+      const graph::TaskBinding& task = *g.nodes[i].task;
+      EXPECT_EQ(task.workload.layout_block, block) << g.nodes[i].name;
+      EXPECT_NE(task.workload.Key().find("_nchw" + std::to_string(block) + "c/"), std::string::npos);
+      EXPECT_EQ(g.nodes[i].inputs, std::vector<std::string>(task.args.begin(), task.args.end() - 1));
+      EXPECT_EQ(g.nodes[i].outputs, std::vector<std::string>{task.args.back()});
+      EXPECT_EQ(g.Find(task.args.front())->shape, task.workload.Inputs()[0].shape);
+      EXPECT_EQ(g.Find(task.args.back())->shape, task.workload.Output().shape);
+    }
+    EXPECT_EQ(g.nodes[2].inputs[0], g.nodes[1].outputs[0]);  // conv1 reads the ToBlocked output
+    EXPECT_EQ(g.nodes[3].inputs[0], g.nodes[2].outputs[0]);  // conv2 reads conv1's blocked output
+    // The Add reads both blocked tensors; the Relu after it too; the ToNchw gives the pool its
+    // old input under its old name.
+    EXPECT_EQ(g.nodes[4].inputs, (std::vector<std::string>{g.nodes[3].outputs[0], g.nodes[2].outputs[0]}));
+    EXPECT_EQ(g.nodes[5].inputs[0], g.nodes[4].outputs[0]);
+    EXPECT_EQ(g.Find(g.nodes[5].outputs[0])->shape.size(), 5u);
+    EXPECT_EQ(g.nodes[6].inputs[0], g.nodes[5].outputs[0]);
+    EXPECT_EQ(g.nodes[6].outputs[0], pool_in);
+    EXPECT_EQ(g.Find(pool_in)->shape, (std::vector<int64_t>{1, 16, 8, 8}));
+    EXPECT_EQ(g.outputs, std::vector<std::string>{"y"});
+  }
+}
+
+// A blocked tensor read by several NCHW readers and by the graph's outputs gets one ToNchw;
+// a per-channel Mul (a broadcast) and a depthwise conv stay NCHW; a Sigmoid runs blocked and
+// its output, a graph output, comes back through a ToNchw at the end.
+TEST(LayoutPlanTest, OneToNchwPerTensorOnlyWhereNeeded) {
+  std::mt19937_64 rng(std::random_device{}());
+  const std::string bytes = px::Model(
+      {px::Node("Conv", {"x", "wa"}, {"ta"}, {}, "conva"),
+       px::Node("Mul", {"ta", "scale"}, {"m"}, {}, "mul"),
+       px::Node("Sigmoid", {"ta"}, {"sg"}, {}, "sigmoid"),
+       px::Node("Conv", {"ta", "wd"}, {"d"}, {px::AttrInt("group", 16), px::AttrInts("pads", {1, 1, 1, 1})}, "dw")},
+      {px::Value("x", px::kFloat, {1, 16, 6, 6})},
+      {px::Value("m", px::kFloat, {1, 16, 6, 6}), px::Value("sg", px::kFloat, {1, 16, 6, 6}),
+       px::Value("d", px::kFloat, {1, 16, 6, 6}), px::Value("ta", px::kFloat, {1, 16, 6, 6})},
+      {px::TensorF32("wa", {16, 16, 1, 1}, LayoutRandomFloats(256, rng)),
+       px::TensorF32("scale", {1, 16, 1, 1}, LayoutRandomFloats(16, rng)),
+       px::TensorF32("wd", {16, 1, 3, 3}, LayoutRandomFloats(144, rng))});
+  auto g = graph::ImportOnnxBytes(bytes, "fanout.onnx");
+  ASSERT_TRUE(g.ok()) << g.status();
+  ASSERT_TRUE(graph::PlanBlockedLayout(*g, 8).ok());
+  ExpectTopological(*g);
+  EXPECT_EQ(LayoutOps(*g), (std::vector<std::string>{"tune.ToBlocked", "tune.Task", "tune.ToNchw", "Mul", "Sigmoid",
+                                                      "tune.Task", "tune.ToNchw"}));
+  EXPECT_EQ(g->nodes[0].inputs, std::vector<std::string>{"x"});
+  EXPECT_EQ(g->nodes[1].task->workload.layout_block, 8);
+  EXPECT_EQ(g->nodes[2].outputs, std::vector<std::string>{"ta"});
+  EXPECT_EQ(g->nodes[3].inputs[0], "ta");
+  EXPECT_EQ(g->nodes[4].inputs[0], g->nodes[1].outputs[0]);
+  EXPECT_EQ(g->nodes[5].task->workload.layout_block, 0) << "a depthwise conv has no NCHWc form";
+  EXPECT_EQ(g->nodes[5].inputs[0], "ta");
+  EXPECT_EQ(g->nodes[6].outputs, std::vector<std::string>{"sg"});
+  EXPECT_EQ(g->Find("sg")->shape, (std::vector<int64_t>{1, 16, 6, 6}));
+  for (const std::string& out : {"m", "sg", "d", "ta"}) EXPECT_NE(g->Find(out), nullptr) << out;
+}
+
+// A block that divides no conv's channels leaves the graph as it was; a block outside 1..1024
+// is refused.
+TEST(LayoutPlanTest, NothingBlockableLeavesTheGraphAlone) {
+  std::mt19937_64 rng(std::random_device{}());
+  graph::Graph g = LayoutResidualGraph(rng);
+  const std::vector<std::string> before = LayoutOps(g);
+  const size_t tensors = g.tensors.size();
+  ASSERT_TRUE(graph::PlanBlockedLayout(g, 7).ok());
+  EXPECT_EQ(LayoutOps(g), before);
+  EXPECT_EQ(g.tensors.size(), tensors);
+  for (const graph::Node& node : g.nodes) {
+    if (node.task) EXPECT_EQ(node.task->workload.layout_block, 0);
+  }
+  EXPECT_FALSE(graph::PlanBlockedLayout(g, 0).ok());
+  EXPECT_FALSE(graph::PlanBlockedLayout(g, 2048).ok());
+}
+
+TEST(LayoutPlanTest, BlockableConvTakesGroupsOneAndDividingBlocks) {
+  auto conv = [](const std::string& shape) {
+    auto w = codegen::Workload::Parse(codegen::OpKind::kConv2d, shape);
+    EXPECT_TRUE(w.ok()) << shape;
+    return *w;
+  };
+  EXPECT_TRUE(graph::BlockableConv(conv("1,64,56,56,128,3,3,1,1"), 16));
+  EXPECT_TRUE(graph::BlockableConv(conv("1,32,14,14,8,1,1"), 8));
+  EXPECT_FALSE(graph::BlockableConv(conv("1,3,224,224,64,7,7,2,3"), 16)) << "C 3";
+  EXPECT_FALSE(graph::BlockableConv(conv("1,64,56,56,24,1,1"), 16)) << "OC 24";
+  EXPECT_FALSE(graph::BlockableConv(conv("1,64,56,56,64,3,3,1,1,1,2"), 16)) << "groups 2";
+  EXPECT_FALSE(graph::BlockableConv(conv("1,64,56,56,64,3,3,1,1,1,64"), 16)) << "depthwise";
+  EXPECT_FALSE(graph::BlockableConv(conv("1,64,56,56,64,3,3,1,1,1,1,nchw16c"), 16)) << "already blocked";
+  EXPECT_FALSE(graph::BlockableConv(conv("1,64,56,56,64,3,3"), 0));
+  auto dense = codegen::Workload::Parse(codegen::OpKind::kDense, "16,64,64");
+  ASSERT_TRUE(dense.ok());
+  EXPECT_FALSE(graph::BlockableConv(*dense, 16));
+  EXPECT_EQ(graph::BlockedConv(conv("1,64,56,56,128,3,3,1,1"), 16).Key(),
+            conv("1,64,56,56,128,3,3,1,1,1,1,nchw16c").Key());
+}
+
+}  // namespace
+}  // namespace tune::test
