@@ -1309,6 +1309,44 @@ absl::StatusOr<std::unique_ptr<OpKernel>> Copy(const Ctx& c) {
   return Make([bytes](const void* const* in, void* const* outs) { std::memcpy(outs[0], in[0], bytes); });
 }
 
+/// tune.ToBlocked x[N,C,H,W] -> y[N,C/c,H,W,c] and tune.ToNchw, its inverse (graph/layout.h),
+/// c the "block" attribute: one parallel task per channel block of an image, which lies at the
+/// same offset in both layouts.
+absl::StatusOr<std::unique_ptr<OpKernel>> LayoutTransform(const Ctx& c) {
+  if (auto st = c.Arity(1, 1, 1); !st.ok()) return st;
+  const bool to_blocked = c.node.op == "tune.ToBlocked";
+  const Tensor& nchw = to_blocked ? *c.in[0] : *c.out[0];
+  const Tensor& blocked = to_blocked ? *c.out[0] : *c.in[0];
+  if (nchw.dtype != DType::kFloat32 || blocked.dtype != DType::kFloat32) return c.Bad("takes float32 tensors");
+  const int64_t block = c.Int("block", 0);
+  if (block <= 0) return c.Bad("needs a positive \"block\" attribute");
+  if (nchw.shape.size() != 4 || nchw.shape[1] % block != 0) {
+    return c.Bad(absl::StrCat("the NCHW tensor ", ShapeText(nchw.shape), " is not 4-D with channels divisible by ", block));
+  }
+  const Shape expected = {nchw.shape[0], nchw.shape[1] / block, nchw.shape[2], nchw.shape[3], block};
+  if (blocked.shape != expected) {
+    return c.Bad(absl::StrCat("the blocked tensor ", ShapeText(blocked.shape), " is not ", ShapeText(expected)));
+  }
+  const int64_t blocks = expected[0] * expected[1], hw = expected[2] * expected[3];
+  return Make([to_blocked, block, blocks, hw](const void* const* in, void* const* out) {
+    const float* src = static_cast<const float*>(in[0]);
+    float* dst = static_cast<float*>(out[0]);
+    ParallelFor(blocks, [&](int64_t t) {
+      const float* s = src + t * block * hw;
+      float* d = dst + t * block * hw;
+      if (to_blocked) {
+        for (int64_t p = 0; p < hw; ++p) {
+          for (int64_t k = 0; k < block; ++k) d[p * block + k] = s[k * hw + p];
+        }
+      } else {
+        for (int64_t k = 0; k < block; ++k) {
+          for (int64_t p = 0; p < hw; ++p) d[k * hw + p] = s[p * block + k];
+        }
+      }
+    });
+  });
+}
+
 using Factory = absl::StatusOr<std::unique_ptr<OpKernel>> (*)(const Ctx&);
 
 const std::map<std::string, Factory>& Registry() {
@@ -1325,6 +1363,8 @@ const std::map<std::string, Factory>& Registry() {
       {"Pad", Pad}, {"Shape", ShapeOp},
       {"Reshape", Copy}, {"Flatten", Copy}, {"Squeeze", Copy}, {"Unsqueeze", Copy}, {"Identity", Copy},
       {"Dropout", Copy},
+      // The layout transforms of PlanBlockedLayout (graph/layout.h): CPU only, not in BuiltinOps().
+      {"tune.ToBlocked", LayoutTransform}, {"tune.ToNchw", LayoutTransform},
   };
   return *registry;
 }
@@ -1338,7 +1378,9 @@ bool IsViewOp(const std::string& op) {
 
 std::vector<std::string> BuiltinOps() {
   std::vector<std::string> ops;
-  for (const auto& [name, factory] : Registry()) ops.push_back(name);
+  for (const auto& [name, factory] : Registry()) {
+    if (name.rfind("tune.", 0) != 0) ops.push_back(name);
+  }
   return ops;
 }
 

@@ -17,7 +17,9 @@ namespace tune::executor {
 /// rather than running a kernel.
 bool IsViewOp(const std::string& op);
 
-/// The op types CreateBuiltinKernel handles (views included), sorted.
+/// The ONNX op types CreateBuiltinKernel handles (views included), sorted. It also handles the
+/// CPU-only layout transforms "tune.ToBlocked" and "tune.ToNchw" (graph/layout.h), which are
+/// not listed: the GPU backend has no kernels for them.
 std::vector<std::string> BuiltinOps();
 
 /// The built-in kernel of `node`. `inputs` / `outputs` are its tensors in the node's order

@@ -23,11 +23,13 @@
 #include "absl/strings/str_join.h"
 #include "base/exit_code.h"
 #include "base/table.h"
+#include "codegen/cpu/cpu_limits.h"
 #include "dataset/record_database.h"
 #include "executor/backend.h"
 #include "executor/execution_plan.h"
 #include "executor/npy_file.h"
 #include "executor/task_kernels.h"
+#include "graph/layout.h"
 #include "graph/onnx_import.h"
 #include "measure/target.h"
 #include "ort_check_script.h"
@@ -49,6 +51,7 @@ struct RunFlags {
   std::string save_dir;
   int bench = 0;
   std::string ort_python;
+  std::string layout = "nchw";
 };
 
 /// Uniform double in [0, 1) from 53 bits of the generator (the same on every library).
@@ -172,6 +175,11 @@ std::vector<std::pair<std::string, std::string>> NpyFiles(const ExecutionPlan& p
 int Run(const RunFlags& f) {
   // Everything that can be refused is checked before anything runs or is written.
   const bool on_gpu = f.target.rfind("cuda", 0) == 0;
+  if (f.layout == "nchwc" && on_gpu) {
+    return base::Fail(kWho, absl::InvalidArgumentError(
+                                "--layout nchwc is for CPU targets (--target llvm): the channel-blocked convolutions "
+                                "have no CUDA kernels; --target " + f.target + " runs --layout nchw"));
+  }
   auto backend = CreateBackend(f.target, f.threads);
   if (!backend.ok()) return base::Fail(kWho, backend.status());
   graph::ImportOptions options;
@@ -180,6 +188,12 @@ int Run(const RunFlags& f) {
   }
   auto g = graph::ImportOnnx(f.model, options);
   if (!g.ok()) return base::Fail(kWho, g.status());
+  if (f.layout == "nchwc") {
+    // Channel blocks of the vector width, as the conv2d template's register tiles are.
+    if (absl::Status st = graph::PlanBlockedLayout(*g, codegen::HostCpuLimits().vector_lanes); !st.ok()) {
+      return base::Fail(kWho, st);
+    }
+  }
   std::unique_ptr<dataset::RecordDatabase> db;
   if (!f.db_path.empty()) {
     struct stat st;
@@ -228,6 +242,19 @@ int Run(const RunFlags& f) {
   const int total = static_cast<int>(choices->size());
   std::printf("%d of %d tasks tuned; %d ran the default schedule%s\n", tuned, total, total - tuned,
               db ? "" : " (no --db: no records, every task runs its default schedule)");
+  if (f.layout == "nchwc") {
+    int convs = 0, blocked = 0, to_blocked = 0, to_nchw = 0;
+    for (const graph::Node& node : p.graph().nodes) {
+      if (node.task && node.task->workload.op == codegen::OpKind::kConv2d) {
+        ++convs;
+        blocked += node.task->workload.layout_block > 0;
+      }
+      to_blocked += node.op == graph::kToBlockedOp;
+      to_nchw += node.op == graph::kToNchwOp;
+    }
+    std::printf("layout nchw%dc: %d of %d convolutions blocked; %d to-blocked and %d to-NCHW copies\n",
+                codegen::HostCpuLimits().vector_lanes, blocked, convs, to_blocked, to_nchw);
+  }
   for (const TaskKernelChoice& c : *choices) {
     if (!c.note.empty()) std::printf("note: %s: %s\n", c.node.c_str(), base::EscapeControl(c.note).c_str());
   }
@@ -324,7 +351,7 @@ int RunCommand(int argc, char** argv) {
   spdlog::set_level(spdlog::level::warn);
   CLI::App app{"tune run: run an ONNX model with its tuned kernels on seeded random inputs.\n"
                "usage: tune run MODEL.onnx [--db FILE] [--target llvm|cuda[:N]] [--input NAME=1x3x224x224 ...] [--threads T]\n"
-               "       [--seed S] [--save DIR] [--bench N] [--ort-python PATH]",
+               "       [--seed S] [--save DIR] [--bench N] [--ort-python PATH] [--layout nchw|nchwc]",
                "tune run"};
   RunFlags f;
   app.add_option("model", f.model, "the ONNX model file")->required();
@@ -339,6 +366,10 @@ int RunCommand(int argc, char** argv) {
       ->check(CLI::Range(0, 1000000));
   app.add_option("--ort-python", f.ort_python,
                  "a python with onnxruntime: check the outputs against it (default with --bench: $TUNE_ORT_PYTHON)");
+  app.add_option("--layout", f.layout,
+                 "activation layout: nchw (default), or nchwc (CPU only): convolutions keep their activations in "
+                 "channel blocks of the vector width, with layout copies only where the layout changes")
+      ->check(CLI::IsMember({"nchw", "nchwc"}));
   if (auto code = tuner::ParseCommandLine(app, argc - 1, argv + 1)) return *code;
   return Run(f);
 }

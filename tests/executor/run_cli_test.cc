@@ -61,6 +61,20 @@ TEST(RunCliTest, EncoderWithDefaultSchedulesMatchesOnnxRuntime) {
   RunAndCompare("encoder.onnx", tmp.path() + "/out", {}, "0 of 4 tasks tuned");
 }
 
+// --layout nchwc: the convolutions run NCHWc and the outputs still match onnxruntime's.
+TEST(RunCliTest, ResNet18InNchwcMatchesOnnxRuntime) {
+  test::TempDir tmp;
+  // The stem conv has 3 input channels; every other conv is blocked (channels are multiples of
+  // 8 and 16): one copy into the blocked layout after the stem, one out before the pool.
+  RunAndCompare("resnet18.onnx", tmp.path() + "/out", {"--layout", "nchwc"},
+                "c: 19 of 20 convolutions blocked; 1 to-blocked and 1 to-NCHW copies");
+}
+
+TEST(RunCliTest, MobileNetV2InNchwcMatchesOnnxRuntime) {
+  test::TempDir tmp;
+  RunAndCompare("mobilenet_v2.onnx", tmp.path() + "/out", {"--layout", "nchwc"}, " nchw");
+}
+
 TEST(RunCliTest, EncoderWithTunedRecordsMatchesOnnxRuntime) {
   test::TempDir tmp;
   const std::string db = tmp.path() + "/tune.db";
@@ -151,6 +165,14 @@ TEST(RunCliTest, RefusesATruncatedFileAMissingDatabaseAndCuda) {
     ExpectRefused({kOnnxDir + "/encoder.onnx", "--target", "cuda:0"}, "tune run: no CUDA driver");
   }
   ExpectRefused({kOnnxDir + "/encoder.onnx", "--target", "cuda:x"}, "tune run: ");
+}
+
+TEST(RunCliTest, RefusesAnUnknownLayoutAndNchwcOnCuda) {
+  ExpectRefused({kOnnxDir + "/resnet18.onnx", "--layout", "nhwc"}, "--layout");
+  // Refused before any device is looked at, with or without a GPU.
+  ExpectRefused({kOnnxDir + "/resnet18.onnx", "--target", "cuda:0", "--layout", "nchwc"},
+                "tune run: --layout nchwc is for CPU targets (--target llvm)");
+  ExpectRefused({kOnnxDir + "/resnet18.onnx", "--target", "cuda", "--layout", "nchwc"}, "--layout nchwc is for CPU");
 }
 
 }  // namespace
