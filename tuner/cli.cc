@@ -16,8 +16,10 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/ascii.h"
 #include "base/exit_code.h"
 #include "base/table.h"
+#include "codegen/templates.h"
 #include "dataset/record_database.h"
 #include "measure/target.h"
 #include "measure/task_factory.h"
@@ -248,14 +250,28 @@ int ModelCommand(int argc, char** argv) {
                "       tune replay CACHE --strategy S --budget B --runs R   (recorded Kernel Tuner space)\n",
                "tune"};
   std::string model;
+  std::string layout = "nchw";
   CommonFlags f;
   app.add_option("model", model,
                  "built-in model (resnet-18, resnet-50, mobilenet-v2, bert-base), JSON model file or ONNX model (.onnx)")
       ->required();
   AddTuneFlags(app, f);
+  app.add_option("--layout", layout,
+                 "activation layout: nchw (default), or nchwc (CPU only): the convolutions' NCHWc workloads, in "
+                 "channel blocks of the vector width, as `tune run --layout nchwc` runs them")
+      ->check(CLI::IsMember({"nchw", "nchwc"}));
   if (auto code = ParseCommandLine(app, argc, argv)) return *code;
+  int64_t layout_block = 0;
+  if (layout == "nchwc") {
+    if (absl::StripAsciiWhitespace(f.target).rfind("cuda", 0) == 0) {
+      return base::Fail("tune", base::kExitUsage,
+                        "--layout nchwc is for CPU targets (--target llvm): the channel-blocked convolutions have no "
+                        "CUDA kernels; --target " + f.target + " tunes --layout nchw");
+    }
+    layout_block = codegen::HostCpuLimits().vector_lanes;  // the conv2d template's vector width
+  }
   InstallStopHandlers();
-  auto m = LoadModel(model, f.tuning.inputs);
+  auto m = LoadModel(model, f.tuning.inputs, layout_block);
   if (!m.ok()) return base::Fail("tune", m.status());
   if (!m->summary.empty()) std::fprintf(stderr, "%s\n", base::EscapeControl(m->summary).c_str());
   return TuneTasks(m->name, ExtractTasks(*m), f, JoinArgs(argc, argv));

@@ -10,6 +10,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "graph/layout.h"
 #include "graph/onnx_import.h"
 #include "graph/tasks.h"
 #include "nlohmann/json.hpp"
@@ -135,13 +136,17 @@ bool IsOnnxModel(const std::string& path) {
   return graph::LooksLikeOnnx(std::string(head, static_cast<size_t>(in.gcount())));
 }
 
-absl::StatusOr<ZooModel> LoadOnnxModel(const std::string& path, const std::vector<std::string>& inputs) {
+absl::StatusOr<ZooModel> LoadOnnxModel(const std::string& path, const std::vector<std::string>& inputs,
+                                       int64_t layout_block) {
   graph::ImportOptions options;
   for (const std::string& text : inputs) {
     if (absl::Status st = graph::ParseInputShape(text, &options); !st.ok()) return st;
   }
   absl::StatusOr<graph::Graph> g = graph::ImportOnnx(path, options);
   if (!g.ok()) return g.status();
+  if (layout_block > 0) {
+    if (absl::Status st = graph::PlanBlockedLayout(*g, layout_block); !st.ok()) return st;
+  }
   const graph::GraphTasks tasks = graph::ExtractGraphTasks(*g);
   if (tasks.tasks.empty()) {
     return absl::InvalidArgumentError(path + ": no Conv, Gemm or MatMul node that tune can tune");
@@ -157,8 +162,21 @@ absl::StatusOr<ZooModel> LoadOnnxModel(const std::string& path, const std::vecto
   return model;
 }
 
-absl::StatusOr<ZooModel> LoadModel(const std::string& model, const std::vector<std::string>& inputs) {
-  if (IsOnnxModel(model)) return LoadOnnxModel(model, inputs);
+ZooModel BlockLayers(ZooModel model, int64_t block) {
+  for (ZooLayer& layer : model.layers) {
+    if (graph::BlockableConv(layer.workload, block)) layer.workload = graph::BlockedConv(layer.workload, block);
+  }
+  return model;
+}
+
+absl::StatusOr<ZooModel> LoadModel(const std::string& model, const std::vector<std::string>& inputs,
+                                   int64_t layout_block) {
+  if (IsOnnxModel(model)) return LoadOnnxModel(model, inputs, layout_block);
+  if (layout_block > 0) {
+    auto layers = LoadModel(model, inputs);
+    if (!layers.ok()) return layers.status();
+    return BlockLayers(*std::move(layers), layout_block);
+  }
   if (!inputs.empty()) {
     return absl::InvalidArgumentError("--input " + inputs[0] + ": --input applies only to ONNX models, not '" + model +
                                       "'");
@@ -190,6 +208,7 @@ std::string ModelToJson(const ZooModel& model) {
         if (w.stride_h == w.stride_w && w.pad_h == w.pad_w && w.dilation_h == w.dilation_w) {
           shape = absl::StrCat(w.batch, ",", w.in_c, ",", w.in_h, ",", w.in_w, ",", w.out_c, ",", w.kernel_h, ",",
                                w.kernel_w, ",", w.stride_h, ",", w.pad_h, ",", w.dilation_h, ",", w.groups);
+          if (w.layout_block > 0) absl::StrAppend(&shape, ",nchw", w.layout_block, "c");
         }
         break;
     }

@@ -1,6 +1,7 @@
 // Models: built-in zoo names or JSON model files, turned into tuning tasks.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -28,8 +29,17 @@ absl::StatusOr<ZooModel> ParseModelJson(const std::string& text, const std::stri
 /// `model` is a zoo name, or else a path to a model file or an ONNX model (IsOnnxModel).
 /// Identical workloads are merged (counts added). `inputs` are --input NAME=SHAPE texts for an
 /// ONNX model's inputs; InvalidArgument when given for another model. An ONNX import failure
-/// is InvalidArgument (or NotFound) with one line naming the file.
-absl::StatusOr<ZooModel> LoadModel(const std::string& model, const std::vector<std::string>& inputs = {});
+/// is InvalidArgument (or NotFound) with one line naming the file. With `layout_block` c > 0
+/// the model's activations are NCHWc: an ONNX model's graph is planned so
+/// (graph::PlanBlockedLayout), and a layer list (zoo, model file) has its conv layers turned
+/// into their NCHWc workloads by the same rule (BlockLayers); 0 keeps NCHW.
+absl::StatusOr<ZooModel> LoadModel(const std::string& model, const std::vector<std::string>& inputs = {},
+                                   int64_t layout_block = 0);
+
+/// `model` with every conv2d layer that has an NCHWc form with channel block `block`
+/// (graph::BlockableConv: groups 1, `block` dividing C and OC) turned into it; other layers
+/// unchanged.
+ZooModel BlockLayers(ZooModel model, int64_t block);
 
 /// True when `path` names an ONNX model: it ends in ".onnx", or it is a file whose first bytes
 /// look like one (graph::LooksLikeOnnx).
@@ -38,8 +48,11 @@ bool IsOnnxModel(const std::string& path);
 /// The tasks of the ONNX model at `path` (graph::ImportOnnx with `inputs` as --input texts):
 /// one layer per distinct workload (named after its first node, with its node count), and
 /// the summary line "PATH: N tuned nodes in M tasks; not tuned (built-in kernels): ...".
-/// InvalidArgument when the model has no node tune can tune.
-absl::StatusOr<ZooModel> LoadOnnxModel(const std::string& path, const std::vector<std::string>& inputs = {});
+/// InvalidArgument when the model has no node tune can tune. With `layout_block` c > 0 the
+/// tasks are those of the graph planned in NCHWc (graph::PlanBlockedLayout), the workloads
+/// `tune run --layout nchwc` looks up.
+absl::StatusOr<ZooModel> LoadOnnxModel(const std::string& path, const std::vector<std::string>& inputs = {},
+                                       int64_t layout_block = 0);
 
 /// `model` in the model-file format ParseModelJson reads back to the same workloads and
 /// counts ("relu6" for relu6 layers; "key" where "shape" cannot say the workload).
