@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -330,6 +331,26 @@ Kernel OpenBlasKernel(const Bench& b, const measure::TaskData& data, const Optio
   return k;
 }
 
+/// A oneDNN memory layout in its format-tag spelling, e.g. "nChw16c" or "nhwc" for `letters`
+/// "nchw", "OIhw16i16o" for "oihw": the dimensions outermost first (by stride), blocked ones in
+/// capitals, then the inner blocks.
+std::string LayoutName(const dnnl::memory::desc& md, const std::string& letters) {
+  const dnnl_memory_desc_t& d = md.data;
+  if (d.format_kind != dnnl_blocked || d.ndims != static_cast<int>(letters.size())) return "other";
+  const auto& blk = d.format_desc.blocking;
+  std::vector<int> order(d.ndims);
+  for (int i = 0; i < d.ndims; ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return blk.strides[a] > blk.strides[b]; });
+  std::string name;
+  for (int i : order) {
+    bool blocked = false;
+    for (int j = 0; j < blk.inner_nblks; ++j) blocked |= blk.inner_idxs[j] == i;
+    name += blocked ? static_cast<char>(std::toupper(letters[i])) : letters[i];
+  }
+  for (int j = 0; j < blk.inner_nblks; ++j) name += std::to_string(blk.inner_blks[j]) + letters[blk.inner_idxs[j]];
+  return name;
+}
+
 /// oneDNN convolution forward (inference, direct) on the workload's tensors. With `plain`,
 /// src/dst are as the workload has them (nchw, or nChw8c / nChw16c for an NCHWc workload) and
 /// the weights oihw for an nchw workload, as tune's kernel reads them, so any internal packing
@@ -377,10 +398,8 @@ Kernel OneDnnKernel(const Bench& b, const measure::TaskData& data, bool plain) {
     Kernel k;
     k.note = pd.impl_info_str();
     if (!plain || w.layout_block > 0) {
-      const std::string act_name = w.layout_block > 0 ? "nChw" + std::to_string(w.layout_block) + "c" : "nchw";
-      k.note += " (src " + (pd.src_desc() == src_plain ? act_name : "blocked") + ", wei " +
-                (pd.weights_desc() == wei_plain ? "oihw" : "blocked") + ", dst " +
-                (pd.dst_desc() == dst_plain ? act_name : "blocked") + ")";
+      k.note += " (src " + LayoutName(pd.src_desc(), "nchw") + ", wei " + LayoutName(pd.weights_desc(), "oihw") +
+                ", dst " + LayoutName(pd.dst_desc(), "nchw") + ")";
     }
     st->conv = dnnl::convolution_forward(pd);
 
