@@ -22,7 +22,8 @@ Conv2dTemplate::Conv2dTemplate(Workload w, CpuLimits cpu) : Template(std::move(w
   int64_t icg = wl.in_c / wl.groups;
   // An NCHWc convolution (the workload's layout_block lb > 0) reads and writes activations in
   // channel blocks of lb: its register tile's channels are whole blocks, and it is the blocked
-  // layout with the input read in blocks of lb.
+  // layout with the input read in blocks of lb. (A depthwise one reads the input block of the
+  // output block it computes: no reduction over input channels, tile_ic is 1.)
   const int64_t lb = wl.layout_block;
   const bool contract = lb > 0;
   // Tails (factors that do not divide the extent) are lowered as a guarded last tile.
@@ -110,7 +111,10 @@ Conv2dTemplate::Conv2dTemplate(Workload w, CpuLimits cpu) : Template(std::move(w
   });
   if (contract) {
     // The input's channel block is the layout's: other inner IC factors build the same kernel.
-    s.AddConstraint("ic_block_is_layout_block", [=](const search::Config& c) { return inner(c, tic) == lb; });
+    // (A depthwise convolution's one input channel per output channel has the single split 1.)
+    if (wl.groups == 1) {
+      s.AddConstraint("ic_block_is_layout_block", [=](const search::Config& c) { return inner(c, tic) == lb; });
+    }
     // The register tile's channels are whole blocks of the layout.
     s.AddConstraint("oc_tile_whole_blocks", [=](const search::Config& c) { return inner(c, toc) % lb == 0; });
   }
@@ -155,7 +159,7 @@ search::Config Conv2dTemplate::DefaultConfig() const {
     return ConfigOf({{"tile_oc", {wl.out_c / lb, 1, lb}},
                      {"tile_oh", {wl.out_h(), 1}},
                      {"tile_ow", {wl.out_w(), 1, 1}},
-                     {"tile_ic", {wl.in_c / lb, lb}},
+                     {"tile_ic", wl.depthwise() ? std::vector<int64_t>{1, 1} : std::vector<int64_t>{wl.in_c / lb, lb}},
                      {"order", {0}},
                      {"unroll", {1}},
                      {"acc_tile", {1}},
@@ -206,8 +210,9 @@ Schedule Conv2dTemplate::Build(const search::Config& c) const {
     vec = 1;
   }
   // The input read channel-blocked: a depthwise convolution's in the blocked layout, in blocks
-  // of ob (its channel block), and a dense one's with in_block, in blocks of icb (the inner IC
-  // tile factor; the reduction then runs over ceil(IC/icb) whole blocks, zeros past IC).
+  // of ob (its channel block; NCHWc: the layout's blocks of lb), and a dense one's with
+  // in_block, in blocks of icb (the inner IC tile factor; the reduction then runs over
+  // ceil(IC/icb) whole blocks, zeros past IC).
   const bool in_block = blocked && wl.groups == 1 && s.GetInt(c, "in_block");
   const bool blocked_input = (blocked && wl.depthwise()) || in_block;
   const int64_t icb = contract ? lb : in_block ? fic[1] : ob;
@@ -321,7 +326,8 @@ Schedule Conv2dTemplate::Build(const search::Config& c) const {
     // many blocks as the tiled channel loop reaches, all written (zeros past OC): the
     // masked-off lanes of a partial tile address blocks past ceil(OC / ob), and there they must
     // find memory in place rather than pages never touched (a page walk per masked load).
-    // (NCHWc packs by blocks of lb, as many as the tiled block loop reaches.)
+    // (NCHWc packs by blocks of lb, as many as the tiled block loop reaches: a depthwise one
+    // [blocks][1][KH][KW][lb], each block's lb channels one vector per tap.)
     const int64_t wb = contract ? lb : ob;
     const int64_t tile_blocks = foc[1] * k_blocks;
     const int64_t packed_blocks =
@@ -331,7 +337,7 @@ Schedule Conv2dTemplate::Build(const search::Config& c) const {
     // With in_block: [blocks][ceil(IC/icb)][KH][KW][icb][ob], zeros past IC as well.
     const std::vector<int64_t> shape =
         in_block ? std::vector<int64_t>{packed_blocks, ic_blocks, wl.kernel_h, wl.kernel_w, icb, wb}
-                 : std::vector<int64_t>{packed_blocks, icg, wl.kernel_h, wl.kernel_w, ob};
+                 : std::vector<int64_t>{packed_blocks, icg, wl.kernel_h, wl.kernel_w, wb};
     Buffer packed = prepack ? MakePrepackedBuffer(weight->name + ".packed", shape, weight)
                             : MakeBuffer(weight->name + ".packed", shape, BufferScope::kHeap);
     sched.scratch.push_back(packed);
@@ -356,9 +362,9 @@ Schedule Conv2dTemplate::Build(const search::Config& c) const {
       sched.stages.push_back(std::move(ps));
     } else {
       IterVar po = MakeIterVar("po", packed_blocks), pi = MakeIterVar("pi", icg);
-      IterVar ph = MakeIterVar("pkh", wl.kernel_h), pw = MakeIterVar("pkw", wl.kernel_w), pb = MakeIterVar("pb", ob);
-      Expr channel = po.var * Expr(ob) + pb.var;
-      Expr src = packed_blocks * ob == wl.out_c
+      IterVar ph = MakeIterVar("pkh", wl.kernel_h), pw = MakeIterVar("pkw", wl.kernel_w), pb = MakeIterVar("pb", wb);
+      Expr channel = po.var * Expr(wb) + pb.var;
+      Expr src = packed_blocks * wb == wl.out_c
                      ? Load(weight, {channel, pi.var, ph.var, pw.var})
                      : Select(channel < Expr(wl.out_c),
                               Load(weight, {Min(channel, Expr(wl.out_c - 1)), pi.var, ph.var, pw.var}), FloatImm(0.0));

@@ -302,7 +302,10 @@ absl::Status Workload::Validate() const {
     if (layout_block < 0 || layout_block > 1024) {
       return fail(absl::StrCat("the layout's channel block must be 1..1024, got ", layout_block));
     }
-    if (groups != 1) return fail(absl::StrCat("the NCHWc layout takes groups 1, got ", groups));
+    if (groups != 1 && !depthwise()) {
+      return fail(absl::StrCat("the NCHWc layout takes groups 1 or depthwise (groups == C == OC), got groups ",
+                               groups, " of C ", in_c, " and OC ", out_c));
+    }
     if (in_c % layout_block != 0 || out_c % layout_block != 0) {
       return fail(absl::StrCat("the layout's channel block ", layout_block, " must divide C ", in_c,
                                " and OC ", out_c));

@@ -33,8 +33,8 @@ struct TensorSpec {
 ///                                    -> out[N,OC/c,OH,OW,c]
 /// The NCHWc form is the convolution of a model whose neighbouring layers keep their
 /// activations channel-blocked (channel ch at [ch/c][..][..][ch%c]); its weight stays OIHW (a
-/// constant of the model: the kernel packs it once). It takes groups == 1 and c dividing C
-/// and OC.
+/// constant of the model: the kernel packs it once). It takes groups == 1, or a depthwise
+/// convolution (groups == C == OC, weight [C,1,KH,KW]), and c dividing C and OC.
 /// With `bias` a bias[N] (dense/matmul/batch_matmul) or bias[OC] (conv2d) input follows and
 /// is added to every output; with `relu` max(x, 0) is applied last, with `relu6` (exclusive
 /// with relu) min(max(x, 0), 6), ONNX's Clip(0, 6).

@@ -358,6 +358,24 @@ TEST(WorkloadLayoutTest, NchwcParsesKeysAndShapesItsActivations) {
   EXPECT_EQ(ParseOrDie(OpKind::kConv2d, "1,8,4,4,8,1,1, nchw8c ").layout_block, 8);
 }
 
+// A depthwise convolution (groups == C == OC) has an NCHWc form: blocked activations, the
+// OIHW weight of one input channel per output channel.
+TEST(WorkloadLayoutTest, NchwcTakesDepthwiseConvolutions) {
+  Workload w = ParseOrDie(OpKind::kConv2d, "1,32,15,15,32,3,3,2,1,1,32,nchw8c");
+  EXPECT_TRUE(w.depthwise());
+  EXPECT_EQ(w.layout_block, 8);
+  EXPECT_EQ(w.Key(), "conv2d/n1_c32_h15_w15_oc32_k3x3_s2x2_p1x1_d1x1_g32_nchw8c/none/float32");
+  ASSERT_EQ(w.Inputs().size(), 2u);
+  EXPECT_EQ(w.Inputs()[0].shape, (std::vector<int64_t>{1, 4, 15, 15, 8}));
+  EXPECT_EQ(w.Inputs()[1].shape, (std::vector<int64_t>{32, 1, 3, 3}));
+  EXPECT_EQ(w.Output().shape, (std::vector<int64_t>{1, 4, 8, 8, 8}));
+  absl::StatusOr<Workload> back = Workload::FromKey(w.Key());
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->groups, 32);
+  EXPECT_EQ(back->layout_block, 8);
+  EXPECT_EQ(back->Key(), w.Key());
+}
+
 TEST(WorkloadLayoutTest, RefusesLayoutsItCannotDescribe) {
   const struct {
     OpKind op;
@@ -365,7 +383,11 @@ TEST(WorkloadLayoutTest, RefusesLayoutsItCannotDescribe) {
   } cases[] = {
       {OpKind::kConv2d, "1,24,8,8,32,3,3,1,1,nchw16c", "must divide C 24"},
       {OpKind::kConv2d, "1,32,8,8,24,3,3,1,1,nchw16c", "and OC 24"},
-      {OpKind::kConv2d, "1,32,8,8,32,3,3,1,1,1,2,nchw16c", "groups 1"},
+      {OpKind::kConv2d, "1,32,8,8,32,3,3,1,1,1,2,nchw16c", "groups 1 or depthwise"},
+      // groups == C but OC twice C: grouped, not depthwise.
+      {OpKind::kConv2d, "1,32,8,8,64,3,3,1,1,1,32,nchw16c", "groups 1 or depthwise"},
+      // Depthwise, but the block does not divide the channels.
+      {OpKind::kConv2d, "1,24,8,8,24,3,3,1,1,1,24,nchw16c", "must divide C 24"},
       {OpKind::kConv2d, "1,32,8,8,32,3,3,nchw0c", "nchwXc"},
       {OpKind::kConv2d, "1,32,8,8,32,3,3,nchw16", "nchwXc"},
       {OpKind::kConv2d, "1,32,8,8,32,3,3,nchwc", "nchwXc"},
