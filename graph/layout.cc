@@ -157,7 +157,7 @@ class LayoutPlanner {
 }  // namespace
 
 bool BlockableConv(const codegen::Workload& w, int64_t block) {
-  return w.op == codegen::OpKind::kConv2d && w.layout_block == 0 && block > 0 && w.groups == 1 &&
+  return w.op == codegen::OpKind::kConv2d && w.layout_block == 0 && block > 0 && (w.groups == 1 || w.depthwise()) &&
          w.in_c % block == 0 && w.out_c % block == 0 && BlockedConv(w, block).Validate().ok();
 }
 

@@ -18,8 +18,8 @@ inline constexpr char kToBlockedOp[] = "tune.ToBlocked";
 inline constexpr char kToNchwOp[] = "tune.ToNchw";
 
 /// True when `workload` is an NCHW conv2d that has an NCHWc form with channel block `block`
-/// (> 0): groups 1 and `block` dividing C and OC. The one eligibility rule of the graph plan
-/// and of layer lists (zoo models, model files).
+/// (> 0): groups 1 or depthwise (groups == C == OC), and `block` dividing C and OC. The one
+/// eligibility rule of the graph plan and of layer lists (zoo models, model files).
 bool BlockableConv(const codegen::Workload& workload, int64_t block);
 
 /// `workload` with layout_block = `block`; only for BlockableConv workloads.

@@ -117,21 +117,21 @@ TEST(LayoutPlanTest, ResidualBlockStaysBlockedBetweenItsConvolutions) {
 }
 
 // A blocked tensor read by several NCHW readers and by the graph's outputs gets one ToNchw;
-// a per-channel Mul (a broadcast) and a depthwise conv stay NCHW; a Sigmoid runs blocked and
-// its output, a graph output, comes back through a ToNchw at the end.
+// a per-channel Mul (a broadcast) and a grouped (not depthwise) conv stay NCHW; a Sigmoid runs
+// blocked and its output, a graph output, comes back through a ToNchw at the end.
 TEST(LayoutPlanTest, OneToNchwPerTensorOnlyWhereNeeded) {
   std::mt19937_64 rng(std::random_device{}());
   const std::string bytes = px::Model(
       {px::Node("Conv", {"x", "wa"}, {"ta"}, {}, "conva"),
        px::Node("Mul", {"ta", "scale"}, {"m"}, {}, "mul"),
        px::Node("Sigmoid", {"ta"}, {"sg"}, {}, "sigmoid"),
-       px::Node("Conv", {"ta", "wd"}, {"d"}, {px::AttrInt("group", 16), px::AttrInts("pads", {1, 1, 1, 1})}, "dw")},
+       px::Node("Conv", {"ta", "wd"}, {"d"}, {px::AttrInt("group", 2), px::AttrInts("pads", {1, 1, 1, 1})}, "grouped")},
       {px::Value("x", px::kFloat, {1, 16, 6, 6})},
       {px::Value("m", px::kFloat, {1, 16, 6, 6}), px::Value("sg", px::kFloat, {1, 16, 6, 6}),
        px::Value("d", px::kFloat, {1, 16, 6, 6}), px::Value("ta", px::kFloat, {1, 16, 6, 6})},
       {px::TensorF32("wa", {16, 16, 1, 1}, LayoutRandomFloats(256, rng)),
        px::TensorF32("scale", {1, 16, 1, 1}, LayoutRandomFloats(16, rng)),
-       px::TensorF32("wd", {16, 1, 3, 3}, LayoutRandomFloats(144, rng))});
+       px::TensorF32("wd", {16, 8, 3, 3}, LayoutRandomFloats(16 * 8 * 9, rng))});
   auto g = graph::ImportOnnxBytes(bytes, "fanout.onnx");
   ASSERT_TRUE(g.ok()) << g.status();
   ASSERT_TRUE(graph::PlanBlockedLayout(*g, 8).ok());
@@ -143,7 +143,8 @@ TEST(LayoutPlanTest, OneToNchwPerTensorOnlyWhereNeeded) {
   EXPECT_EQ(g->nodes[2].outputs, std::vector<std::string>{"ta"});
   EXPECT_EQ(g->nodes[3].inputs[0], "ta");
   EXPECT_EQ(g->nodes[4].inputs[0], g->nodes[1].outputs[0]);
-  EXPECT_EQ(g->nodes[5].task->workload.layout_block, 0) << "a depthwise conv has no NCHWc form";
+  EXPECT_EQ(g->nodes[5].task->workload.groups, 2);
+  EXPECT_EQ(g->nodes[5].task->workload.layout_block, 0) << "a grouped conv has no NCHWc form";
   EXPECT_EQ(g->nodes[5].inputs[0], "ta");
   EXPECT_EQ(g->nodes[6].outputs, std::vector<std::string>{"sg"});
   EXPECT_EQ(g->Find("sg")->shape, (std::vector<int64_t>{1, 16, 6, 6}));
@@ -167,6 +168,66 @@ TEST(LayoutPlanTest, NothingBlockableLeavesTheGraphAlone) {
   EXPECT_FALSE(graph::PlanBlockedLayout(g, 2048).ok());
 }
 
+// An inverted-residual block (1x1 expand + Clip(0, 6), 3x3 depthwise + Clip(0, 6), 1x1 project,
+// Add with the block's input) runs blocked from its first convolution to its Add: a depthwise
+// conv between two dense ones needs no layout transform, only the model's ends do.
+TEST(LayoutPlanTest, DepthwiseConvStaysBlockedBetweenDenseOnes) {
+  std::mt19937_64 rng(std::random_device{}());
+  const std::vector<int64_t> bounds{0, 6};
+  for (int64_t block : {8, 16}) {
+    SCOPED_TRACE(block);
+    const std::string bytes = px::Model(
+        {px::Node("Conv", {"x", "w0", "b0"}, {"e"}, {}, "expand"),
+         px::Node("Clip", {"e", "lo", "hi"}, {"er"}, {}, "expand_relu6"),
+         px::Node("Conv", {"er", "wd", "bd"}, {"d"},
+                  {px::AttrInt("group", 96), px::AttrInts("pads", {1, 1, 1, 1}), px::AttrInts("strides", {2, 2})},
+                  "dw"),
+         px::Node("Clip", {"d", "lo", "hi"}, {"dr"}, {}, "dw_relu6"),
+         px::Node("Conv", {"dr", "w2", "b2"}, {"p"}, {}, "project"),
+         px::Node("Conv", {"x", "ws"}, {"xs"}, {px::AttrInts("strides", {2, 2})}, "shortcut"),
+         px::Node("Add", {"p", "xs"}, {"y"}, {}, "add")},
+        {px::Value("x", px::kFloat, {1, 32, 9, 9})}, {px::Value("y", px::kFloat, {1, 32, 5, 5})},
+        {px::TensorF32("w0", {96, 32, 1, 1}, LayoutRandomFloats(96 * 32, rng)),
+         px::TensorF32("b0", {96}, LayoutRandomFloats(96, rng)),
+         px::TensorF32("wd", {96, 1, 3, 3}, LayoutRandomFloats(96 * 9, rng)),
+         px::TensorF32("bd", {96}, LayoutRandomFloats(96, rng)),
+         px::TensorF32("w2", {32, 96, 1, 1}, LayoutRandomFloats(32 * 96, rng)),
+         px::TensorF32("b2", {32}, LayoutRandomFloats(32, rng)),
+         px::TensorF32("ws", {32, 32, 1, 1}, LayoutRandomFloats(32 * 32, rng)),
+         px::TensorF32("lo", {}, {0.0f}), px::TensorF32("hi", {}, {6.0f})});
+    auto g = graph::ImportOnnxBytes(bytes, "inverted_residual.onnx");
+    ASSERT_TRUE(g.ok()) << g.status();
+    ASSERT_TRUE(graph::PlanBlockedLayout(*g, block).ok());
+    ExpectTopological(*g);
+    // One ToBlocked for x (read by expand and the shortcut), one ToNchw for y; nothing between.
+    EXPECT_EQ(LayoutCount(*g, graph::kToBlockedOp), 1);
+    EXPECT_EQ(LayoutCount(*g, graph::kToNchwOp), 1);
+    EXPECT_EQ(g->nodes.front().op, graph::kToBlockedOp);
+    EXPECT_EQ(g->nodes.back().op, graph::kToNchwOp);
+    EXPECT_EQ(g->nodes.back().outputs, std::vector<std::string>{"y"});
+    int convs = 0, depthwise = 0;
+    for (const graph::Node& node : g->nodes) {
+      if (!node.task) continue;
+      ++convs;
+      const codegen::Workload& w = node.task->workload;
+      EXPECT_EQ(w.layout_block, block) << node.name;
+      EXPECT_EQ(g->Find(node.task->args.front())->shape, w.Inputs()[0].shape) << node.name;
+      EXPECT_EQ(g->Find(node.task->args.back())->shape, w.Output().shape) << node.name;
+      if (w.depthwise()) {
+        ++depthwise;
+        EXPECT_EQ(w.groups, 96);
+        EXPECT_EQ(w.stride_h, 2);
+        // It reads the expand conv's blocked output (through the blocked Clip, or the Clip
+        // fused into the task) and its output is read blocked.
+        EXPECT_EQ(g->Find(node.task->args.front())->shape, (std::vector<int64_t>{1, 96 / block, 9, 9, block}));
+      }
+    }
+    EXPECT_EQ(convs, 4);
+    EXPECT_EQ(depthwise, 1);
+    EXPECT_EQ(g->Find("y")->shape, (std::vector<int64_t>{1, 32, 5, 5}));
+  }
+}
+
 TEST(LayoutPlanTest, BlockableConvTakesGroupsOneAndDividingBlocks) {
   auto conv = [](const std::string& shape) {
     auto w = codegen::Workload::Parse(codegen::OpKind::kConv2d, shape);
@@ -178,7 +239,10 @@ TEST(LayoutPlanTest, BlockableConvTakesGroupsOneAndDividingBlocks) {
   EXPECT_FALSE(graph::BlockableConv(conv("1,3,224,224,64,7,7,2,3"), 16)) << "C 3";
   EXPECT_FALSE(graph::BlockableConv(conv("1,64,56,56,24,1,1"), 16)) << "OC 24";
   EXPECT_FALSE(graph::BlockableConv(conv("1,64,56,56,64,3,3,1,1,1,2"), 16)) << "groups 2";
-  EXPECT_FALSE(graph::BlockableConv(conv("1,64,56,56,64,3,3,1,1,1,64"), 16)) << "depthwise";
+  EXPECT_TRUE(graph::BlockableConv(conv("1,64,56,56,64,3,3,1,1,1,64"), 16)) << "depthwise";
+  EXPECT_TRUE(graph::BlockableConv(conv("1,144,56,56,144,3,3,2,1,1,144"), 8)) << "depthwise, stride 2";
+  EXPECT_FALSE(graph::BlockableConv(conv("1,24,56,56,24,3,3,1,1,1,24"), 16)) << "depthwise, C 24";
+  EXPECT_FALSE(graph::BlockableConv(conv("1,64,56,56,128,3,3,1,1,1,64"), 16)) << "groups C, OC 2C";
   EXPECT_FALSE(graph::BlockableConv(conv("1,64,56,56,64,3,3,1,1,1,1,nchw16c"), 16)) << "already blocked";
   EXPECT_FALSE(graph::BlockableConv(conv("1,64,56,56,64,3,3"), 0));
   auto dense = codegen::Workload::Parse(codegen::OpKind::kDense, "16,64,64");
