@@ -21,7 +21,8 @@ using ::testing::HasSubstr;
 const std::string kLayoutTune = std::string(TUNE_BIN_DIR) + "/tune";
 
 bool LayoutConvBlockable(const codegen::Workload& w, int64_t block) {
-  return w.op == codegen::OpKind::kConv2d && w.groups == 1 && w.in_c % block == 0 && w.out_c % block == 0;
+  return w.op == codegen::OpKind::kConv2d && (w.groups == 1 || w.depthwise()) && w.in_c % block == 0 &&
+         w.out_c % block == 0;
 }
 
 TEST(LayoutCliTest, ZooModelsTurnEveryEligibleConvIntoItsNchwcWorkload) {
@@ -50,6 +51,14 @@ TEST(LayoutCliTest, ZooModelsTurnEveryEligibleConvIntoItsNchwcWorkload) {
       }
       if (std::string(name) == "resnet-18") EXPECT_EQ(blocked + 2, static_cast<int>(nchw->layers.size()));
       if (std::string(name) == "bert-base") EXPECT_EQ(blocked, 0);
+      // Its depthwise convolutions have an NCHWc form too (their channels are multiples of 16).
+      if (std::string(name) == "mobilenet-v2") {
+        int depthwise = 0;
+        for (const auto& layer : nchwc->layers) {
+          depthwise += layer.workload.depthwise() && layer.workload.layout_block == block ? layer.count : 0;
+        }
+        EXPECT_EQ(depthwise, 17);
+      }
       // The model file a submit sends keeps the layout.
       auto back = ParseModelJson(ModelToJson(*nchwc), "submitted");
       ASSERT_TRUE(back.ok()) << back.status();
