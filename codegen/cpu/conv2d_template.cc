@@ -231,6 +231,22 @@ Schedule Conv2dTemplate::Build(const search::Config& c) const {
 
   // Padding stage: a zero-bordered copy of the input (indices clamped so no load is out of
   // bounds; the select picks zero outside).
+  // Whether padded row h, column x lies inside the input (not in the zero border), and the input
+  // row and column it reads, clamped so that no load is out of bounds.
+  auto inside_input = [&](const Expr& h, const Expr& x) {
+    return (Expr(wl.pad_h) <= h) && (h < Expr(wl.pad_h + wl.in_h)) && (Expr(wl.pad_w) <= x) &&
+           (x < Expr(wl.pad_w + wl.in_w));
+  };
+  auto clamped_row = [&](const Expr& h) { return Min(Max(h - Expr(wl.pad_h), 0), wl.in_h - 1); };
+  auto clamped_column = [&](const Expr& x) { return Min(Max(x - Expr(wl.pad_w), 0), wl.in_w - 1); };
+  // A copy of the input shared out among the threads as the convolution is: by batch and
+  // channel (block), and with `fused` by rows too.
+  auto parallel_copy = [&](Stage& stage) {
+    if (!parallel) return;
+    int outer = stage.Fuse(stage.axis(0), stage.axis(1));
+    if (fused) outer = stage.Fuse(outer, stage.axis(2));
+    stage.Parallel(outer);
+  };
   Buffer src = data;
   if (contract && padded) {
     // [N][C/lb][H+2ph][W+2pw][lb]: the blocked input with a zero border, copied a row of
@@ -240,16 +256,10 @@ Schedule Conv2dTemplate::Build(const search::Config& c) const {
     sched.scratch.push_back(copy);
     IterVar n = MakeIterVar("pn", wl.batch), cb = MakeIterVar("pc", ic_blocks);
     IterVar h = MakeIterVar("ph", ph), x = MakeIterVar("pw", pw), cv = MakeIterVar("pb", lb);
-    Expr inside = (Expr(wl.pad_h) <= h.var) && (h.var < Expr(wl.pad_h + wl.in_h)) && (Expr(wl.pad_w) <= x.var) &&
-                  (x.var < Expr(wl.pad_w + wl.in_w));
-    Expr ih = Min(Max(h.var - Expr(wl.pad_h), 0), wl.in_h - 1), iw = Min(Max(x.var - Expr(wl.pad_w), 0), wl.in_w - 1);
-    Stage copy_stage(copy, {n, cb, h, x, cv}, Select(inside, Load(data, {n.var, cb.var, ih, iw, cv.var}), FloatImm(0.0)));
+    Expr load = Load(data, {n.var, cb.var, clamped_row(h.var), clamped_column(x.var), cv.var});
+    Stage copy_stage(copy, {n, cb, h, x, cv}, Select(inside_input(h.var, x.var), load, FloatImm(0.0)));
     copy_stage.Vectorize(copy_stage.axis(4));
-    if (parallel) {
-      int outer = copy_stage.Fuse(copy_stage.axis(0), copy_stage.axis(1));
-      if (fused) outer = copy_stage.Fuse(outer, copy_stage.axis(2));
-      copy_stage.Parallel(outer);
-    }
+    parallel_copy(copy_stage);
     sched.stages.push_back(std::move(copy_stage));
     src = copy;
   } else if (contract) {
@@ -269,11 +279,10 @@ Schedule Conv2dTemplate::Build(const search::Config& c) const {
     if (sampled) {
       if (wl.stride_h > 1) ih = h.var * Expr(wl.stride_h);
       if (wl.stride_w > 1) iw = x.var * Expr(wl.stride_w);
-    } else if (wl.pad_h > 0 || wl.pad_w > 0) {
-      inside = (Expr(wl.pad_h) <= h.var) && (h.var < Expr(wl.pad_h + wl.in_h)) && (Expr(wl.pad_w) <= x.var) &&
-               (x.var < Expr(wl.pad_w + wl.in_w));
-      ih = Min(Max(h.var - Expr(wl.pad_h), 0), wl.in_h - 1);
-      iw = Min(Max(x.var - Expr(wl.pad_w), 0), wl.in_w - 1);
+    } else if (padded) {
+      inside = inside_input(h.var, x.var);
+      ih = clamped_row(h.var);
+      iw = clamped_column(x.var);
     }
     if (wl.in_c % icb != 0) {
       inside = inside.defined() ? (inside && ch < Expr(wl.in_c)) : ch < Expr(wl.in_c);
@@ -282,29 +291,18 @@ Schedule Conv2dTemplate::Build(const search::Config& c) const {
     Expr load = Load(data, {n.var, ch, ih, iw});
     Stage copy_stage(copy, {n, cb, h, x, cv}, inside.defined() ? Select(inside, load, FloatImm(0.0)) : load);
     copy_stage.Vectorize(copy_stage.axis(4));
-    if (parallel) {
-      int outer = copy_stage.Fuse(copy_stage.axis(0), copy_stage.axis(1));
-      if (fused) outer = copy_stage.Fuse(outer, copy_stage.axis(2));
-      copy_stage.Parallel(outer);
-    }
+    parallel_copy(copy_stage);
     sched.stages.push_back(std::move(copy_stage));
     src = copy;
-  } else if (wl.pad_h > 0 || wl.pad_w > 0) {
+  } else if (padded) {
     int64_t ph = wl.in_h + 2 * wl.pad_h, pw = wl.in_w + 2 * wl.pad_w;
     Buffer padded = MakeBuffer(data->name + ".pad", {wl.batch, wl.in_c, ph, pw}, BufferScope::kHeap);
     sched.scratch.push_back(padded);
     IterVar n = MakeIterVar("pn", wl.batch), ch = MakeIterVar("pc", wl.in_c);
     IterVar h = MakeIterVar("ph", ph), x = MakeIterVar("pw", pw);
-    Expr ih = h.var - Expr(wl.pad_h), iw = x.var - Expr(wl.pad_w);
-    Expr inside = (Expr(wl.pad_h) <= h.var) && (h.var < Expr(wl.pad_h + wl.in_h)) &&
-                  (Expr(wl.pad_w) <= x.var) && (x.var < Expr(wl.pad_w + wl.in_w));
-    Expr load = Load(data, {n.var, ch.var, Min(Max(ih, 0), wl.in_h - 1), Min(Max(iw, 0), wl.in_w - 1)});
-    Stage pad(padded, {n, ch, h, x}, Select(inside, load, FloatImm(0.0)));
-    if (parallel) {
-      int outer = pad.Fuse(pad.axis(0), pad.axis(1));
-      if (fused) outer = pad.Fuse(outer, pad.axis(2));
-      pad.Parallel(outer);
-    }
+    Expr load = Load(data, {n.var, ch.var, clamped_row(h.var), clamped_column(x.var)});
+    Stage pad(padded, {n, ch, h, x}, Select(inside_input(h.var, x.var), load, FloatImm(0.0)));
+    parallel_copy(pad);
     sched.stages.push_back(std::move(pad));
     src = padded;
   }
