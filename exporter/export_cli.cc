@@ -33,6 +33,10 @@ int ExportCommand(int argc, char** argv) {
       ->check(CLI::Range(1, 256));
   app.add_option("--out", request.out_dir, "directory to write the library to")->required();
   app.add_flag("--force", request.force, "replace --out when it exists and is not empty");
+  app.add_option("--layout", request.layout,
+                 "activation layout: nchw (default), or nchwc (CPU only): the convolutions' NCHWc kernels, as "
+                 "`tune MODEL --layout nchwc` tuned them")
+      ->check(CLI::IsMember({"nchw", "nchwc"}));
   if (auto code = tuner::ParseCommandLine(app, argc - 1, argv + 1)) return *code;
 
   auto library = Export(request);

@@ -23,6 +23,9 @@ struct ExportRequest {
   /// A target of the database by its key or id: exports for a device that need not be here.
   std::string target_key;
   int threads = 1;         // kernel threads of target "llvm" (part of its key)
+  /// "nchw", or "nchwc" (CPU targets only): the model's convolutions as their NCHWc workloads,
+  /// as `tune MODEL --layout nchwc` tuned them and `tune run --layout nchwc` runs them.
+  std::string layout = "nchw";
   std::string out_dir;     // the library's directory, written whole or not at all
   bool force = false;      // replace `out_dir` when it exists and is not empty
 };

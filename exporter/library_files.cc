@@ -98,7 +98,7 @@ std::string Header(const ExportedLibrary& library) {
      << "/// The inputs kernel `index` takes (2, or 3 with a bias); -1 when `index` is out of range.\n"
      << "int tune_kernels_num_inputs(int index);\n"
      << "/// The shape of tensor `tensor` of kernel `index` (0 .. num_inputs - 1: its inputs in argument\n"
-     << "/// order; num_inputs: its output): writes its extents to dims[0 .. rank) (at most 4) and returns\n"
+     << "/// order; num_inputs: its output): writes its extents to dims[0 .. rank) (at most 5) and returns\n"
      << "/// the rank; -1 when `index` or `tensor` is out of range or `dims` is null.\n"
      << "int tune_kernels_shape(int index, int tensor, int64_t* dims);\n";
   if (cuda) {
@@ -169,7 +169,7 @@ std::string CpuEntryPoints(const ExportedLibrary& library) {
      << "  void (*fn)(float* const* args);\n"
      << "  int num_inputs;\n"
      << "  int rank[4];         // the inputs' ranks, then the output's\n"
-     << "  int64_t dims[4][4];  // their extents\n"
+     << "  int64_t dims[4][5];  // their extents (an NCHWc tensor has 5)\n"
      << "};\n\n"
      << "const Kernel kKernels[] = {\n";
   for (const ExportedKernel& k : library.kernels) {
@@ -310,7 +310,7 @@ std::string CudaKernels(const ExportedLibrary& library) {
      << "  const void* fn;\n"
      << "  int num_inputs;\n"
      << "  int rank[4];         // the inputs' ranks, then the output's\n"
-     << "  int64_t dims[4][4];  // their extents\n"
+     << "  int64_t dims[4][5];  // their extents (an NCHWc tensor has 5)\n"
      << "  unsigned grid[3], block[3];\n"
      << "  size_t shared_bytes;  // dynamic shared memory per block\n"
      << "  int num_scratch;\n"

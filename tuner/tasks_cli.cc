@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "base/exit_code.h"
 #include "base/table.h"
+#include "codegen/templates.h"
 #include "tuner/cli_commands.h"
 #include "tuner/model_file.h"
 #include "tuner/parse_command_line.h"
@@ -16,7 +17,7 @@ namespace tune::tuner {
 int TasksCommand(int argc, char** argv) {
   CLI::App app{"tune tasks: the tuning tasks of a model (one per distinct workload, with how many layers share "
                "it and its GFLOP per run), as a table or, with --json, as a model file tune reads back.\n"
-               "usage: tune tasks MODEL [--input NAME=SHAPE ...] [--json]",
+               "usage: tune tasks MODEL [--input NAME=SHAPE ...] [--layout nchw|nchwc] [--json]",
                "tune tasks"};
   std::string model;
   std::vector<std::string> inputs;
@@ -25,9 +26,14 @@ int TasksCommand(int argc, char** argv) {
       ->required();
   app.add_option("--input", inputs, "NAME=1x3x224x224: the shape of an ONNX model's input, repeatable");
   app.add_flag("--json", json, "print the model file (JSON) instead of the table");
+  std::string layout = "nchw";
+  app.add_option("--layout", layout,
+                 "activation layout: nchw (default), or nchwc: the convolutions' NCHWc workloads, in channel "
+                 "blocks of this CPU's vector width, as `tune MODEL --layout nchwc` tunes them")
+      ->check(CLI::IsMember({"nchw", "nchwc"}));
   if (auto code = ParseCommandLine(app, argc - 1, argv + 1)) return *code;
 
-  auto m = LoadModel(model, inputs);
+  auto m = LoadModel(model, inputs, layout == "nchwc" ? codegen::HostCpuLimits().vector_lanes : 0);
   if (!m.ok()) return base::Fail("tune", m.status());
   // The summary (what an ONNX import tuned and left out) goes to stderr, so that stdout stays
   // the table or the JSON alone.

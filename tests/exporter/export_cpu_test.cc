@@ -55,7 +55,7 @@ static void Write(const std::string& path, const std::vector<float>& v) {
 }
 
 static size_t Elements(int index, int tensor) {
-  int64_t dims[4];
+  int64_t dims[5];
   const int rank = tune_kernels_shape(index, tensor, dims);
   if (rank < 0) return 0;
   size_t n = 1;
@@ -278,6 +278,46 @@ TEST(ExportCpuTest, TunedModelExportsALibraryThatBuildsAndMatchesTheReference) {
   EXPECT_THAT(header, HasSubstr("[1, 8, 12, 12]"));  // tune_conv's output
 
   BuildRunAndCheckCpuLibrary(dir, "lib", /*as_subdirectory=*/false);
+}
+
+// A model tuned with --layout nchwc exports its NCHWc kernels with --layout nchwc: the
+// convolutions' workloads (a dense one and a depthwise one) are the blocked ones, tuned, and the
+// library's kernels match the reference on blocked tensors; the plain export of the same
+// database finds no records for the NCHW convolutions. --layout nchwc on a CUDA target is refused.
+TEST(ExportCpuTest, NchwcLayoutExportsTheBlockedKernelsItTuned) {
+  test::TempDir dir;
+  test::WriteFileBytes(dir.Join("model.json"), R"({"name": "export-nchwc", "layers": [
+    {"name": "conv", "op": "conv2d", "shape": "1,16,10,10,32,3,3,1,1", "bias": true, "relu": true},
+    {"name": "dw", "op": "conv2d", "shape": "1,32,8,8,32,3,3,1,1,1,32", "relu6": true},
+    {"name": "fc", "op": "dense", "shape": "1,10,32"}]})");
+  test::ProcessResult tuned =
+      RunTune(dir.path(), {"model.json", "--target", "llvm", "--layout", "nchwc", "--trials", "3", "--threads", "2",
+                           "--db", "t.db", "--repeats", "1", "--min-repeat-ms", "1"});
+  ASSERT_TRUE(tuned.exited && tuned.exit_code == 0) << tuned;
+  test::ProcessResult exported = RunTune(dir.path(), {"export", "--db", "t.db", "--model", "model.json", "--target",
+                                                      "llvm", "--threads", "2", "--layout", "nchwc", "--out", "lib"});
+  ASSERT_TRUE(exported.exited && exported.exit_code == 0) << exported;
+  EXPECT_THAT(exported.err, HasSubstr("exported 3 kernels (3 tuned"));
+  const nlohmann::json manifest = ReadManifest(dir.Join("lib"));
+  ASSERT_EQ(manifest["kernels"].size(), 3u);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_THAT(manifest["kernels"][i]["workload_key"].get<std::string>(), ::testing::ContainsRegex("_nchw(8|16)c/"));
+  }
+  BuildRunAndCheckCpuLibrary(dir, "lib", /*as_subdirectory=*/false);
+
+  test::ProcessResult plain = RunTune(dir.path(), {"export", "--db", "t.db", "--model", "model.json", "--target",
+                                                   "llvm", "--threads", "2", "--out", "plain"});
+  ASSERT_TRUE(plain.exited && plain.exit_code == 0) << plain;
+  EXPECT_THAT(plain.err, HasSubstr("exported 3 kernels (1 tuned"));
+
+  const measure::Target gpu = H100Target();
+  AddTarget(dir.Join("t.db"), gpu);
+  test::ProcessResult cuda = RunTune(dir.path(), {"export", "--db", "t.db", "--model", "model.json", "--target-key",
+                                                  gpu.Key(), "--layout", "nchwc", "--out", "gpu"});
+  ASSERT_TRUE(cuda.exited) << cuda;
+  EXPECT_NE(cuda.exit_code, 0) << cuda;
+  EXPECT_THAT(cuda.err, HasSubstr("--layout nchwc is for CPU targets"));
+  EXPECT_FALSE(std::filesystem::exists(dir.Join("gpu")));
 }
 
 // Recorded schedules that pack their weight once (prepack) for the dense and both convolutions

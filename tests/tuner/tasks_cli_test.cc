@@ -121,6 +121,35 @@ TEST(TasksCliTest, ZooModelJsonMatchesTheZooAndTheTableListsEveryTask) {
   for (const auto& l : zoo->layers) EXPECT_THAT(t.out, HasSubstr(l.workload.Label())) << t.out;
 }
 
+// --layout nchwc lists the NCHWc workloads `tune MODEL --layout nchwc` tunes: the same layers,
+// the convolutions with channels in blocks of the vector width; a bad value is refused.
+TEST(TasksCliTest, NchwcLayoutListsTheBlockedConvolutions) {
+  test::TempDir dir;
+  test::ProcessResult plain = RunTasksCommand(dir, {"resnet-18", "--json"});
+  test::ProcessResult blocked = RunTasksCommand(dir, {"resnet-18", "--json", "--layout", "nchwc"});
+  ASSERT_TRUE(plain.exited && plain.exit_code == 0) << plain;
+  ASSERT_TRUE(blocked.exited && blocked.exit_code == 0) << blocked;
+  auto a = tuner::ParseModelJson(plain.out, "stdout");
+  auto b = tuner::ParseModelJson(blocked.out, "stdout");
+  ASSERT_TRUE(a.ok() && b.ok()) << a.status() << b.status();
+  ASSERT_EQ(a->layers.size(), b->layers.size());
+  int blocked_convs = 0;
+  for (size_t i = 0; i < a->layers.size(); ++i) {
+    codegen::Workload w = b->layers[i].workload;
+    blocked_convs += w.layout_block > 0;
+    w.layout_block = 0;
+    EXPECT_EQ(w.Key(), a->layers[i].workload.Key());
+    EXPECT_EQ(b->layers[i].count, a->layers[i].count);
+  }
+  EXPECT_GE(blocked_convs, 10);  // every conv but the 3-channel stem
+  test::ProcessResult table = RunTasksCommand(dir, {"resnet-18", "--layout", "nchwc"});
+  ASSERT_TRUE(table.exited && table.exit_code == 0) << table;
+  EXPECT_THAT(table.out, ::testing::ContainsRegex("oc64 nchw(8|16)c"));
+  test::ProcessResult bad = RunTasksCommand(dir, {"resnet-18", "--layout", "nhwc"});
+  ASSERT_TRUE(bad.exited) << bad;
+  EXPECT_EQ(bad.exit_code, 2) << bad;
+}
+
 TEST(TasksCliTest, BadModelIsOneLineAndExitTwo) {
   test::TempDir dir;
   std::mt19937 rng(std::random_device{}());
