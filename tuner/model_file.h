@@ -37,7 +37,7 @@ absl::StatusOr<ZooModel> LoadModel(const std::string& model, const std::vector<s
                                    int64_t layout_block = 0);
 
 /// `model` with every conv2d layer that has an NCHWc form with channel block `block`
-/// (graph::BlockableConv: groups 1, `block` dividing C and OC) turned into it; other layers
+/// (graph::BlockableConv: groups 1 or depthwise, `block` dividing C and OC) turned into it; other layers
 /// unchanged.
 ZooModel BlockLayers(ZooModel model, int64_t block);
 
