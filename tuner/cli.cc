@@ -280,7 +280,7 @@ int ModelCommand(int argc, char** argv) {
 int OpCommand(int argc, char** argv) {
   CLI::App app{"tune op: autotune one operator.\n"
                "shapes: matmul/dense M,N,K   batch_matmul B,M,N,K   "
-               "conv2d N,C,H,W,OC,KH,KW[,stride[,pad[,dilation[,groups]]]]",
+               "conv2d N,C,H,W,OC,KH,KW[,stride[,pad[,dilation[,groups]]]][,nchwXc]",
                "tune op"};
   std::string kind, shape;
   bool bias = false, relu = false;
