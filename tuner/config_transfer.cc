@@ -20,6 +20,8 @@ namespace {
 constexpr double kInf = std::numeric_limits<double>::infinity();
 // Options of one knob tried, nearest first, when the nearest config breaks a constraint.
 constexpr size_t kRepairOptions = 8;
+// Knobs changed one after another at most, when no one change repairs a config.
+constexpr int kRepairRounds = 3;
 // The strategy of the untuned default schedule's records (tuner.cc): a baseline, not a config
 // worth starting from.
 constexpr char kUntunedStrategy[] = "default";
@@ -95,27 +97,38 @@ absl::StatusOr<search::Config> MapConfig(const std::string& config_json, const s
     std::stable_sort(ranked[i].begin(), ranked[i].end(),
                      [](const auto& x, const auto& y) { return x.first < y.first; });
   }
-  search::Config nearest(knobs.size());
-  for (size_t i = 0; i < knobs.size(); ++i) nearest[i] = ranked[i][0].second;
-  if (space.IsValid(nearest)) return nearest;
-  // One knob moved to one of its next-nearest options: the valid one that adds the least.
-  double best_cost = kInf;
-  search::Config best;
-  for (size_t i = 0; i < knobs.size(); ++i) {
-    for (size_t r = 1; r < std::min(ranked[i].size(), kRepairOptions + 1); ++r) {
-      const double cost = ranked[i][r].first - ranked[i][0].first;
-      if (cost >= best_cost) break;
-      search::Config c = nearest;
-      c[i] = ranked[i][r].second;
-      if (space.IsValid(c)) {
-        best_cost = cost;
-        best = std::move(c);
-        break;
+  search::Config current(knobs.size());
+  for (size_t i = 0; i < knobs.size(); ++i) current[i] = ranked[i][0].second;
+  // Repairs, one knob at a time, each moved to one of its next-nearest options (a cost: how
+  // much farther from the source that option is): the valid config that costs least; else,
+  // where no one change makes it valid (two constraints broken, e.g. a space whose layout fixes
+  // two tile factors), the cheapest change that mends the first broken constraint, and again.
+  for (int round = 0; round < kRepairRounds && !space.IsValid(current); ++round) {
+    const std::string broken = space.WhyInvalid(current);
+    double valid_cost = kInf, mend_cost = kInf;
+    search::Config valid, mended;
+    for (size_t i = 0; i < knobs.size(); ++i) {
+      for (size_t r = 1; r < std::min(ranked[i].size(), kRepairOptions + 1); ++r) {
+        const double cost = ranked[i][r].first - ranked[i][0].first;
+        if (cost >= valid_cost || ranked[i][r].second == current[i]) continue;
+        search::Config c = current;
+        c[i] = ranked[i][r].second;
+        const std::string why = space.WhyInvalid(c);
+        if (why.empty()) {
+          valid_cost = cost;
+          valid = std::move(c);
+        } else if (why != broken && cost < mend_cost) {
+          mend_cost = cost;
+          mended = std::move(c);
+        }
       }
     }
+    if (!valid.empty()) return valid;
+    if (mended.empty()) break;
+    current = std::move(mended);
   }
-  if (best.empty()) return absl::NotFoundError("no valid config near the source config");
-  return best;
+  if (!space.IsValid(current)) return absl::NotFoundError("no valid config near the source config");
+  return current;
 }
 
 absl::StatusOr<TransferSeeds> TransferConfigs(const dataset::RecordDatabase& db, int64_t target_id, int64_t task_id,

@@ -27,7 +27,9 @@ double WorkloadDistance(const codegen::Workload& a, const codegen::Workload& b);
 /// outermost, which follows from the extent) are nearest in log2 scale, each choice knob the
 /// same value or else the nearest one, a knob the text lacks option 0. Where that breaks a
 /// constraint, the valid config nearest to it by changing one knob to one of its next-nearest
-/// options. NotFound when there is none; InvalidArgument when the text is not a JSON object.
+/// options; where no one change will do, up to three such changes, each mending the first
+/// broken constraint. NotFound when there is none; InvalidArgument when the text is not a JSON
+/// object.
 absl::StatusOr<search::Config> MapConfig(const std::string& config_json, const search::ConfigSpace& space);
 
 struct ConfigTransferOptions {

@@ -227,6 +227,43 @@ TEST(ConfigTransferTest, SeedsATaskFromItsOwnRecordsAtAnotherThreadCount) {
   EXPECT_EQ(transferred[0], tmpl->space().ToJson(*mapped));
 }
 
+// A convolution's NCHWc twin (the same shape with channel-blocked activations) is the nearest
+// task there is: `tune MODEL --layout nchwc` on a database that tuned the model in NCHW starts
+// each blocked convolution from its NCHW twin's best configs, mapped into the NCHWc space (the
+// blocked layout reading the input in the layout's blocks), measured like any other config.
+TEST(ConfigTransferTest, SeedsAnNchwcConvolutionFromItsNchwTwin) {
+  auto db = test::OpenTestDb();
+  auto conv = [](const std::string& shape) {
+    absl::StatusOr<codegen::Workload> w = codegen::Workload::Parse(codegen::OpKind::kConv2d, shape);
+    EXPECT_TRUE(w.ok()) << w.status();
+    return w.ok() ? *w : codegen::Workload{};
+  };
+  const TuneTask nchw{"conv", conv("1,16,8,8,16,3,3,1,1"), 1};
+  const TuneTask wider{"wider", conv("1,16,8,8,48,3,3,1,1"), 1};
+  TransferRun(db.get(), nchw, TransferFastOptions(8, 4, 0));
+  TransferRun(db.get(), wider, TransferFastOptions(8, 4, 0));
+
+  const TuneTask blocked{"conv", conv("1,16,8,8,16,3,3,1,1,nchw8c"), 1};
+  auto outcomes = TransferRun(db.get(), blocked, TransferFastOptions(4, 2, 2));
+  ASSERT_EQ(outcomes.size(), 1u);
+  EXPECT_GE(outcomes[0].transferred, 1);
+  ASSERT_FALSE(outcomes[0].transfer_sources.empty());
+  EXPECT_EQ(outcomes[0].transfer_sources[0], nchw.workload.Key());
+  auto tmpl = test::MakeTemplate(blocked.workload);
+  int seeds = 0;
+  for (const auto& r : test::RecordsOf(*db, outcomes[0].task_id, measure::Target::HostCpu(1).Key())) {
+    if (r.strategy != "transfer") continue;
+    ++seeds;
+    EXPECT_TRUE(r.result.ok()) << r.config_json;
+    absl::StatusOr<search::Config> c = tmpl->space().FromJson(r.config_json);
+    ASSERT_TRUE(c.ok()) << c.status();
+    EXPECT_TRUE(tmpl->space().IsValid(*c)) << tmpl->space().WhyInvalid(*c);
+    EXPECT_EQ(tmpl->space().GetInt(*c, "layout"), 1);
+    EXPECT_EQ(tmpl->space().GetInt(*c, "in_block"), 1);
+  }
+  EXPECT_EQ(seeds, outcomes[0].transferred);
+}
+
 // Seeding a task looks at the nearest recorded tasks only: with a hundred other tasks in the
 // database it makes the templates of the few it takes configs from, not of every task (each
 // new task of a daemon that has recorded thousands paid for all of them, in time and memory).
