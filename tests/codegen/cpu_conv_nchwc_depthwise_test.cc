@@ -19,6 +19,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "search/space.h"
+#include "tests/codegen/nchwc_check.h"
 #include "tests/common/cpu_kernel_check.h"
 
 namespace tune::test {
@@ -92,45 +93,16 @@ TEST(CpuConvNchwcDepthwiseTest, RandomConfigsMatchReference) {
                {"1,56,11,10,56,3,3,1,0,1,56,nchw8c", false, false, false, ""}};
   constexpr int kConfigs = 6;
   codegen::runtime::SetNumThreads(2);
-  int failures = 0, block_tails = 0, column_tails = 0;
-  std::set<int64_t> parallel_seen;
+  NchwcRunStats stats;
   for (const auto& tc : cases) {
     const Workload w = ConvWorkloadForTest(tc.shape, tc.bias, tc.relu, tc.relu6);
     ASSERT_TRUE(w.depthwise()) << tc.shape;
     ASSERT_GT(w.layout_block, 0) << tc.shape;
     const Conv2dTemplate tmpl(w, tc.features.empty() ? codegen::HostCpuLimits() : codegen::CpuLimitsOf(tc.features));
-    const search::ConfigSpace& space = tmpl.space();
-    std::vector<search::Config> configs;
-    for (int draw = 0; draw < 200000 && static_cast<int>(configs.size()) < kConfigs; ++draw) {
-      search::Config c = space.Canonical(space.Draw(rng));
-      if (!space.IsValid(c) || std::find(configs.begin(), configs.end(), c) != configs.end()) continue;
-      configs.push_back(c);
-    }
-    ASSERT_EQ(static_cast<int>(configs.size()), kConfigs) << w.Key();
-    const CompiledConfigs compiled = CompileConfigs(tmpl, configs, "nchwc_dw_conv_");
-    for (size_t i = 0; i < configs.size(); ++i) {
-      const std::string context = absl::StrCat(w.Key(), " ", space.ToJson(configs[i]));
-      const std::vector<int64_t> oc = space.Get(configs[i], "tile_oc"), ow = space.Get(configs[i], "tile_ow");
-      block_tails += (w.out_c / w.layout_block) % (oc[1] * oc[2] / w.layout_block) != 0;
-      column_tails += w.out_w() % ow[2] != 0;
-      parallel_seen.insert(space.GetInt(configs[i], "parallel"));
-      // No copy of the output and none of the input but the padded one: the tile reads the
-      // NCHWc input and writes the NCHWc output itself.
-      EXPECT_THAT(compiled.texts[i], Not(HasSubstr("out.blocked"))) << context;
-      EXPECT_THAT(compiled.texts[i], Not(HasSubstr("data.blocked"))) << context;
-      ASSERT_TRUE(compiled.kernels[i].ok()) << compiled.kernels[i].status() << "\n" << context;
-      absl::StatusOr<std::unique_ptr<codegen::LoadedKernel>> loaded =
-          codegen::LoadedKernel::Load(*compiled.kernels[i]);
-      ASSERT_TRUE(loaded.ok()) << loaded.status();
-      const std::string why = RunFencedAgainstReference((*loaded)->fn(), w, rng);
-      if (!why.empty() && ++failures <= 2) ADD_FAILURE() << why << "\n" << context << "\n" << compiled.texts[i];
-    }
+    CheckRandomNchwcConfigs(tmpl, w, kConfigs, {"out.blocked", "data.blocked"}, "nchwc_dw_conv_", rng, &stats);
   }
   codegen::runtime::SetNumThreads(1);
-  EXPECT_EQ(failures, 0);
-  EXPECT_GE(block_tails, 2) << "too few configs with a partial tile of channel blocks";
-  EXPECT_GE(column_tails, 4) << "too few configs with a partial column tile";
-  EXPECT_GE(parallel_seen.size(), 2u);
+  ExpectNchwcCoverage(stats);
 }
 
 // Every valid config is the blocked layout with whole blocks of the layout in the register tile
