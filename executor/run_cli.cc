@@ -23,7 +23,6 @@
 #include "absl/strings/str_join.h"
 #include "base/exit_code.h"
 #include "base/table.h"
-#include "codegen/cpu/cpu_limits.h"
 #include "dataset/record_database.h"
 #include "executor/backend.h"
 #include "executor/execution_plan.h"
@@ -34,6 +33,7 @@
 #include "measure/target.h"
 #include "ort_check_script.h"
 #include "spdlog/spdlog.h"
+#include "tuner/model_file.h"
 #include "tuner/parse_command_line.h"
 
 namespace tune::executor {
@@ -175,11 +175,8 @@ std::vector<std::pair<std::string, std::string>> NpyFiles(const ExecutionPlan& p
 int Run(const RunFlags& f) {
   // Everything that can be refused is checked before anything runs or is written.
   const bool on_gpu = f.target.rfind("cuda", 0) == 0;
-  if (f.layout == "nchwc" && on_gpu) {
-    return base::Fail(kWho, absl::InvalidArgumentError(
-                                "--layout nchwc is for CPU targets (--target llvm): the channel-blocked convolutions "
-                                "have no CUDA kernels; --target " + f.target + " runs --layout nchw"));
-  }
+  const absl::StatusOr<int64_t> layout_block = tuner::LayoutBlock(f.layout, f.target);
+  if (!layout_block.ok()) return base::Fail(kWho, layout_block.status());
   auto backend = CreateBackend(f.target, f.threads);
   if (!backend.ok()) return base::Fail(kWho, backend.status());
   graph::ImportOptions options;
@@ -188,11 +185,8 @@ int Run(const RunFlags& f) {
   }
   auto g = graph::ImportOnnx(f.model, options);
   if (!g.ok()) return base::Fail(kWho, g.status());
-  if (f.layout == "nchwc") {
-    // Channel blocks of the vector width, as the conv2d template's register tiles are.
-    if (absl::Status st = graph::PlanBlockedLayout(*g, codegen::HostCpuLimits().vector_lanes); !st.ok()) {
-      return base::Fail(kWho, st);
-    }
+  if (*layout_block > 0) {
+    if (absl::Status st = graph::PlanBlockedLayout(*g, *layout_block); !st.ok()) return base::Fail(kWho, st);
   }
   std::unique_ptr<dataset::RecordDatabase> db;
   if (!f.db_path.empty()) {
@@ -242,7 +236,7 @@ int Run(const RunFlags& f) {
   const int total = static_cast<int>(choices->size());
   std::printf("%d of %d tasks tuned; %d ran the default schedule%s\n", tuned, total, total - tuned,
               db ? "" : " (no --db: no records, every task runs its default schedule)");
-  if (f.layout == "nchwc") {
+  if (*layout_block > 0) {
     int convs = 0, blocked = 0, to_blocked = 0, to_nchw = 0;
     for (const graph::Node& node : p.graph().nodes) {
       if (node.task && node.task->workload.op == codegen::OpKind::kConv2d) {
@@ -252,8 +246,8 @@ int Run(const RunFlags& f) {
       to_blocked += node.op == graph::kToBlockedOp;
       to_nchw += node.op == graph::kToNchwOp;
     }
-    std::printf("layout nchw%dc: %d of %d convolutions blocked; %d to-blocked and %d to-NCHW copies\n",
-                codegen::HostCpuLimits().vector_lanes, blocked, convs, to_blocked, to_nchw);
+    std::printf("layout nchw%lldc: %d of %d convolutions blocked; %d to-blocked and %d to-NCHW copies\n",
+                static_cast<long long>(*layout_block), blocked, convs, to_blocked, to_nchw);
   }
   for (const TaskKernelChoice& c : *choices) {
     if (!c.note.empty()) std::printf("note: %s: %s\n", c.node.c_str(), base::EscapeControl(c.note).c_str());

@@ -210,12 +210,10 @@ absl::Status WriteLibrary(const ExportedLibrary& library, const fs::path& dir) {
 
 absl::StatusOr<ExportedLibrary> BuildLibrary(const ExportRequest& request) {
   if (request.db_path.empty()) return absl::InvalidArgumentError("--db names no record database");
-  if (request.layout != "nchw" && request.layout != "nchwc") {
-    return absl::InvalidArgumentError("--layout " + request.layout + ": expected nchw or nchwc");
-  }
-  // Channel blocks of the vector width, as the conv2d template's register tiles are.
-  const int64_t layout_block = request.layout == "nchwc" ? codegen::HostCpuLimits().vector_lanes : 0;
-  auto model = tuner::LoadModel(request.model, request.inputs, layout_block);
+  // (Checked for the CPU here; the target, known below, is checked again.)
+  const absl::StatusOr<int64_t> layout_block = tuner::LayoutBlock(request.layout, "llvm");
+  if (!layout_block.ok()) return layout_block.status();
+  auto model = tuner::LoadModel(request.model, request.inputs, *layout_block);
   if (!model.ok()) return model.status();
   const std::vector<tuner::TuneTask> tasks = tuner::ExtractTasks(*model);
   if (tasks.empty()) return absl::InvalidArgumentError("model " + request.model + " has no tasks to export");
@@ -231,10 +229,7 @@ absl::StatusOr<ExportedLibrary> BuildLibrary(const ExportRequest& request) {
   library.target = *target;
   library.target_id = info->id;
   const bool cuda = target->kind == "cuda";
-  if (cuda && layout_block > 0) {
-    return absl::InvalidArgumentError("--layout nchwc is for CPU targets: the channel-blocked convolutions have no "
-                                      "CUDA kernels; target " + target->Key() + " exports --layout nchw");
-  }
+  if (absl::Status st = tuner::LayoutBlock(request.layout, target->kind).status(); !st.ok()) return st;
   const std::string features = cuda ? "" : CpuFeatures(*target);
   std::set<std::string> used;
   for (size_t i = 0; i < tasks.size(); ++i) {

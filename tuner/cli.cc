@@ -16,10 +16,8 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
-#include "absl/strings/ascii.h"
 #include "base/exit_code.h"
 #include "base/table.h"
-#include "codegen/templates.h"
 #include "dataset/record_database.h"
 #include "measure/target.h"
 #include "measure/task_factory.h"
@@ -261,17 +259,10 @@ int ModelCommand(int argc, char** argv) {
                  "channel blocks of the vector width, as `tune run --layout nchwc` runs them")
       ->check(CLI::IsMember({"nchw", "nchwc"}));
   if (auto code = ParseCommandLine(app, argc, argv)) return *code;
-  int64_t layout_block = 0;
-  if (layout == "nchwc") {
-    if (absl::StripAsciiWhitespace(f.target).rfind("cuda", 0) == 0) {
-      return base::Fail("tune", base::kExitUsage,
-                        "--layout nchwc is for CPU targets (--target llvm): the channel-blocked convolutions have no "
-                        "CUDA kernels; --target " + f.target + " tunes --layout nchw");
-    }
-    layout_block = codegen::HostCpuLimits().vector_lanes;  // the conv2d template's vector width
-  }
+  const absl::StatusOr<int64_t> layout_block = LayoutBlock(layout, f.target);
+  if (!layout_block.ok()) return base::Fail("tune", layout_block.status());
   InstallStopHandlers();
-  auto m = LoadModel(model, f.tuning.inputs, layout_block);
+  auto m = LoadModel(model, f.tuning.inputs, *layout_block);
   if (!m.ok()) return base::Fail("tune", m.status());
   if (!m->summary.empty()) std::fprintf(stderr, "%s\n", base::EscapeControl(m->summary).c_str());
   return TuneTasks(m->name, ExtractTasks(*m), f, JoinArgs(argc, argv));

@@ -8,8 +8,10 @@
 #include <sstream>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "codegen/templates.h"
 #include "graph/layout.h"
 #include "graph/onnx_import.h"
 #include "graph/tasks.h"
@@ -160,6 +162,17 @@ absl::StatusOr<ZooModel> LoadOnnxModel(const std::string& path, const std::vecto
     absl::StrAppend(&model.summary, "; ", untuned);
   }
   return model;
+}
+
+absl::StatusOr<int64_t> LayoutBlock(const std::string& layout, const std::string& target) {
+  if (layout == "nchw") return 0;
+  if (layout != "nchwc") return absl::InvalidArgumentError("--layout " + layout + ": expected nchw or nchwc");
+  const std::string kind(absl::StripAsciiWhitespace(target));
+  if (kind.rfind("cuda", 0) == 0) {
+    return absl::InvalidArgumentError("--layout nchwc is for CPU targets (--target llvm): the channel-blocked "
+                                      "convolutions have no CUDA kernels; target " + kind + " takes --layout nchw");
+  }
+  return codegen::HostCpuLimits().vector_lanes;
 }
 
 ZooModel BlockLayers(ZooModel model, int64_t block) {

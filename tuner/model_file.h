@@ -36,6 +36,13 @@ absl::StatusOr<ZooModel> ParseModelJson(const std::string& text, const std::stri
 absl::StatusOr<ZooModel> LoadModel(const std::string& model, const std::vector<std::string>& inputs = {},
                                    int64_t layout_block = 0);
 
+/// The channel block of activation layout `layout` for `target` (as --target spells it, or a
+/// target's kind: "llvm", "cuda", "cuda:N"): 0 for "nchw"; for "nchwc" this CPU's vector lanes,
+/// the conv2d template's vector width (16 with AVX-512, 8 with AVX2). InvalidArgument for any
+/// other name, and for "nchwc" on a CUDA target (the channel-blocked convolutions have no CUDA
+/// kernels). What `tune MODEL`, `tune tasks`, `tune run` and `tune export` plan with.
+absl::StatusOr<int64_t> LayoutBlock(const std::string& layout, const std::string& target);
+
 /// `model` with every conv2d layer that has an NCHWc form with channel block `block`
 /// (graph::BlockableConv: groups 1 or depthwise, `block` dividing C and OC) turned into it; other layers
 /// unchanged.

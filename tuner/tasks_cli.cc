@@ -7,7 +7,6 @@
 #include "absl/strings/str_format.h"
 #include "base/exit_code.h"
 #include "base/table.h"
-#include "codegen/templates.h"
 #include "tuner/cli_commands.h"
 #include "tuner/model_file.h"
 #include "tuner/parse_command_line.h"
@@ -33,7 +32,9 @@ int TasksCommand(int argc, char** argv) {
       ->check(CLI::IsMember({"nchw", "nchwc"}));
   if (auto code = ParseCommandLine(app, argc - 1, argv + 1)) return *code;
 
-  auto m = LoadModel(model, inputs, layout == "nchwc" ? codegen::HostCpuLimits().vector_lanes : 0);
+  const absl::StatusOr<int64_t> layout_block = LayoutBlock(layout, "llvm");
+  if (!layout_block.ok()) return base::Fail("tune", layout_block.status());
+  auto m = LoadModel(model, inputs, *layout_block);
   if (!m.ok()) return base::Fail("tune", m.status());
   // The summary (what an ONNX import tuned and left out) goes to stderr, so that stdout stays
   // the table or the JSON alone.
