@@ -86,6 +86,26 @@ bool Conv2d(const Workload& w, const float* data, const float* weight, const flo
   return true;
 }
 
+// Between NCHW [batch][channels][plane] and NCHWc [batch][channels/c][plane][c]: channel ch of
+// a plane at [ch / c][...][ch % c]. `to_blocked` reads NCHW `src` and writes NCHWc `dst`, else the
+// reverse.
+void Reblock(const float* src, float* dst, int64_t batch, int64_t channels, int64_t plane, int64_t c,
+             bool to_blocked) {
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t ch = 0; ch < channels; ++ch) {
+      for (int64_t i = 0; i < plane; ++i) {
+        const int64_t nchw = (b * channels + ch) * plane + i;
+        const int64_t nchwc = ((b * (channels / c) + ch / c) * plane + i) * c + ch % c;
+        if (to_blocked) {
+          dst[nchwc] = src[nchw];
+        } else {
+          dst[nchw] = src[nchwc];
+        }
+      }
+    }
+  }
+}
+
 std::string FormatFloat(float v) { return absl::StrCat(v); }
 
 }  // namespace
@@ -140,23 +160,12 @@ bool ComputeReference(const Workload& workload, const std::vector<std::vector<fl
         // NCHWc: the NCHW convolution of the unblocked input, its output blocked again.
         const int64_t c = workload.layout_block;
         std::vector<float> data(inputs[0].size()), plain(out->size());
-        const int64_t in_plane = workload.in_h * workload.in_w, out_plane = workload.out_h() * workload.out_w();
-        for (int64_t b = 0; b < workload.batch; ++b) {
-          for (int64_t ch = 0; ch < workload.in_c; ++ch) {
-            for (int64_t i = 0; i < in_plane; ++i) {
-              data[(b * workload.in_c + ch) * in_plane + i] =
-                  inputs[0][((b * (workload.in_c / c) + ch / c) * in_plane + i) * c + ch % c];
-            }
-          }
-        }
+        Reblock(inputs[0].data(), data.data(), workload.batch, workload.in_c, workload.in_h * workload.in_w, c,
+                /*to_blocked=*/false);
         done = Conv2d(workload, data.data(), inputs[1].data(), bias, plain.data(), poll);
-        for (int64_t b = 0; done && b < workload.batch; ++b) {
-          for (int64_t ch = 0; ch < workload.out_c; ++ch) {
-            for (int64_t i = 0; i < out_plane; ++i) {
-              (*out)[((b * (workload.out_c / c) + ch / c) * out_plane + i) * c + ch % c] =
-                  plain[(b * workload.out_c + ch) * out_plane + i];
-            }
-          }
+        if (done) {
+          Reblock(plain.data(), out->data(), workload.batch, workload.out_c, workload.out_h() * workload.out_w(), c,
+                  /*to_blocked=*/true);
         }
       } else {
         done = Conv2d(workload, inputs[0].data(), inputs[1].data(), bias, out->data(), poll);

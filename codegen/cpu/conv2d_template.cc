@@ -204,6 +204,8 @@ Schedule Conv2dTemplate::Build(const search::Config& c) const {
   const bool contract = lb > 0;
   const int64_t k_blocks = contract ? ob / lb : 1;
   const int64_t layout_blocks = contract ? wl.out_c / lb : 0;
+  // The layout's blocks one tile of the channel loop's two inner levels covers.
+  const int64_t tile_blocks = foc[1] * k_blocks;
   if (blocked) {
     TUNE_CHECK(wl.groups == 1 || wl.depthwise()) << "blocked layout of a grouped convolution";
     pack = true;
@@ -248,29 +250,16 @@ Schedule Conv2dTemplate::Build(const search::Config& c) const {
     stage.Parallel(outer);
   };
   Buffer src = data;
-  if (contract && padded) {
-    // [N][C/lb][H+2ph][W+2pw][lb]: the blocked input with a zero border, copied a row of
-    // blocks at a time.
-    const int64_t ph = wl.in_h + 2 * wl.pad_h, pw = wl.in_w + 2 * wl.pad_w;
-    Buffer copy = MakeBuffer(data->name + ".pad", {wl.batch, ic_blocks, ph, pw, lb}, BufferScope::kHeap);
-    sched.scratch.push_back(copy);
-    IterVar n = MakeIterVar("pn", wl.batch), cb = MakeIterVar("pc", ic_blocks);
-    IterVar h = MakeIterVar("ph", ph), x = MakeIterVar("pw", pw), cv = MakeIterVar("pb", lb);
-    Expr load = Load(data, {n.var, cb.var, clamped_row(h.var), clamped_column(x.var), cv.var});
-    Stage copy_stage(copy, {n, cb, h, x, cv}, Select(inside_input(h.var, x.var), load, FloatImm(0.0)));
-    copy_stage.Vectorize(copy_stage.axis(4));
-    parallel_copy(copy_stage);
-    sched.stages.push_back(std::move(copy_stage));
-    src = copy;
-  } else if (contract) {
-    // Read in place.
-  } else if (blocked_input) {
+  if (blocked_input && (padded || !contract)) {
     // [N][ceil(C/icb)][H+2ph][W+2pw][icb]: the padded input with its channels in blocks of icb,
     // zero past C, so the tile's input values are contiguous like its weight vectors (depthwise:
     // icb = ob, the tile's input vectors; dense: the broadcasts of consecutive input channels).
+    // An NCHWc input is in those blocks already: only a padded one is copied, "data.pad", a row
+    // of blocks at a time (an unpadded one is read in place).
     const int64_t ph = sampled ? wl.out_h() : wl.in_h + 2 * wl.pad_h;
     const int64_t pw = sampled ? wl.out_w() : wl.in_w + 2 * wl.pad_w;
-    Buffer copy = MakeBuffer(data->name + ".blocked", {wl.batch, ic_blocks, ph, pw, icb}, BufferScope::kHeap);
+    Buffer copy = MakeBuffer(data->name + (contract ? ".pad" : ".blocked"), {wl.batch, ic_blocks, ph, pw, icb},
+                             BufferScope::kHeap);
     sched.scratch.push_back(copy);
     IterVar n = MakeIterVar("pn", wl.batch), cb = MakeIterVar("pc", ic_blocks);
     IterVar h = MakeIterVar("ph", ph), x = MakeIterVar("pw", pw), cv = MakeIterVar("pb", icb);
@@ -288,7 +277,7 @@ Schedule Conv2dTemplate::Build(const search::Config& c) const {
       inside = inside.defined() ? (inside && ch < Expr(wl.in_c)) : ch < Expr(wl.in_c);
       ch = Min(ch, Expr(wl.in_c - 1));
     }
-    Expr load = Load(data, {n.var, ch, ih, iw});
+    Expr load = contract ? Load(data, {n.var, cb.var, ih, iw, cv.var}) : Load(data, {n.var, ch, ih, iw});
     Stage copy_stage(copy, {n, cb, h, x, cv}, inside.defined() ? Select(inside, load, FloatImm(0.0)) : load);
     copy_stage.Vectorize(copy_stage.axis(4));
     parallel_copy(copy_stage);
@@ -327,7 +316,6 @@ Schedule Conv2dTemplate::Build(const search::Config& c) const {
     // (NCHWc packs by blocks of lb, as many as the tiled block loop reaches: a depthwise one
     // [blocks][1][KH][KW][lb], each block's lb channels one vector per tap.)
     const int64_t wb = contract ? lb : ob;
-    const int64_t tile_blocks = foc[1] * k_blocks;
     const int64_t packed_blocks =
         contract  ? (layout_blocks + tile_blocks - 1) / tile_blocks * tile_blocks
         : prepack ? std::max(blocks, (blocks + foc[1] - 1) / foc[1] * foc[1])
@@ -387,7 +375,6 @@ Schedule Conv2dTemplate::Build(const search::Config& c) const {
                       : Load(src, {vn.var, vic0.var, ih, iw, vic1.var});
   } else if (blocked_input) {
     x_value = Load(src, {vn.var, voc.var, ih, iw, vob.var});
-
   } else {
     Expr channel = vic.var;
     if (wl.groups > 1) channel = voc.var / Expr(ocg) * Expr(icg) + vic.var;
@@ -414,7 +401,6 @@ Schedule Conv2dTemplate::Build(const search::Config& c) const {
   std::vector<int> oc;
   if (contract) {
     // The layout's blocks split into the tile's k = ob / lb blocks, then oc1 tiles of them.
-    const int64_t tile_blocks = foc[1] * k_blocks;
     oc = st.SplitFactors(st.axis(1), {(layout_blocks + tile_blocks - 1) / tile_blocks, foc[1], k_blocks}, kTails);
     oc.push_back(st.axis(4));
   } else if (blocked) {
