@@ -1347,6 +1347,58 @@ absl::StatusOr<std::unique_ptr<OpKernel>> LayoutTransform(const Ctx& c) {
   });
 }
 
+/// tune.Reblock x[N,C/a,H,W,a] -> y[N,C/b,H,W,b] (graph/layout.h), a and b the "from" and "to"
+/// attributes: one parallel task per output channel block of an image. Its channels lie in runs
+/// that are contiguous in the input (a run ends where an input block does), each copied per pixel.
+absl::StatusOr<std::unique_ptr<OpKernel>> Reblock(const Ctx& c) {
+  if (auto st = c.Arity(1, 1, 1); !st.ok()) return st;
+  const Tensor& x = *c.in[0];
+  const Tensor& y = *c.out[0];
+  if (x.dtype != DType::kFloat32 || y.dtype != DType::kFloat32) return c.Bad("takes float32 tensors");
+  const int64_t from = c.Int("from", 0), to = c.Int("to", 0);
+  if (from <= 0 || to <= 0) return c.Bad("needs positive \"from\" and \"to\" attributes");
+  if (x.shape.size() != 5 || x.shape[4] != from) {
+    return c.Bad(absl::StrCat("the input ", ShapeText(x.shape), " is not 5-D in channel blocks of ", from));
+  }
+  const int64_t channels = x.shape[1] * from;
+  if (channels % to != 0) return c.Bad(absl::StrCat("the block ", to, " does not divide the ", channels, " channels"));
+  const Shape expected = {x.shape[0], channels / to, x.shape[2], x.shape[3], to};
+  if (y.shape != expected) {
+    return c.Bad(absl::StrCat("the output ", ShapeText(y.shape), " is not ", ShapeText(expected)));
+  }
+  struct Run {
+    int64_t k = 0, len = 0;  // the output block's channels k..k+len-1
+    int64_t src = 0;         // offset of its first channel in the input image (pixel 0)
+  };
+  const int64_t hw = expected[2] * expected[3], out_blocks = expected[1], images = expected[0];
+  // The runs of each output block of an image (offsets within the image).
+  std::vector<std::vector<Run>> runs(static_cast<size_t>(out_blocks));
+  for (int64_t ob = 0; ob < out_blocks; ++ob) {
+    for (int64_t k = 0; k < to;) {
+      const int64_t ch = ob * to + k, len = std::min(to - k, from - ch % from);
+      runs[ob].push_back({k, len, ch / from * hw * from + ch % from});
+      k += len;
+    }
+  }
+  return Make([from, to, hw, out_blocks, images, runs](const void* const* in, void* const* out) {
+    const float* src = static_cast<const float*>(in[0]);
+    float* dst = static_cast<float*>(out[0]);
+    const int64_t image = out_blocks * hw * to;  // floats per image, in both layouts
+    ParallelFor(images * out_blocks, [&](int64_t t) {
+      const int64_t n = t / out_blocks, ob = t % out_blocks;
+      const float* s = src + n * image;
+      float* d = dst + n * image + ob * hw * to;
+      for (const Run& r : runs[ob]) {
+        for (int64_t p = 0; p < hw; ++p) {
+          const float* sp = s + r.src + p * from;
+          float* dp = d + p * to + r.k;
+          for (int64_t i = 0; i < r.len; ++i) dp[i] = sp[i];
+        }
+      }
+    });
+  });
+}
+
 using Factory = absl::StatusOr<std::unique_ptr<OpKernel>> (*)(const Ctx&);
 
 const std::map<std::string, Factory>& Registry() {
@@ -1364,7 +1416,7 @@ const std::map<std::string, Factory>& Registry() {
       {"Reshape", Copy}, {"Flatten", Copy}, {"Squeeze", Copy}, {"Unsqueeze", Copy}, {"Identity", Copy},
       {"Dropout", Copy},
       // The layout transforms of PlanBlockedLayout (graph/layout.h): CPU only, not in BuiltinOps().
-      {"tune.ToBlocked", LayoutTransform}, {"tune.ToNchw", LayoutTransform},
+      {"tune.ToBlocked", LayoutTransform}, {"tune.ToNchw", LayoutTransform}, {"tune.Reblock", Reblock},
   };
   return *registry;
 }

@@ -18,8 +18,8 @@ namespace tune::executor {
 bool IsViewOp(const std::string& op);
 
 /// The ONNX op types CreateBuiltinKernel handles (views included), sorted. It also handles the
-/// CPU-only layout transforms "tune.ToBlocked" and "tune.ToNchw" (graph/layout.h), which are
-/// not listed: the GPU backend has no kernels for them.
+/// CPU-only layout transforms "tune.ToBlocked", "tune.ToNchw" and "tune.Reblock"
+/// (graph/layout.h), which are not listed: the GPU backend has no kernels for them.
 std::vector<std::string> BuiltinOps();
 
 /// The built-in kernel of `node`. `inputs` / `outputs` are its tensors in the node's order

@@ -1,8 +1,10 @@
-// PlanBlockedLayout: which convolutions and elementwise ops go NCHWc, and where the layout
-// transforms go (one per tensor, only where the layout changes); BlockableConv's rule.
+// PlanBlockedLayout: which convolutions and elementwise ops go NCHWc, in which block, and where
+// the layout transforms and re-blockings go (one per tensor and block, only where the layout or
+// the block changes); BlockableConv's and ConvLayoutBlock's rules.
 #include <random>
 #include <set>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "graph/layout.h"
@@ -250,6 +252,119 @@ TEST(LayoutPlanTest, BlockableConvTakesGroupsOneAndDividingBlocks) {
   EXPECT_FALSE(graph::BlockableConv(*dense, 16));
   EXPECT_EQ(graph::BlockedConv(conv("1,64,56,56,128,3,3,1,1"), 16).Key(),
             conv("1,64,56,56,128,3,3,1,1,1,1,nchw16c").Key());
+}
+
+// The one rule for a conv's block: the largest of the lanes and half of them (at least 4)
+// dividing C and OC; no block where neither does.
+TEST(LayoutPlanTest, ConvLayoutBlockTakesTheLargestDividingBlock) {
+  auto conv = [](const std::string& shape) {
+    auto w = codegen::Workload::Parse(codegen::OpKind::kConv2d, shape);
+    EXPECT_TRUE(w.ok()) << shape;
+    return *w;
+  };
+  EXPECT_EQ(graph::LayoutBlocks(16), (std::vector<int64_t>{16, 8}));
+  EXPECT_EQ(graph::LayoutBlocks(8), (std::vector<int64_t>{8, 4}));
+  EXPECT_EQ(graph::LayoutBlocks(4), (std::vector<int64_t>{4}));
+  EXPECT_EQ(graph::LayoutBlocks(7), (std::vector<int64_t>{7}));
+  EXPECT_EQ(graph::ConvLayoutBlock(conv("1,24,56,56,24,1,1"), 16), 8) << "24 -> 24";
+  EXPECT_EQ(graph::ConvLayoutBlock(conv("1,24,56,56,144,1,1"), 16), 8) << "24 -> 144";
+  EXPECT_EQ(graph::ConvLayoutBlock(conv("1,64,56,56,64,3,3,1,1"), 16), 16) << "64 -> 64";
+  EXPECT_EQ(graph::ConvLayoutBlock(conv("1,64,56,56,24,1,1"), 16), 8) << "64 -> 24";
+  EXPECT_EQ(graph::ConvLayoutBlock(conv("1,3,224,224,64,7,7,2,3"), 16), 0) << "C 3";
+  EXPECT_EQ(graph::ConvLayoutBlock(conv("1,24,56,56,24,3,3,1,1,1,24"), 16), 8) << "depthwise 24";
+  EXPECT_EQ(graph::ConvLayoutBlock(conv("1,144,56,56,144,3,3,2,1,1,144"), 16), 16) << "depthwise 144";
+  EXPECT_EQ(graph::ConvLayoutBlock(conv("1,144,28,28,24,1,1"), 16), 8) << "144 -> 24";
+  EXPECT_EQ(graph::ConvLayoutBlock(conv("1,20,28,28,20,1,1"), 16), 0) << "20: neither 16 nor 8";
+  EXPECT_EQ(graph::ConvLayoutBlock(conv("1,20,28,28,20,1,1"), 8), 4) << "20 with 8 lanes: 4";
+  EXPECT_EQ(graph::ConvLayoutBlock(conv("1,12,28,28,12,1,1"), 4), 4);
+  EXPECT_EQ(graph::ConvLayoutBlock(conv("1,6,28,28,6,1,1"), 4), 0) << "no block below 4";
+  EXPECT_EQ(graph::ConvLayoutBlock(conv("1,48,28,28,48,3,3,1,1,1,2"), 16), 0) << "groups 2";
+  EXPECT_EQ(graph::ConvLayoutBlock(conv("1,24,28,28,24,1,1,1,0,1,1,nchw8c"), 16), 0) << "already blocked";
+  EXPECT_EQ(graph::ConvLayoutBlock(conv("1,24,28,28,24,1,1"), 0), 0);
+}
+
+int64_t LayoutIntAttr(const graph::Node& node, const std::string& key) {
+  auto it = node.attributes.find(key);
+  if (it == node.attributes.end() || !std::holds_alternative<int64_t>(it->second)) return -1;
+  return std::get<int64_t>(it->second);
+}
+
+/// x[1,16,7,5] -> conv a (16 -> 32, 3x3): blocks of 16 -> conv b (32 -> 24, 1x1): blocks of 8
+/// -> Sigmoid -> conv c (24 -> 32): blocks of 8; conv d (x -> 32, 1x1): blocks of 16; Add(c, d)
+/// -> Relu -> y[1,32,7,5]; conv a's output is a graph output too.
+std::string LayoutMixedBlocksModel(std::mt19937_64& rng) {
+  const std::vector<std::string> pad1 = {px::AttrInts("pads", {1, 1, 1, 1})};
+  return px::Model({px::Node("Conv", {"x", "wa", "ba"}, {"a"}, pad1, "conva"),
+                    px::Node("Conv", {"a", "wb"}, {"b"}, {}, "convb"),
+                    px::Node("Sigmoid", {"b"}, {"rb"}, {}, "sigmoidb"),
+                    px::Node("Conv", {"rb", "wc", "bc"}, {"c"}, {}, "convc"),
+                    px::Node("Conv", {"x", "wd"}, {"d"}, {}, "convd"),
+                    px::Node("Add", {"c", "d"}, {"s"}, {}, "add"),
+                    px::Node("Relu", {"s"}, {"y"}, {}, "relu")},
+                   {px::Value("x", px::kFloat, {1, 16, 7, 5})},
+                   {px::Value("y", px::kFloat, {1, 32, 7, 5}), px::Value("a", px::kFloat, {1, 32, 7, 5})},
+                   {px::TensorF32("wa", {32, 16, 3, 3}, LayoutRandomFloats(32 * 16 * 9, rng)),
+                    px::TensorF32("ba", {32}, LayoutRandomFloats(32, rng)),
+                    px::TensorF32("wb", {24, 32, 1, 1}, LayoutRandomFloats(24 * 32, rng)),
+                    px::TensorF32("wc", {32, 24, 1, 1}, LayoutRandomFloats(32 * 24, rng)),
+                    px::TensorF32("bc", {32}, LayoutRandomFloats(32, rng)),
+                    px::TensorF32("wd", {32, 16, 1, 1}, LayoutRandomFloats(32 * 16, rng))});
+}
+
+// Convolutions of different blocks: a 16-block conv feeding an 8-block one gets one Reblock
+// between them (no NCHW round trip), and an Add of an 8-block and a 16-block tensor re-blocks
+// the 8-block one to 16.
+TEST(LayoutPlanTest, DifferentBlocksMeetThroughOneReblock) {
+  std::mt19937_64 rng(std::random_device{}());
+  auto g = graph::ImportOnnxBytes(LayoutMixedBlocksModel(rng), "mixed.onnx");
+  ASSERT_TRUE(g.ok()) << g.status();
+  ASSERT_TRUE(graph::PlanBlockedLayout(*g, 16).ok());
+  ExpectTopological(*g);
+  std::vector<std::string> ops = LayoutOps(*g);
+  EXPECT_EQ(ops, (std::vector<std::string>{"tune.ToBlocked", "tune.Task", "tune.Reblock", "tune.Task", "Sigmoid",
+                                           "tune.Task", "tune.Task", "tune.Reblock", "Add", "Relu", "tune.ToNchw",
+                                           "tune.ToNchw"}));
+  auto node = [&](const std::string& name) -> const graph::Node& {
+    for (const graph::Node& n : g->nodes) {
+      if (n.name == name) return n;
+    }
+    ADD_FAILURE() << "no node " << name;
+    return g->nodes.front();
+  };
+  auto block = [&](const std::string& tensor) {
+    const std::vector<int64_t>& shape = g->Find(tensor)->shape;
+    return shape.size() == 5 ? shape[4] : int64_t{0};
+  };
+  EXPECT_EQ(node("conva").task->workload.layout_block, 16);
+  EXPECT_EQ(node("convb").task->workload.layout_block, 8);
+  EXPECT_EQ(node("convc").task->workload.layout_block, 8);
+  EXPECT_EQ(node("convd").task->workload.layout_block, 16);
+  // x goes blocked once (16, for conv a and conv d).
+  EXPECT_EQ(g->nodes[0].inputs, std::vector<std::string>{"x"});
+  EXPECT_EQ(LayoutIntAttr(g->nodes[0], "block"), 16);
+  // conv a's 16-block output, re-blocked to 8 for conv b.
+  const graph::Node& to8 = g->nodes[2];
+  EXPECT_EQ(to8.inputs, node("conva").outputs);
+  EXPECT_EQ(LayoutIntAttr(to8, "from"), 16);
+  EXPECT_EQ(LayoutIntAttr(to8, "to"), 8);
+  EXPECT_EQ(g->Find(to8.outputs[0])->shape, (std::vector<int64_t>{1, 4, 7, 5, 8}));
+  EXPECT_EQ(node("convb").inputs[0], to8.outputs[0]);
+  EXPECT_EQ(block(node("sigmoidb").outputs[0]), 8);
+  EXPECT_EQ(node("convc").inputs[0], node("sigmoidb").outputs[0]);
+  // The Add runs in blocks of 16: conv c's output re-blocked 8 -> 16, conv d's as it is.
+  const graph::Node& to16 = g->nodes[7];
+  EXPECT_EQ(to16.inputs, node("convc").outputs);
+  EXPECT_EQ(LayoutIntAttr(to16, "from"), 8);
+  EXPECT_EQ(LayoutIntAttr(to16, "to"), 16);
+  EXPECT_EQ(node("add").inputs, (std::vector<std::string>{to16.outputs[0], node("convd").outputs[0]}));
+  EXPECT_EQ(block(node("add").outputs[0]), 16);
+  // Both graph outputs come back to NCHW, each from its producer's twin.
+  EXPECT_EQ(g->nodes[10].outputs, std::vector<std::string>{"y"});
+  EXPECT_EQ(g->nodes[10].inputs, node("relu").outputs);
+  EXPECT_EQ(g->nodes[11].outputs, std::vector<std::string>{"a"});
+  EXPECT_EQ(g->nodes[11].inputs, node("conva").outputs);
+  EXPECT_EQ(LayoutIntAttr(g->nodes[11], "block"), 16);
+  EXPECT_EQ(g->Find("y")->shape, (std::vector<int64_t>{1, 32, 7, 5}));
 }
 
 }  // namespace
