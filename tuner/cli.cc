@@ -256,7 +256,8 @@ int ModelCommand(int argc, char** argv) {
   AddTuneFlags(app, f);
   app.add_option("--layout", layout,
                  "activation layout: nchw (default), or nchwc (CPU only): the convolutions' NCHWc workloads, in "
-                 "channel blocks of the vector width, as `tune run --layout nchwc` runs them")
+                 "channel blocks of the vector width (or half of it where the width does not divide a conv's "
+                 "channels), as `tune run --layout nchwc` runs them")
       ->check(CLI::IsMember({"nchw", "nchwc"}));
   if (auto code = ParseCommandLine(app, argc, argv)) return *code;
   const absl::StatusOr<int64_t> layout_block = LayoutBlock(layout, f.target);

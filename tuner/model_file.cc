@@ -175,9 +175,11 @@ absl::StatusOr<int64_t> LayoutBlock(const std::string& layout, const std::string
   return codegen::HostCpuLimits().vector_lanes;
 }
 
-ZooModel BlockLayers(ZooModel model, int64_t block) {
+ZooModel BlockLayers(ZooModel model, int64_t lanes) {
   for (ZooLayer& layer : model.layers) {
-    if (graph::BlockableConv(layer.workload, block)) layer.workload = graph::BlockedConv(layer.workload, block);
+    if (const int64_t block = graph::ConvLayoutBlock(layer.workload, lanes); block > 0) {
+      layer.workload = graph::BlockedConv(layer.workload, block);
+    }
   }
   return model;
 }

@@ -29,24 +29,28 @@ absl::StatusOr<ZooModel> ParseModelJson(const std::string& text, const std::stri
 /// `model` is a zoo name, or else a path to a model file or an ONNX model (IsOnnxModel).
 /// Identical workloads are merged (counts added). `inputs` are --input NAME=SHAPE texts for an
 /// ONNX model's inputs; InvalidArgument when given for another model. An ONNX import failure
-/// is InvalidArgument (or NotFound) with one line naming the file. With `layout_block` c > 0
-/// the model's activations are NCHWc: an ONNX model's graph is planned so
-/// (graph::PlanBlockedLayout), and a layer list (zoo, model file) has its conv layers turned
-/// into their NCHWc workloads by the same rule (BlockLayers); 0 keeps NCHW.
+/// is InvalidArgument (or NotFound) with one line naming the file. With `layout_block` (the
+/// vector lanes LayoutBlock gives) > 0 the model's activations are NCHWc: an ONNX model's graph
+/// is planned so (graph::PlanBlockedLayout), and a layer list (zoo, model file) has its conv
+/// layers turned into their NCHWc workloads by the same rule (BlockLayers: each conv in the
+/// block graph::ConvLayoutBlock gives it); 0 keeps NCHW.
 absl::StatusOr<ZooModel> LoadModel(const std::string& model, const std::vector<std::string>& inputs = {},
                                    int64_t layout_block = 0);
 
-/// The channel block of activation layout `layout` for `target` (as --target spells it, or a
-/// target's kind: "llvm", "cuda", "cuda:N"): 0 for "nchw"; for "nchwc" this CPU's vector lanes,
-/// the conv2d template's vector width (16 with AVX-512, 8 with AVX2). InvalidArgument for any
-/// other name, and for "nchwc" on a CUDA target (the channel-blocked convolutions have no CUDA
-/// kernels). What `tune MODEL`, `tune tasks`, `tune run` and `tune export` plan with.
+/// The vector lanes an activation layout `layout` for `target` (as --target spells it, or a
+/// target's kind: "llvm", "cuda", "cuda:N") blocks channels by: 0 for "nchw"; for "nchwc" this
+/// CPU's vector lanes, the conv2d template's vector width (16 with AVX-512, 8 with AVX2), from
+/// which graph::ConvLayoutBlock picks each conv's block (the lanes, or half of them where the
+/// lanes do not divide its channels). InvalidArgument for any other name, and for "nchwc" on a
+/// CUDA target (the channel-blocked convolutions have no CUDA kernels). What `tune MODEL`,
+/// `tune tasks`, `tune run` and `tune export` plan with.
 absl::StatusOr<int64_t> LayoutBlock(const std::string& layout, const std::string& target);
 
-/// `model` with every conv2d layer that has an NCHWc form with channel block `block`
-/// (graph::BlockableConv: groups 1 or depthwise, `block` dividing C and OC) turned into it; other layers
+/// `model` with every conv2d layer that has an NCHWc form for `lanes` vector lanes turned into
+/// it, in the block graph::ConvLayoutBlock(workload, lanes) gives (groups 1 or depthwise; the
+/// largest of lanes and lanes / 2 dividing C and OC), as the graph plan blocks it; other layers
 /// unchanged.
-ZooModel BlockLayers(ZooModel model, int64_t block);
+ZooModel BlockLayers(ZooModel model, int64_t lanes);
 
 /// True when `path` names an ONNX model: it ends in ".onnx", or it is a file whose first bytes
 /// look like one (graph::LooksLikeOnnx).

@@ -28,7 +28,8 @@ int TasksCommand(int argc, char** argv) {
   std::string layout = "nchw";
   app.add_option("--layout", layout,
                  "activation layout: nchw (default), or nchwc: the convolutions' NCHWc workloads, in channel "
-                 "blocks of this CPU's vector width, as `tune MODEL --layout nchwc` tunes them")
+                 "blocks of this CPU's vector width (or half of it where the width does not divide a conv's "
+                 "channels), as `tune MODEL --layout nchwc` tunes them")
       ->check(CLI::IsMember({"nchw", "nchwc"}));
   if (auto code = ParseCommandLine(app, argc - 1, argv + 1)) return *code;
 

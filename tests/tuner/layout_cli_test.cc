@@ -20,18 +20,23 @@ using ::testing::HasSubstr;
 
 const std::string kLayoutTune = std::string(TUNE_BIN_DIR) + "/tune";
 
-bool LayoutConvBlockable(const codegen::Workload& w, int64_t block) {
-  return w.op == codegen::OpKind::kConv2d && (w.groups == 1 || w.depthwise()) && w.in_c % block == 0 &&
-         w.out_c % block == 0;
+/// The block a conv gets with `lanes` vector lanes, spelled out: the lanes, else half of them
+/// (at least 4), whichever divides C and OC first; 0 for none.
+int64_t LayoutExpectedBlock(const codegen::Workload& w, int64_t lanes) {
+  if (w.op != codegen::OpKind::kConv2d || (w.groups != 1 && !w.depthwise())) return 0;
+  for (int64_t block : {lanes, lanes / 2 >= 4 ? lanes / 2 : lanes}) {
+    if (w.in_c % block == 0 && w.out_c % block == 0) return block;
+  }
+  return 0;
 }
 
 TEST(LayoutCliTest, ZooModelsTurnEveryEligibleConvIntoItsNchwcWorkload) {
   for (const char* name : {"resnet-18", "mobilenet-v2", "bert-base"}) {
-    for (int64_t block : {8, 16}) {
-      SCOPED_TRACE(std::string(name) + " block " + std::to_string(block));
+    for (int64_t lanes : {8, 16}) {
+      SCOPED_TRACE(std::string(name) + " lanes " + std::to_string(lanes));
       auto nchw = LoadModel(name);
       ASSERT_TRUE(nchw.ok()) << nchw.status();
-      auto nchwc = LoadModel(name, {}, block);
+      auto nchwc = LoadModel(name, {}, lanes);
       ASSERT_TRUE(nchwc.ok()) << nchwc.status();
       ASSERT_EQ(nchwc->layers.size(), nchw->layers.size());
       int blocked = 0;
@@ -39,7 +44,7 @@ TEST(LayoutCliTest, ZooModelsTurnEveryEligibleConvIntoItsNchwcWorkload) {
         const codegen::Workload& before = nchw->layers[i].workload;
         const codegen::Workload& after = nchwc->layers[i].workload;
         EXPECT_EQ(nchwc->layers[i].count, nchw->layers[i].count);
-        if (LayoutConvBlockable(before, block)) {
+        if (const int64_t block = LayoutExpectedBlock(before, lanes); block > 0) {
           ++blocked;
           EXPECT_EQ(after.layout_block, block) << before.Key();
           codegen::Workload same = after;
@@ -51,13 +56,22 @@ TEST(LayoutCliTest, ZooModelsTurnEveryEligibleConvIntoItsNchwcWorkload) {
       }
       if (std::string(name) == "resnet-18") EXPECT_EQ(blocked + 2, static_cast<int>(nchw->layers.size()));
       if (std::string(name) == "bert-base") EXPECT_EQ(blocked, 0);
-      // Its depthwise convolutions have an NCHWc form too (their channels are multiples of 16).
+      // Its depthwise convolutions have an NCHWc form too (their channels are multiples of 16),
+      // and so do the 24-channel layers (in blocks of 8 where the lanes are 16): every conv but
+      // the 3-channel stem.
       if (std::string(name) == "mobilenet-v2") {
-        int depthwise = 0;
+        int depthwise = 0, convs = 0, blocked_convs = 0, by8 = 0;
         for (const auto& layer : nchwc->layers) {
-          depthwise += layer.workload.depthwise() && layer.workload.layout_block == block ? layer.count : 0;
+          depthwise += layer.workload.depthwise() && layer.workload.layout_block == lanes ? layer.count : 0;
+          if (layer.workload.op != codegen::OpKind::kConv2d) continue;
+          convs += layer.count;
+          blocked_convs += layer.workload.layout_block > 0 ? layer.count : 0;
+          by8 += layer.workload.layout_block == 8 ? layer.count : 0;
         }
         EXPECT_EQ(depthwise, 17);
+        EXPECT_EQ(convs, 52);
+        EXPECT_EQ(blocked_convs, 51);
+        EXPECT_EQ(by8, lanes == 16 ? 4 : 51) << "the 24-channel layers, with 16 lanes";
       }
       // The model file a submit sends keeps the layout.
       auto back = ParseModelJson(ModelToJson(*nchwc), "submitted");
@@ -85,6 +99,30 @@ TEST(LayoutCliTest, OnnxModelTasksAreThoseOfThePlannedGraph) {
   // pool.
   EXPECT_THAT(model->summary, HasSubstr("tune.ToBlocked x1"));
   EXPECT_THAT(model->summary, HasSubstr("tune.ToNchw x1"));
+}
+
+// MobileNet-V2's graph plan with 16 lanes: every conv but the stem blocked, the 24-channel ones
+// in blocks of 8; the layout changes once each way and the block four times (to 8 into the first
+// 24-channel project conv, and back and forth around the 144-channel depthwise convs that read and
+// feed 24-channel layers); the tasks are the planned convs'.
+TEST(LayoutCliTest, MobileNetV2PlanBlocksEveryConvButTheStem) {
+  const std::string path = std::string(TUNE_ONNX_DIR) + "/mobilenet_v2.onnx";
+  auto model = LoadModel(path, {}, 16);
+  ASSERT_TRUE(model.ok()) << model.status();
+  int convs = 0, blocked = 0, by8 = 0;
+  for (const ZooLayer& layer : model->layers) {
+    if (layer.workload.op != codegen::OpKind::kConv2d) continue;
+    convs += layer.count;
+    blocked += layer.workload.layout_block > 0 ? layer.count : 0;
+    by8 += layer.workload.layout_block == 8 ? layer.count : 0;
+    EXPECT_EQ(layer.workload.layout_block, LayoutExpectedBlock(layer.workload, 16)) << layer.name;
+  }
+  EXPECT_EQ(convs, 52);
+  EXPECT_EQ(blocked, 51);
+  EXPECT_EQ(by8, 4);
+  EXPECT_THAT(model->summary, HasSubstr("tune.ToBlocked x1"));
+  EXPECT_THAT(model->summary, HasSubstr("tune.ToNchw x1"));
+  EXPECT_THAT(model->summary, HasSubstr("tune.Reblock x4"));
 }
 
 /// A model of two convolutions, 16 channels: both have an NCHWc form with blocks of 8 or 16.
