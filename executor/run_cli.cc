@@ -237,17 +237,25 @@ int Run(const RunFlags& f) {
   std::printf("%d of %d tasks tuned; %d ran the default schedule%s\n", tuned, total, total - tuned,
               db ? "" : " (no --db: no records, every task runs its default schedule)");
   if (*layout_block > 0) {
-    int convs = 0, blocked = 0, to_blocked = 0, to_nchw = 0;
+    int convs = 0, blocked = 0, to_blocked = 0, to_nchw = 0, reblocks = 0;
+    std::map<int64_t, int, std::greater<>> by_block;  // channel block -> blocked convolutions
     for (const graph::Node& node : p.graph().nodes) {
       if (node.task && node.task->workload.op == codegen::OpKind::kConv2d) {
         ++convs;
         blocked += node.task->workload.layout_block > 0;
+        if (node.task->workload.layout_block > 0) ++by_block[node.task->workload.layout_block];
       }
       to_blocked += node.op == graph::kToBlockedOp;
       to_nchw += node.op == graph::kToNchwOp;
+      reblocks += node.op == graph::kReblockOp;
     }
-    std::printf("layout nchw%lldc: %d of %d convolutions blocked; %d to-blocked and %d to-NCHW copies\n",
-                static_cast<long long>(*layout_block), blocked, convs, to_blocked, to_nchw);
+    std::string blocks;
+    for (const auto& [block, n] : by_block) {
+      absl::StrAppend(&blocks, blocks.empty() ? "; in blocks of " : ", of ", block, ": ", n);
+    }
+    std::printf("layout nchwc (%lld vector lanes): %d of %d convolutions blocked; %d to-blocked, %d to-NCHW and %d "
+                "re-blocking copies%s\n",
+                static_cast<long long>(*layout_block), blocked, convs, to_blocked, to_nchw, reblocks, blocks.c_str());
   }
   for (const TaskKernelChoice& c : *choices) {
     if (!c.note.empty()) std::printf("note: %s: %s\n", c.node.c_str(), base::EscapeControl(c.note).c_str());
