@@ -3,19 +3,26 @@
 reference run's best, per task and method, median over seeds.
 
 usage: pretrained_tuning.py --tune BIN --target cuda|llvm --task OP:SHAPE[:bias,relu] [--task ...]
-         --method NAME=STRATEGY[,COST_MODEL] [--method ...] [--seeds 5] [--trials 200]
+         --method NAME=STRATEGY[,COST_MODEL][@TRIALS] [--method ...] [--seeds 5] [--trials 200]
          [--reference-trials 1000] [--threads N] [--out DIR] [--taskset CORES | --cores 4,5,6,..]
-         [--parallel N]
+         [--parallel N] [--gpus N] [--fractions 0.8,0.9,0.95]
 
 Every search run starts from an empty database (no transfer from other tasks' records, no
 finalists), so the only prior knowledge a method has is its cost model. A method is
 NAME=STRATEGY[,COST_MODEL], e.g. random=random, online-xgb=sa,xgb, pretrained-xgb=sa,xgb.tcm.
-The reference run is one long `sa` + online XGBoost search per task (--reference-trials); its
-best median latency is the 100% mark (a search run that finds something faster still counts
-as reaching it). Trials count measured search candidates in order (the untuned default
+The reference run is one long `sa` + online XGBoost search per task (--reference-trials). The
+100% mark is the best median latency known for the task: the reference run's best, or a faster
+one some method run found (both are reported). A method's @TRIALS overrides --trials for it. Trials count measured search candidates in order (the untuned default
 schedule is not a trial). A run that never reaches 95% within --trials counts as
 --trials + 1 (">N" in the table), which makes its median a lower bound.
-Prints one Markdown table and writes results.json under --out.
+
+Random search draws configs independently of what it measured, so its trials to a mark are
+also estimated from the pool of all its runs' samples: with k of n samples at or above the mark,
+a fresh random run's first hit is geometric with p = k/n, median ceil(ln 0.5 / ln(1 - p)) trials
+("random (pool)" rows; with k = 0 only a bound, > 0.69 n).
+Prints one Markdown table per fraction and writes results.json under --out.
+
+--gpus N (GPU target): runs go round-robin to cuda:0 .. cuda:N-1, --parallel runs per GPU.
 
 --cores (CPU targets): runs go in parallel, each pinned to one core of the list with
 --threads 1 (first the reference runs of every task, then every method x seed run); a GPU
@@ -37,6 +44,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 
 _deadline = 0.0
+_next_gpu = 0
 _free_cores = []
 _cores_lock = threading.Lock()
 
@@ -55,7 +63,13 @@ def run_tune(args, op, shape, flags, db, trials, strategy, cost_model, seed, log
 
 
 def _run_tune(args, op, shape, flags, db, trials, strategy, cost_model, seed, log, core):
-    cmd = [args.tune, "op", op, "--shape", shape, "--target", args.target, "--db", db,
+    target = args.target
+    if args.gpus > 1:
+        with _cores_lock:
+            global _next_gpu
+            target = f"cuda:{_next_gpu % args.gpus}"
+            _next_gpu += 1
+    cmd = [args.tune, "op", op, "--shape", shape, "--target", target, "--db", db,
            "--trials", str(trials), "--strategy", strategy, "--seed", str(seed),
            "--finalists", "0", "--no-transfer", "--batch", str(args.batch)]
     if cost_model:
@@ -127,7 +141,9 @@ def main():
     p.add_argument("--seeds", type=int, default=5)
     p.add_argument("--trials", type=int, default=200)
     p.add_argument("--reference-trials", type=int, default=1000)
-    p.add_argument("--fraction", type=float, default=0.95)
+    p.add_argument("--fractions", default="0.8,0.85,0.9,0.95",
+                   help="comma-separated fractions of the best known latency; the last is the headline")
+    p.add_argument("--gpus", type=int, default=1, help="GPU target: spread the runs over cuda:0..N-1")
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--taskset", default="")
@@ -144,19 +160,22 @@ def main():
     args = p.parse_args()
     os.makedirs(args.out, exist_ok=True)
     log = os.path.join(args.out, "tune.log")
-    methods = []
+    methods = []  # (name, strategy, cost model, trials)
     for m in args.method:
         name, _, spec = m.partition("=")
+        spec, _, budget = spec.partition("@")
         strategy, _, cost_model = spec.partition(",")
-        methods.append((name, strategy, cost_model))
+        methods.append((name, strategy, cost_model, int(budget) if budget else args.trials))
+    fractions = [float(f) for f in args.fractions.split(",") if f]
     global _deadline
     if args.deadline_s:
         _deadline = time.time() + args.deadline_s
     if args.cores:
         _free_cores.extend(int(c) for c in args.cores.split(",") if c)
         args.threads = 1
-    pool = ThreadPoolExecutor(max_workers=len(_free_cores) if args.cores else max(1, args.parallel))
-    results = {"target": args.target, "trials": args.trials, "fraction": args.fraction, "tasks": []}
+    workers = len(_free_cores) if args.cores else max(1, args.parallel) * max(1, args.gpus)
+    pool = ThreadPoolExecutor(max_workers=workers)
+    results = {"target": args.target, "fractions": fractions, "tasks": []}
     specs = []
     for task in args.task:
         parts = task.split(":")
@@ -179,50 +198,92 @@ def main():
     refs = [pool.submit(reference, sp) for sp in specs]
     runs = {}
     for sp in specs:
-        for name, strategy, cost_model in methods:
+        for name, strategy, cost_model, budget in methods:
             for seed in range(1, args.seeds + 1):
                 db = fresh(os.path.join(args.out, f"run-{name}-{sp[1]}-{sp[4]}-{seed}.db"))
-                runs[(sp[0], name, seed)] = (db, pool.submit(run_tune, args, sp[1], sp[2], sp[3], db, args.trials,
+                runs[(sp[0], name, seed)] = (db, pool.submit(run_tune, args, sp[1], sp[2], sp[3], db, budget,
                                                               strategy, cost_model, seed, log))
     for sp, ref in zip(specs, refs):
         label, op = sp[0], sp[1]
         secs = ref.result()
         ref_curve = search_curve(args, os.path.join(args.reference_dir or args.out, f"ref-{op}-{sp[4]}.db"))
         ref_best = min(ref_curve) if ref_curve else math.inf
-        print(f"{label}: reference {len(ref_curve)} trials in {secs:.0f} s, best {ref_best * 1e6:.2f} us",
-              file=sys.stderr, flush=True)
-        entry = {"task": label, "reference_trials": len(ref_curve), "reference_best_s": ref_best, "methods": {}}
-        for name, strategy, cost_model in methods:
-            counts, bests, times = [], [], []
+        curves = {}
+        for name, strategy, cost_model, budget in methods:
             for seed in range(1, args.seeds + 1):
                 db, fut = runs[(label, name, seed)]
-                secs = fut.result()
-                if secs is None:
+                run_secs = fut.result()
+                if run_secs is None:
                     continue  # the run failed (its log tail was printed)
-                times.append(secs)
-                curve = search_curve(args, db)
-                counts.append(trials_to(curve, ref_best / args.fraction, args.trials))
-                bests.append(ref_best / min(curve) if curve and min(curve) > 0 else 0)
-            if not counts:
+                curves[(name, seed)] = (search_curve(args, db), run_secs)
+        known = min([ref_best] + [min(c) for c, _ in curves.values() if c])
+        print(f"{label}: reference {len(ref_curve)} trials in {secs:.0f} s, best {ref_best * 1e6:.2f} us; "
+              f"best known {known * 1e6:.2f} us", file=sys.stderr, flush=True)
+        entry = {"task": label, "reference_trials": len(ref_curve), "reference_best_s": ref_best,
+                 "best_known_s": known, "methods": {}}
+        for name, strategy, cost_model, budget in methods:
+            seeds = [s for s in range(1, args.seeds + 1) if (name, s) in curves]
+            if not seeds:
                 continue
-            entry["methods"][name] = {"trials_to_fraction": counts, "median": statistics.median(counts),
-                                      "final_fraction": bests, "seconds": times}
-            print(f"  {name}: trials to {args.fraction:.0%} {counts} (median {statistics.median(counts)}), "
-                  f"fraction at {args.trials}: {statistics.median(bests):.3f}", file=sys.stderr, flush=True)
+            m = {"trials": budget, "seeds": seeds, "seconds": [curves[(name, s)][1] for s in seeds],
+                 "measured": [len(curves[(name, s)][0]) for s in seeds],
+                 "final_fraction": [known / min(curves[(name, s)][0]) if curves[(name, s)][0] else 0 for s in seeds],
+                 "trials_to": {}, "median": {}}
+            for f in fractions:
+                counts = [trials_to(curves[(name, s)][0], known / f, budget) for s in seeds]
+                m["trials_to"][str(f)] = counts
+                m["median"][str(f)] = statistics.median(counts)
+            entry["methods"][name] = m
+            print(f"  {name}: trials to {fractions[-1]:.0%} {m['trials_to'][str(fractions[-1])]}, "
+                  f"fraction at {budget}: {statistics.median(m['final_fraction']):.3f}", file=sys.stderr, flush=True)
+            if strategy == "random":
+                pool_samples = [t for s in seeds for t in curves[(name, s)][0]]
+                n = len(pool_samples)
+                est = {}
+                for f in fractions:
+                    k = sum(1 for t in pool_samples if t <= known / f)
+                    est[str(f)] = {"hits": k, "samples": n, "median_trials": geometric_median(k, n)}
+                entry["methods"][name + " (pool)"] = {"pool": est}
         results["tasks"].append(entry)
         with open(os.path.join(args.out, "results.json"), "w") as f:
             json.dump(results, f, indent=1)
 
-    def cell(v):
-        return f">{args.trials}" if v > args.trials else f"{v:g}"
-
     names = [m[0] for m in methods]
-    print(f"| task | reference best (us) | " + " | ".join(f"{n}: trials to {args.fraction:.0%}" for n in names) + " |")
-    print("|---|---|" + "---|" * len(names))
+    budgets = {m[0]: m[3] for m in methods}
+    print(f"| task | reference best (us) | best known (us) | method | trials | " +
+          " | ".join(f"{f:.0%}" for f in fractions) + f" | fraction at the end |")
+    print("|---|---|---|---|---|" + "---|" * len(fractions) + "---|")
     for e in results["tasks"]:
-        print(f"| {e['task']} | {e['reference_best_s'] * 1e6:.2f} | " +
-              " | ".join(cell(e["methods"][n]["median"]) if n in e["methods"] else "failed" for n in names) + " |")
+        first = True
+        for n in names + [n + " (pool)" for n in names]:
+            if n not in e["methods"]:
+                continue
+            m = e["methods"][n]
+            head = f"| {e['task']} | {e['reference_best_s'] * 1e6:.2f} | {e['best_known_s'] * 1e6:.2f}" if first \
+                else "| | |"
+            first = False
+            if "pool" in m:
+                cells = []
+                for f in fractions:
+                    p = m["pool"][str(f)]
+                    v = p["median_trials"]
+                    cells.append(f"~{v:g} ({p['hits']}/{p['samples']})" if p["hits"] else f">{v:g} (0/{p['samples']})")
+                print(f"{head} | {n} | - | " + " | ".join(cells) + " | |")
+                continue
+            b = budgets[n]
+            cells = [f">{b}" if m["median"][str(f)] > b else f"{m['median'][str(f)]:g}" for f in fractions]
+            print(f"{head} | {n} | {b} | " + " | ".join(cells) + f" | {statistics.median(m['final_fraction']):.3f} |")
 
+
+def geometric_median(hits, samples):
+    """Median trials of a random search whose each draw reaches the mark with p = hits/samples
+    (with no hit: the value for p = 1/samples, a lower bound)."""
+    if samples == 0:
+        return math.inf
+    p = max(hits, 1) / samples
+    if p >= 1:
+        return 1
+    return math.ceil(math.log(0.5) / math.log(1 - p))
 
 if __name__ == "__main__":
     main()
