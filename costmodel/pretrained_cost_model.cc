@@ -7,6 +7,7 @@
 #include <optional>
 #include <set>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/check.h"
@@ -91,6 +92,68 @@ void PretrainedCostModel::AddPairs(const std::vector<double>& scores, const std:
   }
 }
 
+absl::Status SetPretrainedOption(PretrainedOptions& options, const std::string& key_equals_value) {
+  const size_t eq = key_equals_value.find('=');
+  if (eq == std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat("cost model option '", key_equals_value, "': expected KEY=VALUE"));
+  }
+  const std::string key = key_equals_value.substr(0, eq), text = key_equals_value.substr(eq + 1);
+  PretrainedOptions o = options;
+  auto number = [&](double lo, double hi, double* out) -> absl::Status {
+    double v = 0;
+    if (!absl::SimpleAtod(text, &v) || !std::isfinite(v) || v < lo || v > hi) {
+      return absl::InvalidArgumentError(absl::StrCat("cost model option ", key, "=", text, ": expected a number in [", lo,
+                                                     ", ", hi, "]"));
+    }
+    *out = v;
+    return absl::OkStatus();
+  };
+  auto integer = [&](int64_t lo, int64_t hi, int64_t* out) -> absl::Status {
+    int64_t v = 0;
+    if (!absl::SimpleAtoi(text, &v) || v < lo || v > hi) {
+      return absl::InvalidArgumentError(absl::StrCat("cost model option ", key, "=", text, ": expected an integer in [",
+                                                     lo, ", ", hi, "]"));
+    }
+    *out = v;
+    return absl::OkStatus();
+  };
+  absl::Status st;
+  int64_t i = 0;
+  if (key == "guard_min_configs") {
+    st = integer(2, 1000000, &i);
+    o.guard_min_configs = static_cast<int>(i);
+  } else if (key == "guard_min_accuracy") {
+    st = number(0, 1, &o.guard_min_accuracy);
+  } else if (key == "guard_z") {
+    st = number(0, 100, &o.guard_z);
+  } else if (key == "guard_min_ratio") {
+    st = number(1, 1000, &o.guard_min_ratio);
+  } else if (key == "prior_accuracy") {
+    st = number(0.5, 1, &o.prior_accuracy);
+  } else if (key == "prior_pairs") {
+    st = number(0, 1e9, &o.prior_pairs);
+  } else if (key == "weight_half_life") {
+    st = number(0, 1e9, &o.weight_half_life);
+  } else if (key == "fine_tune") {
+    st = integer(0, 1, &i);
+    o.fine_tune = i == 1;
+  } else if (key == "fine_tune_epochs") {
+    st = integer(0, 100000, &i);
+    o.fine_tune_epochs = static_cast<int>(i);
+  } else if (key == "fine_tune_max_configs") {
+    st = integer(2, 1000000, &i);
+    o.fine_tune_max_configs = static_cast<size_t>(i);
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "unknown cost model option '", key,
+        "' (known: guard_min_configs, guard_min_accuracy, guard_z, guard_min_ratio, prior_accuracy, prior_pairs, "
+        "weight_half_life, fine_tune, fine_tune_epochs, fine_tune_max_configs)"));
+  }
+  if (!st.ok()) return st;
+  options = o;
+  return absl::OkStatus();
+}
+
 void PretrainedCostModel::UpdateWeights() {
   const double m = options_.prior_pairs;
   const double acc_p = (tally_pretrained_.right + options_.prior_accuracy * m) / (tally_pretrained_.pairs + m);
@@ -104,6 +167,15 @@ absl::Status PretrainedCostModel::Fit(const std::vector<search::Config>& configs
     return absl::InvalidArgumentError(absl::StrCat(configs.size(), " configs but ", costs.size(), " costs"));
   }
   if (configs.size() < fitted_) fitted_ = 0;  // another history: everything is new
+  if (options_.weight_half_life > 0 && configs.size() > fitted_) {
+    // Older batches' pairs count less, by their age in measured configs.
+    const double keep =
+        std::exp2(-static_cast<double>(configs.size() - fitted_) / options_.weight_half_life);
+    for (Tally* t : {&tally_pretrained_, &tally_online_}) {
+      t->right *= keep;
+      t->pairs *= keep;
+    }
+  }
   // The configs measured since the last Fit, scored by both models before either learns them:
   // how well each ranks what it has not seen.
   if (configs.size() > fitted_) {

@@ -20,30 +20,41 @@ namespace tune::costmodel {
 
 /// How a PretrainedCostModel blends, guards and fine-tunes.
 struct PretrainedOptions {
-  /// The negative-transfer guard looks at the pretrained model once the task has at least this
-  /// many ok measurements of distinct latencies; from then on, after every Fit.
+  /// [guard_min_configs] The negative-transfer guard looks at the pretrained model once the
+  /// task has at least this many ok measurements of distinct latencies; from then on, after
+  /// every Fit.
   int guard_min_configs = 16;
-  /// Below this pairwise accuracy (on every measured config of the task) the pretrained model
+  /// [guard_min_accuracy] Below this pairwise accuracy (on every measured config of the task) the pretrained model
   /// is dropped for the rest of the task: 0.5 is a model that ranks no better than chance.
   double guard_min_accuracy = 0.5;
-  /// ... and only when it is that far below by at least this many standard deviations of a
+  /// [guard_z] ... and only when it is that far below by at least this many standard deviations of a
   /// model that ranks at random: sd = sqrt(2(2n+5) / (9n(n-1))) / 2 for n configs (Kendall's
   /// tau under independence, halved for pairwise accuracy; about 0.09 at n = 16, so the line
   /// is at 0.41 there). The model is judged on configs it mostly picked itself (all predicted
   /// fast, hence close to each other), where a helpful model can score 0.44 on one unlucky
   /// batch; an inverted one scores lower. 0: any accuracy below guard_min_accuracy drops it.
   double guard_z = 1.0;
-  /// The guard counts only pairs whose slower latency is at least this many times the faster
+  /// [guard_min_ratio] The guard counts only pairs whose slower latency is at least this many times the faster
   /// one (a failure is slower than any ok result): closer pairs are mostly measurement noise,
   /// and among the configs a model picked (all predicted fast) they are most pairs.
   double guard_min_ratio = 1.1;
   /// Until the task's own data says otherwise the pretrained model is credited with this
   /// pairwise accuracy, worth `prior_pairs` pairs (the online model with 0.5: no weight).
+  /// [prior_accuracy], [prior_pairs]
   double prior_accuracy = 0.75;
   double prior_pairs = 8;
+  /// [weight_half_life] How far back the blend weights look, in measured configs: a pair of the
+  /// batch measured this many configs before the latest counts half as much as a pair of the
+  /// latest batch (each Fit multiplies the tallies by 0.5^(new configs / weight_half_life)). So
+  /// the weights follow how each model ranks the configs the search measures now: late in a
+  /// search, close to each other, where a pretrained model that ranked the first, spread-out
+  /// batches well can rank no better than chance. 0: every pair counts the same, whenever
+  /// measured.
+  double weight_half_life = 0;
   /// When the kind can (OfflineModel::FineTune), a private copy of the pretrained model is
   /// fine-tuned on the task's latest `fine_tune_max_configs` measurements after every Fit, for
   /// `fine_tune_epochs` epochs (xgb: boosting rounds; 0: the kind's default).
+  /// [fine_tune] (0 or 1), [fine_tune_epochs], [fine_tune_max_configs]
   bool fine_tune = true;
   int fine_tune_epochs = 0;
   size_t fine_tune_max_configs = 256;
@@ -51,6 +62,12 @@ struct PretrainedOptions {
   /// The model inputs of at most this many configs are cached; the cache is emptied when full.
   size_t max_cached_inputs = 50000;
 };
+
+/// Sets one field of `options` from text, as given by `--cost-model-option KEY=VALUE`: KEY is
+/// the key in brackets in the field's comment. InvalidArgument for an unknown key (the message
+/// lists the known ones) or a value that does not parse or is out of range; `options` is then
+/// unchanged.
+absl::Status SetPretrainedOption(PretrainedOptions& options, const std::string& key_equals_value);
 
 /// A cost model for one task that starts from a pretrained (offline) model and hands over to
 /// an online model trained on the task's own measurements.

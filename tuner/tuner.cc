@@ -622,7 +622,7 @@ absl::Status Tuner::CreateModel(TaskRun& t, int64_t target_id) {
   // A pretrained model ranks first; the online model (warm-started as above) takes over as
   // the task's own measurements rank better. Spaces without a template have nothing it reads.
   if (options_.pretrained != nullptr && t.task->tmpl() != nullptr) {
-    costmodel::PretrainedOptions po;
+    costmodel::PretrainedOptions po = options_.pretrained_options;
     po.seed = options_.seed + static_cast<uint64_t>(t.index);
     t.owned_pretrained = std::make_unique<costmodel::PretrainedCostModel>(t.task->tmpl(), options_.pretrained,
                                                                           std::move(t.owned_model), po);

@@ -18,6 +18,7 @@
 #include "measure/target.h"
 #include "measure/task.h"
 #include "measure/task_factory.h"
+#include "costmodel/pretrained_cost_model.h"
 #include "search/cost_model.h"
 #include "search/space.h"
 #include "search/strategy.h"
@@ -59,6 +60,9 @@ struct TuneOptions {
   /// not "none") gets a costmodel::PretrainedCostModel over it, with the `cost_model` model
   /// ("auto": xgb) as its online part. Shared by the tasks, only read; null: none.
   std::shared_ptr<const costmodel::OfflineModel> pretrained;
+  /// How each task's PretrainedCostModel blends, guards and fine-tunes (`--cost-model-option`);
+  /// each task's seed replaces theirs.
+  costmodel::PretrainedOptions pretrained_options;
   /// What the run record says of `pretrained` (e.g. "cost model m.tcm: xgb, created
   /// 2026-11-27T03:00:00Z"): written, with the tasks' model notes, as the run's message.
   std::string pretrained_note;

@@ -63,6 +63,9 @@ void AddTuningFlags(CLI::App& app, TuningFlags& f, const std::string& timeout_fl
   app.add_option("--cost-model", o.cost_model,
                  "cost model for model-guided strategies: auto, none, xgb, xgb-reg, or a trained model FILE.tcm "
                  "(`tune train`) to start from");
+  app.add_option("--cost-model-option", f.cost_model_options,
+                 "KEY=VALUE setting of a pretrained --cost-model FILE.tcm, repeatable (e.g. weight_half_life=64, "
+                 "fine_tune=0)");
   AddProtocolFlags(app, o.protocol, timeout_flag);
 }
 
@@ -95,6 +98,9 @@ absl::StatusOr<TuneOptions> ToTuneOptions(const TuningFlags& f) {
     if (absl::Status st = search::SetStrategyOption(o.strategy_options, text); !st.ok()) {
       return absl::InvalidArgumentError(st.message());
     }
+  }
+  for (const std::string& text : f.cost_model_options) {
+    if (absl::Status st = costmodel::SetPretrainedOption(o.pretrained_options, text); !st.ok()) return st;
   }
   {
     search::ConfigSpace probe;  // strategy names are checked against the real factory

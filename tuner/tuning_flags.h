@@ -28,6 +28,9 @@ struct TuningFlags {
   TuneOptions options;
   /// --strategy-option KEY=VALUE texts, parsed into options.strategy_options by ToTuneOptions.
   std::vector<std::string> strategy_options;
+  /// --cost-model-option KEY=VALUE texts, parsed into options.pretrained_options by
+  /// ToTuneOptions (costmodel::SetPretrainedOption).
+  std::vector<std::string> cost_model_options;
   /// --input NAME=D1xD2x... texts (repeatable): the shapes of an ONNX model's inputs, for its
   /// symbolic dimensions (graph::ParseInputShape reads them; LoadModel refuses them for other
   /// models).
@@ -42,7 +45,7 @@ struct TuningFlags {
 /// --flush-cache.
 void AddProtocolFlags(CLI::App& app, measure::MeasureProtocol& protocol, const std::string& timeout_flag = "--timeout");
 /// Adds --trials, --total-trials, --batch, --seed, --strategy, --strategy-option,
-/// --task-scheduler, --cost-model, --input and AddProtocolFlags' flags, with the measurement
+/// --task-scheduler, --cost-model, --cost-model-option, --input and AddProtocolFlags' flags, with the measurement
 /// timeout named `timeout_flag` (`tune submit` has --timeout for its calls to the daemon), each
 /// writing into `flags`, which must outlive the parse.
 void AddTuningFlags(CLI::App& app, TuningFlags& flags, const std::string& timeout_flag = "--timeout");

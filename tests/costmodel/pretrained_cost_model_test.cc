@@ -166,6 +166,57 @@ TEST(PretrainedCostModelTest, TheTasksOwnDataTakesOverFromAModelThatKnowsNothing
   EXPECT_GT(PtAccuracy(model.Predict(rest), rest_costs), 0.7);
 }
 
+TEST(PretrainedCostModelTest, WeightsWithAHalfLifeFollowTheLatestBatches) {
+  // Five batches the pretrained model ranks well, then two it ranks backwards (the costs
+  // inverted): counted whenever measured, the early pairs keep its weight above zero; with a
+  // half-life of one batch the latest batches decide, and its weight drops to zero.
+  auto tmpl = ::tune::test::MakeTemplate(codegen::OpKind::kMatmul, "64,128,64");
+  ASSERT_NE(tmpl, nullptr);
+  auto teacher = PtTeacher(1);
+  std::mt19937_64 rng = ::tune::test::TestRng(5);
+  const auto configs = PtDrawConfigs(*tmpl, 112, rng);
+  ASSERT_EQ(configs.size(), 112u);
+  std::vector<double> costs = PtCosts(*tmpl, configs);
+  for (size_t i = 80; i < costs.size(); ++i) costs[i] = 1e-6 / costs[i];
+  auto run = [&](double half_life) {
+    PretrainedOptions po;
+    po.guard_min_configs = 1000000;  // the blend alone, no guard
+    po.fine_tune = false;
+    po.weight_half_life = half_life;
+    PretrainedCostModel model(tmpl.get(), teacher, PtOnline(tmpl.get()), po);
+    for (size_t n = 16; n <= configs.size(); n += 16) {
+      EXPECT_TRUE(model.Fit(std::vector<search::Config>(configs.begin(), configs.begin() + n),
+                            std::vector<double>(costs.begin(), costs.begin() + n)).ok());
+    }
+    EXPECT_TRUE(model.pretrained_active());
+    return model.pretrained_weight();
+  };
+  EXPECT_GT(run(0), 0.05);
+  EXPECT_EQ(run(16), 0);
+}
+
+TEST(PretrainedCostModelTest, OptionsParseFromText) {
+  PretrainedOptions o;
+  ASSERT_TRUE(SetPretrainedOption(o, "weight_half_life=64").ok());
+  EXPECT_EQ(o.weight_half_life, 64);
+  ASSERT_TRUE(SetPretrainedOption(o, "fine_tune=0").ok());
+  EXPECT_FALSE(o.fine_tune);
+  ASSERT_TRUE(SetPretrainedOption(o, "guard_min_configs=24").ok());
+  EXPECT_EQ(o.guard_min_configs, 24);
+  ASSERT_TRUE(SetPretrainedOption(o, "prior_accuracy=0.9").ok());
+  EXPECT_EQ(o.prior_accuracy, 0.9);
+  const PretrainedOptions before = o;
+  for (const char* bad : {"weight_half_life", "weight_half_life=-1", "weight_half_life=x", "fine_tune=2",
+                          "prior_accuracy=0.4", "guard_min_ratio=0.5", "nonsense=1"}) {
+    const absl::Status st = SetPretrainedOption(o, bad);
+    EXPECT_TRUE(absl::IsInvalidArgument(st)) << bad << ": " << st;
+    EXPECT_EQ(o.weight_half_life, before.weight_half_life) << bad;
+    EXPECT_EQ(o.fine_tune, before.fine_tune) << bad;
+    EXPECT_EQ(o.prior_accuracy, before.prior_accuracy) << bad;
+  }
+  EXPECT_NE(SetPretrainedOption(o, "nonsense=1").message().find("known: guard_min_configs"), std::string::npos);
+}
+
 TEST(PretrainedCostModelTest, AKindThatFineTunesDoesSoOnAPrivateCopy) {
   auto xgb = CreateOfflineModel("xgb");
   if (!xgb.ok() || *xgb == nullptr) GTEST_SKIP() << "this build has no offline xgb model";

@@ -254,6 +254,18 @@ TEST(PretrainedTuningCliTest, ArtifactOfAnotherTargetFamilyExitsTwo) {
   ASSERT_TRUE(unused.ok()) << unused.status();
   EXPECT_NE(unused->pretrained_note.find("(not used: strategy random ranks no candidates"), std::string::npos)
       << unused->pretrained_note;
+  // --cost-model-option settings reach the pretrained model's options; a bad one is refused.
+  flags.options.strategy = "sa";
+  flags.cost_model_options = {"weight_half_life=48", "fine_tune=0"};
+  auto tuned = ToTuneOptions(flags);
+  ASSERT_TRUE(tuned.ok()) << tuned.status();
+  EXPECT_EQ(tuned->pretrained_options.weight_half_life, 48);
+  EXPECT_FALSE(tuned->pretrained_options.fine_tune);
+  flags.cost_model_options = {"weight_halflife=48"};
+  auto bad = ToTuneOptions(flags);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("unknown cost model option 'weight_halflife'"), std::string::npos)
+      << bad.status();
 }
 
 }  // namespace
