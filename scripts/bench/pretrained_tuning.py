@@ -3,7 +3,7 @@
 reference run's best, per task and method, median over seeds.
 
 usage: pretrained_tuning.py --tune BIN --target cuda|llvm --task OP:SHAPE[:bias,relu] [--task ...]
-         --method NAME=STRATEGY[,COST_MODEL][@TRIALS] [--method ...] [--seeds 5] [--trials 200]
+         --method NAME=STRATEGY[,COST_MODEL][@TRIALS][;MORE TUNE FLAGS] [--method ...] [--seeds 5] [--trials 200]
          [--reference-trials 1000] [--threads N] [--out DIR] [--taskset CORES | --cores 4,5,6,..]
          [--parallel N] [--gpus N] [--fractions 0.8,0.9,0.95]
 
@@ -12,7 +12,8 @@ finalists), so the only prior knowledge a method has is its cost model. A method
 NAME=STRATEGY[,COST_MODEL], e.g. random=random, online-xgb=sa,xgb, pretrained-xgb=sa,xgb.tcm.
 The reference run is one long `sa` + online XGBoost search per task (--reference-trials). The
 100% mark is the best median latency known for the task: the reference run's best, or a faster
-one some method run found (both are reported). A method's @TRIALS overrides --trials for it. Trials count measured search candidates in order (the untuned default
+one some method run found (both are reported). A method's @TRIALS overrides --trials for it;
+what follows a ';' is added to its runs' flags (e.g. ';--cost-model-option weight_half_life=32'). Trials count measured search candidates in order (the untuned default
 schedule is not a trial). A run that never reaches 95% within --trials counts as
 --trials + 1 (">N" in the table), which makes its median a lower bound.
 
@@ -49,13 +50,13 @@ _free_cores = []
 _cores_lock = threading.Lock()
 
 
-def run_tune(args, op, shape, flags, db, trials, strategy, cost_model, seed, log):
+def run_tune(args, op, shape, flags, db, trials, strategy, cost_model, seed, log, more=()):
     core = None
     if args.cores:
         with _cores_lock:
             core = _free_cores.pop()
     try:
-        return _run_tune(args, op, shape, flags, db, trials, strategy, cost_model, seed, log, core)
+        return _run_tune(args, op, shape, flags + list(more), db, trials, strategy, cost_model, seed, log, core)
     finally:
         if core is not None:
             with _cores_lock:
@@ -161,11 +162,14 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     log = os.path.join(args.out, "tune.log")
     methods = []  # (name, strategy, cost model, trials)
+    more_flags = {}
     for m in args.method:
         name, _, spec = m.partition("=")
+        spec, _, more = spec.partition(";")
         spec, _, budget = spec.partition("@")
         strategy, _, cost_model = spec.partition(",")
         methods.append((name, strategy, cost_model, int(budget) if budget else args.trials))
+        more_flags[name] = more.split()
     fractions = [float(f) for f in args.fractions.split(",") if f]
     global _deadline
     if args.deadline_s:
@@ -202,7 +206,7 @@ def main():
             for seed in range(1, args.seeds + 1):
                 db = fresh(os.path.join(args.out, f"run-{name}-{sp[1]}-{sp[4]}-{seed}.db"))
                 runs[(sp[0], name, seed)] = (db, pool.submit(run_tune, args, sp[1], sp[2], sp[3], db, budget,
-                                                              strategy, cost_model, seed, log))
+                                                              strategy, cost_model, seed, log, more_flags[name]))
     for sp, ref in zip(specs, refs):
         label, op = sp[0], sp[1]
         secs = ref.result()
