@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <limits>
 #include <map>
 #include <set>
@@ -27,6 +28,7 @@ int64_t TensorDesc::Bytes() const { return NumElements() * graph::DTypeSize(dtyp
 struct ExecutionPlan::Step {
   const OpKernel* op = nullptr;      // a built-in kernel, or
   const TaskKernel* task = nullptr;  // a tuned kernel
+  StepInfo info;                     // the node it runs, for profiles
   std::vector<const void*> in;
   std::vector<void*> out;
   std::vector<float*> args;          // task: inputs then output
@@ -110,6 +112,7 @@ absl::StatusOr<std::unique_ptr<ExecutionPlan>> ExecutionPlan::Create(graph::Grap
   struct Pending {
     std::vector<std::string> in, out;
     const TaskKernelChoice* choice = nullptr;
+    StepInfo info;
   };
   std::vector<Pending> pending;
   std::map<std::string, const TaskKernelChoice*> choice_of;
@@ -159,6 +162,8 @@ absl::StatusOr<std::unique_ptr<ExecutionPlan>> ExecutionPlan::Create(graph::Grap
       continue;
     }
     Pending p;
+    p.info.node = node.name;
+    p.info.op = node.op;
     if (node.task.has_value()) {
       const graph::TaskBinding& task = *node.task;
       auto c = choice_of.find(task.workload.Key());
@@ -177,6 +182,13 @@ absl::StatusOr<std::unique_ptr<ExecutionPlan>> ExecutionPlan::Create(graph::Grap
       p.in.assign(task.args.begin(), task.args.end() - 1);
       p.out = {task.args.back()};
       p.choice = c->second;
+      // A tuned step's op is its workload's kind (convolutions split as depthwise, 1x1, other).
+      const codegen::Workload& w = task.workload;
+      p.info.op = codegen::OpName(w.op);
+      if (w.op == codegen::OpKind::kConv2d) {
+        p.info.op += w.depthwise() ? " dw" : w.kernel_h == 1 && w.kernel_w == 1 ? " 1x1" : "";
+      }
+      p.info.workload = w.Label();
     } else {
       std::vector<const graph::Tensor*> ins, outs;
       for (const std::string& name : node.inputs) {
@@ -329,6 +341,7 @@ absl::StatusOr<std::unique_ptr<ExecutionPlan>> ExecutionPlan::Create(graph::Grap
   size_t op_index = 0;
   for (const Pending& p : pending) {
     Step s;
+    s.info = p.info;
     if (p.choice != nullptr) {
       s.task = plan->task_kernels_[kernel_of.at(kernel_key(p))].get();
       for (const std::string& name : p.in) {
@@ -352,6 +365,19 @@ absl::StatusOr<std::unique_ptr<ExecutionPlan>> ExecutionPlan::Create(graph::Grap
 }
 
 absl::Status ExecutionPlan::Run(const std::vector<const void*>& inputs, const std::vector<void*>& outputs) {
+  return RunSteps(inputs, outputs, nullptr);
+}
+
+absl::Status ExecutionPlan::RunProfiled(const std::vector<const void*>& inputs, const std::vector<void*>& outputs,
+                                        std::vector<double>* step_seconds) {
+  step_seconds->assign(steps_.size(), 0.0);
+  return RunSteps(inputs, outputs, step_seconds);
+}
+
+const StepInfo& ExecutionPlan::step_info(int step) const { return steps_.at(static_cast<size_t>(step)).info; }
+
+absl::Status ExecutionPlan::RunSteps(const std::vector<const void*>& inputs, const std::vector<void*>& outputs,
+                                     std::vector<double>* step_seconds) {
   if (inputs.size() != inputs_.size() || outputs.size() != outputs_.size()) {
     return absl::InvalidArgumentError(absl::StrCat("the plan takes ", inputs_.size(), " inputs and ", outputs_.size(),
                                                    " outputs; given ", inputs.size(), " and ", outputs.size()));
@@ -363,11 +389,19 @@ absl::Status ExecutionPlan::Run(const std::vector<const void*>& inputs, const st
     if (p == nullptr) return absl::InvalidArgumentError("a null output");
   }
   for (size_t i = 0; i < inputs.size(); ++i) backend_->CopyToDevice(input_ptrs_[i], inputs[i], inputs_[i].Bytes());
-  for (const Step& s : steps_) {
+  using Clock = std::chrono::steady_clock;
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    const Step& s = steps_[i];
+    const Clock::time_point t0 = step_seconds != nullptr ? Clock::now() : Clock::time_point();
     if (s.task != nullptr) {
       s.task->Run(s.args.data());
     } else {
       s.op->Run(s.in.data(), s.out.data());
+    }
+    if (step_seconds != nullptr) {
+      // A device backend runs asynchronously: each step is waited for, so its time is its own.
+      if (absl::Status st = backend_->Synchronize(); !st.ok()) return st;
+      (*step_seconds)[i] = std::chrono::duration<double>(Clock::now() - t0).count();
     }
   }
   for (size_t i = 0; i < outputs.size(); ++i) backend_->CopyToHost(outputs[i], output_ptrs_[i], outputs_[i].Bytes());

@@ -41,6 +41,14 @@ struct MemoryStats {
   int views = 0;               // view nodes (Reshape, Flatten, ...) sharing their input's buffer
 };
 
+/// What one step of a plan runs, for profiles: the graph node, its op, and for a tuned
+/// kernel its workload's label (empty for a built-in).
+struct StepInfo {
+  std::string node;
+  std::string op;
+  std::string workload;
+};
+
 /// A model prepared for repeated runs on one backend. Create makes every kernel (built-in
 /// kernels first, so an op without one fails before anything is compiled; then the tuned
 /// kernels, one per distinct (workload, config)), plans the memory (every graph input and
@@ -68,12 +76,18 @@ class ExecutionPlan {
   /// outputs()[i]'s. InvalidArgument when the counts differ from inputs()/outputs() or a
   /// pointer is null. Allocates nothing (generated kernels may take their scratch buffers).
   absl::Status Run(const std::vector<const void*>& inputs, const std::vector<void*>& outputs);
+  /// Run, timing each step: `step_seconds` gets steps() entries, step i's wall time in seconds
+  /// (on a device backend each step is synchronized before it is timed, so the run is slower).
+  absl::Status RunProfiled(const std::vector<const void*>& inputs, const std::vector<void*>& outputs,
+                           std::vector<double>* step_seconds);
 
   const MemoryStats& memory() const { return memory_; }
   /// The arena's buffers, in the order they were given to PlanMemory.
   const std::vector<PlannedBuffer>& buffers() const { return buffers_; }
   /// Steps (kernel calls) per Run.
   int steps() const;
+  /// The node step `step` (0 <= step < steps()) runs.
+  const StepInfo& step_info(int step) const;
   /// Distinct tuned kernels compiled and loaded.
   int task_kernels() const { return static_cast<int>(task_kernels_.size()); }
   const graph::Graph& graph() const { return graph_; }
@@ -81,6 +95,8 @@ class ExecutionPlan {
  private:
   struct Step;
   ExecutionPlan() = default;
+  absl::Status RunSteps(const std::vector<const void*>& inputs, const std::vector<void*>& outputs,
+                        std::vector<double>* step_seconds);
 
   graph::Graph graph_;
   std::shared_ptr<const Backend> backend_;

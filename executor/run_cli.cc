@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <random>
 #include <string>
 #include <thread>
@@ -20,6 +21,7 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "base/exit_code.h"
 #include "base/table.h"
@@ -50,6 +52,7 @@ struct RunFlags {
   uint64_t seed = 1;
   std::string save_dir;
   int bench = 0;
+  bool profile = false;
   std::string ort_python;
   std::string layout = "nchw";
 };
@@ -172,9 +175,55 @@ std::vector<std::pair<std::string, std::string>> NpyFiles(const ExecutionPlan& p
   return files;
 }
 
+/// --profile: `runs` more runs with every step timed, then one row per step, slowest first:
+/// its median time and share of the steps' summed medians; then the medians summed per op.
+absl::Status PrintProfile(ExecutionPlan& p, const std::vector<const void*>& in_ptrs, const std::vector<void*>& out_ptrs,
+                          int runs) {
+  const int steps = p.steps();
+  std::vector<std::vector<double>> samples(static_cast<size_t>(steps));
+  std::vector<double> seconds;
+  for (int r = 0; r < runs; ++r) {
+    if (absl::Status st = p.RunProfiled(in_ptrs, out_ptrs, &seconds); !st.ok()) return st;
+    for (int i = 0; i < steps; ++i) samples[i].push_back(seconds[i]);
+  }
+  std::vector<double> median(static_cast<size_t>(steps));
+  double total = 0;
+  for (int i = 0; i < steps; ++i) total += median[i] = Median(samples[i]);
+  std::vector<int> order(static_cast<size_t>(steps));
+  for (int i = 0; i < steps; ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return median[a] > median[b]; });
+  std::vector<std::vector<std::string>> rows;
+  for (int i : order) {
+    const StepInfo& s = p.step_info(i);
+    rows.push_back({std::to_string(i), s.node, s.op, s.workload.empty() ? "(built-in)" : s.workload,
+                    absl::StrFormat("%.1f", median[i] * 1e6), absl::StrFormat("%.1f", total > 0 ? 100 * median[i] / total : 0.0)});
+  }
+  std::printf("profile: median per step over %d timed runs (each step's own wall time), slowest first\n", runs);
+  base::PrintTable({"step", "node", "op", "workload", "median us", "%"}, rows);
+  std::map<std::string, std::pair<int, double>> by_op;
+  for (int i = 0; i < steps; ++i) {
+    auto& [count, sum] = by_op[p.step_info(i).op];
+    ++count;
+    sum += median[i];
+  }
+  std::vector<std::pair<std::string, std::pair<int, double>>> ops(by_op.begin(), by_op.end());
+  std::stable_sort(ops.begin(), ops.end(), [](const auto& a, const auto& b) { return a.second.second > b.second.second; });
+  rows.clear();
+  for (const auto& [op, cs] : ops) {
+    rows.push_back({op, std::to_string(cs.first), absl::StrFormat("%.1f", cs.second * 1e6),
+                    absl::StrFormat("%.1f", total > 0 ? 100 * cs.second / total : 0.0)});
+  }
+  base::PrintTable({"op", "steps", "median us (sum)", "%"}, rows);
+  std::printf("profile: the steps' medians sum to %.4f ms\n", total * 1e3);
+  return absl::OkStatus();
+}
+
 int Run(const RunFlags& f) {
   // Everything that can be refused is checked before anything runs or is written.
   const bool on_gpu = f.target.rfind("cuda", 0) == 0;
+  if (f.profile && f.bench <= 0) {
+    return base::Fail(kWho, absl::InvalidArgumentError("--profile needs --bench N (it times N more runs step by step)"));
+  }
   const absl::StatusOr<int64_t> layout_block = tuner::LayoutBlock(f.layout, f.target);
   if (!layout_block.ok()) return base::Fail(kWho, layout_block.status());
   auto backend = CreateBackend(f.target, f.threads);
@@ -291,6 +340,9 @@ int Run(const RunFlags& f) {
                                      : absl::StrCat(f.threads, " threads");
     std::printf("tune: median %.4f ms, min %.4f ms over %d runs (%s)\n", tune_median_ms,
                 *std::min_element(ms.begin(), ms.end()), f.bench, where.c_str());
+    if (f.profile) {
+      if (absl::Status st = PrintProfile(p, in_ptrs, out_ptrs, f.bench); !st.ok()) return base::Fail(kWho, st);
+    }
   }
 
   // onnxruntime: with --bench or --ort-python.
@@ -353,7 +405,7 @@ int RunCommand(int argc, char** argv) {
   spdlog::set_level(spdlog::level::warn);
   CLI::App app{"tune run: run an ONNX model with its tuned kernels on seeded random inputs.\n"
                "usage: tune run MODEL.onnx [--db FILE] [--target llvm|cuda[:N]] [--input NAME=1x3x224x224 ...] [--threads T]\n"
-               "       [--seed S] [--save DIR] [--bench N] [--ort-python PATH] [--layout nchw|nchwc]",
+               "       [--seed S] [--save DIR] [--bench N [--profile]] [--ort-python PATH] [--layout nchw|nchwc]",
                "tune run"};
   RunFlags f;
   app.add_option("model", f.model, "the ONNX model file")->required();
@@ -366,6 +418,9 @@ int RunCommand(int argc, char** argv) {
   app.add_option("--save", f.save_dir, "write every graph input and output as DIR/<name>.npy");
   app.add_option("--bench", f.bench, "time N runs after warm-up (median, min) and compare with onnxruntime")
       ->check(CLI::Range(0, 1000000));
+  app.add_flag("--profile", f.profile,
+               "with --bench: time every step of N more runs and print each node's median, slowest first, and the "
+               "medians summed per op");
   app.add_option("--ort-python", f.ort_python,
                  "a python with onnxruntime: check the outputs against it (default with --bench: $TUNE_ORT_PYTHON)");
   app.add_option("--layout", f.layout,

@@ -101,6 +101,28 @@ TEST(RunCliTest, OrtPythonFlagComparesInProcess) {
   EXPECT_NE(run.out.find("(same 2 threads): "), std::string::npos) << run;
 }
 
+// --bench N --profile: one row per step (every step of the plan named, built-ins too), the
+// per-op sums, and the steps' medians summed.
+TEST(RunCliTest, ProfilePrintsEveryStep) {
+  test::ProcessResult run = test::RunProcess(
+      {kTune, "run", kOnnxDir + "/encoder.onnx", "--threads", "2", "--bench", "3", "--profile"}, "", 300);
+  ASSERT_TRUE(run.exited && run.exit_code == 0) << run;
+  const size_t table = run.out.find("profile: median per step over 3 timed runs");
+  ASSERT_NE(table, std::string::npos) << run;
+  const size_t sums = run.out.find("profile: the steps' medians sum to ");
+  ASSERT_NE(sums, std::string::npos) << run;
+  // The encoder's 8 matmul steps (6 matmul, 2 batch_matmul) with their workloads, and its
+  // built-ins (Softmax, ReduceMean, ...); then the sums per op.
+  const std::string rows = run.out.substr(table, sums - table);
+  int matmul_rows = 0;
+  for (size_t at = rows.find("matmul 16x"); at != std::string::npos; at = rows.find("matmul 16x", at + 1)) ++matmul_rows;
+  EXPECT_EQ(matmul_rows, 6) << run;
+  EXPECT_NE(rows.find("batch_matmul 4x16x16x16"), std::string::npos) << run;
+  EXPECT_NE(rows.find("Softmax"), std::string::npos) << run;
+  EXPECT_NE(rows.find("(built-in)"), std::string::npos) << run;
+  EXPECT_NE(rows.find("median us (sum)"), std::string::npos) << run;
+}
+
 /// Expects `tune run ARGS --save DIR` to exit 2 with one line on stderr containing `what`
 /// and to leave DIR unwritten.
 void ExpectRefused(std::vector<std::string> args, const std::string& what) {
@@ -167,6 +189,7 @@ TEST(RunCliTest, RefusesATruncatedFileAMissingDatabaseAndCuda) {
     ExpectRefused({kOnnxDir + "/encoder.onnx", "--target", "cuda:0"}, "tune run: no CUDA driver");
   }
   ExpectRefused({kOnnxDir + "/encoder.onnx", "--target", "cuda:x"}, "tune run: ");
+  ExpectRefused({kOnnxDir + "/encoder.onnx", "--profile"}, "tune run: --profile needs --bench N");
 }
 
 TEST(RunCliTest, RefusesAnUnknownLayoutAndNchwcOnCuda) {
