@@ -31,7 +31,11 @@ class CpuBackend final : public Backend {
   const measure::Target& target() const override { return target_; }
 
   absl::StatusOr<std::unique_ptr<codegen::Template>> MakeTemplate(const codegen::Workload& workload) const override {
-    return codegen::CreateTemplate(workload, codegen::Backend::kLlvm);
+    // As the tuner makes it for this target (measure's llvm task kind): parallel loops for its
+    // thread count, so the default schedule of an untuned task uses the threads.
+    codegen::CpuLimits cpu = codegen::HostCpuLimits();
+    cpu.threads = target_.threads;
+    return codegen::CreateTemplate(workload, codegen::Backend::kLlvm, {}, cpu);
   }
 
   absl::StatusOr<std::unique_ptr<TaskKernel>> LoadTaskKernel(const codegen::Template& tmpl,

@@ -153,6 +153,14 @@ Conv2dTemplate::Conv2dTemplate(Workload w, CpuLimits cpu) : Template(std::move(w
 }
 
 search::Config Conv2dTemplate::DefaultConfig() const {
+  const search::Config serial = SerialDefault();
+  // On a target of several threads the default shares its outer loops out among them (the
+  // batch with the OC and OH block loops fused: one OH row of one OC block an iteration), so
+  // that a task whose search finds nothing faster still runs on every thread rather than one.
+  return cpu_.threads > 1 ? ParallelDefault(serial, {2, 1}) : serial;
+}
+
+search::Config Conv2dTemplate::SerialDefault() const {
   const Workload& wl = workload_;
   if (wl.layout_block > 0) {
     const int64_t lb = wl.layout_block;

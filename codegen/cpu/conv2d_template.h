@@ -42,12 +42,19 @@ class Conv2dTemplate : public Template {
   explicit Conv2dTemplate(Workload workload, CpuLimits cpu = HostCpuLimits());
   std::string name() const override { return "conv2d"; }
   int version() const override { return 1; }
+  /// The default: whole-extent outer tiles, one register column, no unrolling (NCHWc: one
+  /// layout block of channels, vectorized), and, where cpu.threads > 1, the batch and outer OC
+  /// and OH block loops fused into one parallel loop (or the outer loop alone, where only that
+  /// one shares out evenly; serial where neither does).
   search::Config DefaultConfig() const override;
 
  protected:
   Schedule Build(const search::Config& config) const override;
 
  private:
+  /// DefaultConfig with every loop on the calling thread (parallel 0).
+  search::Config SerialDefault() const;
+
   CpuLimits cpu_;
 };
 

@@ -97,17 +97,20 @@ GemmTemplate::GemmTemplate(Workload w, CpuLimits cpu) : Template(std::move(w)), 
 
 search::Config GemmTemplate::DefaultConfig() const {
   const Workload& wl = workload_;
-  return ConfigOf({{"tile_m", {wl.m, 1, 1}},
-                   {"tile_n", {wl.n, 1, 1}},
-                   {"tile_k", {wl.k, 1}},
-                   {"order", {0}},
-                   {"vectorize", {0}},
-                   {"unroll_m", {0}},
-                   {"unroll_k", {0}},
-                   {"pack_b", {0}},
-                   {"acc_tile", {1}},
-                   {"parallel", {0}},
-                   {"pack_a", {0}}});
+  // As the conv2d template's: on a target of several threads the M and N block loops fused
+  // into one parallel loop (batch_matmul: the batch with the M blocks), else serial.
+  const search::Config serial = ConfigOf({{"tile_m", {wl.m, 1, 1}},
+                                          {"tile_n", {wl.n, 1, 1}},
+                                          {"tile_k", {wl.k, 1}},
+                                          {"order", {0}},
+                                          {"vectorize", {0}},
+                                          {"unroll_m", {0}},
+                                          {"unroll_k", {0}},
+                                          {"pack_b", {0}},
+                                          {"acc_tile", {1}},
+                                          {"parallel", {0}},
+                                          {"pack_a", {0}}});
+  return cpu_.threads > 1 ? ParallelDefault(serial, {2, 1}) : serial;
 }
 
 Schedule GemmTemplate::Build(const search::Config& c) const {

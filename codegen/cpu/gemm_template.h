@@ -22,6 +22,10 @@ class GemmTemplate : public Template {
   explicit GemmTemplate(Workload workload, CpuLimits cpu = HostCpuLimits());
   std::string name() const override { return "gemm"; }
   int version() const override { return 2; }
+  /// The default: whole-extent outer tiles, a 1x1 register tile, nothing packed or unrolled,
+  /// and, where cpu.threads > 1, the M and N block loops fused into one parallel loop (the
+  /// outer loop alone for batch_matmul, or where only that one shares out evenly; serial
+  /// where neither does).
   search::Config DefaultConfig() const override;
 
  protected:

@@ -24,6 +24,20 @@ search::Config Template::ConfigOf(
   return c;
 }
 
+search::Config Template::ParallelDefault(search::Config serial, const std::vector<int64_t>& parallel_options) const {
+  if (serial.empty()) return serial;
+  const int knob = space_.KnobIndex("parallel");
+  const auto& opts = space_.knobs()[knob].options;
+  for (int64_t p : parallel_options) {
+    auto it = std::find(opts.begin(), opts.end(), std::vector<int64_t>{p});
+    if (it == opts.end()) continue;
+    search::Config c = serial;
+    c[knob] = static_cast<int32_t>(it - opts.begin());
+    if (space_.IsValid(c)) return c;
+  }
+  return serial;
+}
+
 std::vector<Buffer> ArgBuffers::args() const {
   std::vector<Buffer> list = {input0, input1};
   if (bias) list.push_back(bias);
