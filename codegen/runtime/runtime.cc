@@ -93,16 +93,28 @@ int UsableCpus() {
 ///
 /// Hand-off: the caller publishes a job by bumping `generation_`; a worker that waits for it
 /// first busy-waits on that counter for up to SpinMicros(), then sleeps on `cv_`. The caller
-/// waits for the end of its job (`pending_` workers still running) the same way, sleeping on
+/// waits for the end of its job (`done_` chunks finished) the same way, sleeping on
 /// `done_cv_`. Back-to-back jobs so cost no system call and no scheduler wake-up.
 /// No lost wake-up: a sleeper registers itself (`sleepers_`, `caller_sleeping_`) under `mu_`
 /// and then re-checks its condition, and the other side changes the condition and then reads
 /// the registration, all sequentially consistent: either the sleeper sees the change and does
 /// not sleep, or the other side sees the registration, takes `mu_` (which the sleeper holds
 /// until it is waiting on the condition variable) and notifies.
+///
+/// Claims: a chunk runs on the thread that claims it first (`claimed_[t]` set to the job's
+/// generation). Worker t claims chunk t; the caller, after chunk 0, claims every chunk whose
+/// worker has not started it, so a worker that is late (asleep, or waiting for a CPU another
+/// process holds) costs the job its chunk's time on the caller rather than the worker's
+/// wake-up or time slice. The caller returns once every chunk is done, without waiting for
+/// late workers: one that wakes afterwards finds its chunk claimed (its claim for an older
+/// generation fails) and waits again. A worker reads the job's fields only after claiming a
+/// chunk of it, and the caller rewrites them only after all chunks are done, so it never reads
+/// the next job's fields as this one's.
 class ThreadPool {
  public:
-  explicit ThreadPool(int threads) : threads_(threads), may_spin_(threads <= UsableCpus()) {
+  explicit ThreadPool(int threads)
+      : threads_(threads), may_spin_(threads <= UsableCpus()), claimed_(static_cast<size_t>(threads)) {
+    for (auto& c : claimed_) c.value.store(0, std::memory_order_relaxed);
     for (int t = 1; t < threads_; ++t) workers_.emplace_back([this, t] { WorkerLoop(t); });
   }
   ~ThreadPool() {
@@ -129,12 +141,12 @@ class ThreadPool {
   int SpinBudget() const { return may_spin_ ? g_spin_us.load(std::memory_order_relaxed) : 0; }
 
   void Run(int64_t n, void (*body)(int64_t, void*), void* closure) {
-    // The previous job is over (pending_ was 0): no worker reads these now.
+    // The previous job is over (all its chunks done): no worker reads these now.
     n_ = n;
     body_ = body;
     closure_ = closure;
-    pending_.store(threads_ - 1, std::memory_order_relaxed);
-    generation_.fetch_add(1, std::memory_order_seq_cst);  // publishes the fields above
+    done_.store(0, std::memory_order_relaxed);
+    const uint64_t generation = generation_.fetch_add(1, std::memory_order_seq_cst) + 1;  // publishes the fields
     if (sleepers_.load(std::memory_order_seq_cst) > 0) {
       // Once this thread holds mu_, every registered sleeper waits on cv_. Notified after
       // unlocking, so that a woken worker does not block on mu_ again.
@@ -143,8 +155,13 @@ class ThreadPool {
       }
       cv_.notify_all();
     }
+    claimed_[0].value.store(generation, std::memory_order_relaxed);
     RunChunk(0);
-    auto done = [this] { return pending_.load(std::memory_order_seq_cst) == 0; };
+    // The chunks no worker has started yet.
+    for (int t = 1; t < threads_; ++t) {
+      if (Claim(t, generation)) RunChunk(t);
+    }
+    auto done = [this] { return done_.load(std::memory_order_seq_cst) == threads_; };
     if (!SpinUntil(done, SpinBudget())) {
       std::unique_lock<std::mutex> lock(mu_);
       caller_sleeping_.store(true, std::memory_order_seq_cst);
@@ -153,9 +170,29 @@ class ThreadPool {
     }
   }
 
+  /// Claims chunk t of the job of `generation` for the calling thread: false when another
+  /// thread has, or that job is over (a later one's claims count as taken).
+  bool Claim(int t, uint64_t generation) {
+    std::atomic<uint64_t>& c = claimed_[static_cast<size_t>(t)].value;
+    uint64_t seen = c.load(std::memory_order_acquire);
+    while (seen < generation) {
+      if (c.compare_exchange_weak(seen, generation, std::memory_order_acq_rel, std::memory_order_acquire)) return true;
+    }
+    return false;
+  }
+
+  /// Runs chunk t of the current job (claimed by this thread) and counts it done.
   void RunChunk(int t) {
     int64_t begin = n_ * t / threads_, end = n_ * (t + 1) / threads_;
     for (int64_t i = begin; i < end; ++i) body_(i, closure_);
+    if (done_.fetch_add(1, std::memory_order_seq_cst) + 1 == threads_ &&
+        caller_sleeping_.load(std::memory_order_seq_cst)) {
+      // The pool outlives this call: its destructor joins the workers first.
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+      }
+      done_cv_.notify_one();
+    }
   }
 
   void WorkerLoop(int t) {
@@ -175,17 +212,10 @@ class ThreadPool {
         sleepers_.fetch_sub(1, std::memory_order_relaxed);
       }
       if (stop_.load(std::memory_order_acquire)) return;
-      // The caller publishes the next job only once this worker has finished this one.
       seen = generation_.load(std::memory_order_acquire);
-      RunChunk(t);
-      if (pending_.fetch_sub(1, std::memory_order_seq_cst) == 1 &&
-          caller_sleeping_.load(std::memory_order_seq_cst)) {
-        // The pool outlives this call: its destructor joins this thread first.
-        {
-          std::lock_guard<std::mutex> lock(mu_);
-        }
-        done_cv_.notify_one();
-      }
+      // The job's fields are read only once its chunk is this thread's (the caller may have
+      // run it, and even published the next job, meanwhile).
+      if (Claim(t, seen)) RunChunk(t);
     }
   }
 
@@ -202,9 +232,15 @@ class ThreadPool {
   // What waiting workers poll, on a cache line of its own, apart from what they write.
   alignas(64) std::atomic<uint64_t> generation_{0};
   std::atomic<bool> stop_{false};
-  alignas(64) std::atomic<int> pending_{0};  // workers that have not finished the current job
-  std::atomic<int> sleepers_{0};             // workers registered to sleep on cv_
+  alignas(64) std::atomic<int> done_{0};  // chunks of the current job finished
+  std::atomic<int> sleepers_{0};          // workers registered to sleep on cv_
   std::atomic<bool> caller_sleeping_{false};  // the caller registered to sleep on done_cv_
+  // claimed_[t]: the generation of the last job whose chunk t a thread claimed (each on a cache
+  // line of its own: the caller and worker t both write it).
+  struct alignas(64) ClaimSlot {
+    std::atomic<uint64_t> value;
+  };
+  std::vector<ClaimSlot> claimed_;
 };
 
 std::mutex g_pool_mu;

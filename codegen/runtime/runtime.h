@@ -36,8 +36,10 @@ int64_t PrepackedPacks();
 
 extern "C" {
 /// Runs body(i, closure) for i in [0, n), split in contiguous chunks over the pool (chunk t
-/// of T threads is [n*t/T, n*(t+1)/T), chunk 0 on the calling thread); returns when all are
-/// done. Called from generated code; nested calls run serially, and so does a call made while
+/// of T threads is [n*t/T, n*(t+1)/T), chunk 0 on the calling thread, chunk t on worker t, or
+/// on the calling thread where worker t has not started it by the time the caller is done
+/// with the chunks before it: a late worker, asleep or without a CPU, never holds the loop
+/// up); returns when all are done. Called from generated code; nested calls run serially, and so does a call made while
 /// another thread's loop holds the pool.
 void tune_rt_parallel_for(int64_t n, void (*body)(int64_t, void*), void* closure);
 /// 64-byte aligned scratch memory for packed / padded buffers; never returns null (aborts).

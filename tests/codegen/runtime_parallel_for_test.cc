@@ -1,7 +1,9 @@
 // tune_rt_parallel_for, the kernel runtime's thread pool: every index once, in the documented
 // contiguous chunks, back to back and from several threads, across fork() and thread-count
 // changes, with its busy-wait and sleep hand-offs (a lost wake-up hangs these tests).
+#include <sys/syscall.h>
 #include <sys/wait.h>
+#include <csignal>
 #include <unistd.h>
 
 #include <atomic>
@@ -9,6 +11,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <random>
 #include <string>
 #include <thread>
@@ -51,8 +54,16 @@ void PoolVisitIndex(int64_t i, void* closure) {
   v->owner[static_cast<size_t>(i)].store(std::this_thread::get_id(), std::memory_order_relaxed);
 }
 
+/// PoolVisitIndex after a few microseconds of work of its own.
+void PoolVisitIndexSlowly(int64_t i, void* closure) {
+  volatile int sink = 0;
+  for (int k = 0; k < 2000; ++k) sink = k;
+  PoolVisitIndex(i, closure);
+}
+
 /// Runs one loop of n indices and checks it: every index once; with `threads` > 1, chunk t is
-/// [n*t/T, n*(t+1)/T), run by one thread, the caller's for chunk 0, a distinct one each.
+/// [n*t/T, n*(t+1)/T), run by one thread, the caller's for chunk 0; the others each on a
+/// worker of its own or on the caller (a chunk whose worker had not started it).
 /// Resets `v` for the next loop. Returns false (after reporting) on a failure.
 bool RunAndCheckPoolLoop(PoolVisits& v, int64_t n, int threads) {
   tune_rt_parallel_for(n, PoolVisitIndex, &v);
@@ -77,7 +88,7 @@ bool RunAndCheckPoolLoop(PoolVisits& v, int64_t n, int threads) {
       }
     }
     for (const std::thread::id& other : chunk_owner) {
-      if (other == owner) {
+      if (other == owner && owner != std::this_thread::get_id()) {
         ADD_FAILURE() << "chunk " << t << " of " << n << " ran on the thread of another chunk (" << threads
                       << " threads)";
         return false;
@@ -239,20 +250,23 @@ TEST(RuntimeParallelForTest, AForkedChildRunsLoopsOnAPoolOfItsOwn) {
   const pid_t pid = fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
-    // The parent's workers do not exist here: a loop handed to them would never end.
+    // The parent's workers do not exist here: loops handed to them would all run on the caller
+    // (which takes the chunks no worker starts).
     std::mt19937_64 rng(FreshPoolSeed());
-    int bad = 0;
+    // (Each index does some work, so that the worker, started in the child, takes part before
+    // the caller is done with its own chunk in some loops.)
+    int bad = 0, on_two_threads = 0;
     for (int r = 0; r < 2000; ++r) {
       const int64_t n = std::uniform_int_distribution<int64_t>(2, kPoolMaxN)(rng);
-      tune_rt_parallel_for(n, PoolVisitIndex, &v);
+      tune_rt_parallel_for(n, PoolVisitIndexSlowly, &v);
       bool two_threads = false;
       for (int64_t i = 0; i < n; ++i) {
         if (v.count[static_cast<size_t>(i)].exchange(0) != 1) ++bad;
         if (v.owner[static_cast<size_t>(i)].load() != std::this_thread::get_id()) two_threads = true;
       }
-      if (!two_threads) ++bad;  // the child's loops are parallel too
+      on_two_threads += two_threads;
     }
-    _exit(bad == 0 ? 0 : 1);
+    _exit(bad == 0 && on_two_threads > 0 ? 0 : 1);  // the child's loops are parallel too
   }
   int status = 0;
   ASSERT_EQ(waitpid(pid, &status, 0), pid);
@@ -295,6 +309,80 @@ TEST(RuntimeParallelForTest, AnIdlePoolsWorkersGoToSleep) {
     if (asleep) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
+}
+
+
+/// What the late-worker test's signal handler shares with the test: it holds a pool worker in
+/// the handler (as a descheduled or sleeping thread would be) until released.
+std::atomic<bool> g_late_worker_entered{false};
+std::atomic<bool> g_late_worker_release{false};
+
+void HoldLateWorker(int) {
+  g_late_worker_entered.store(true);
+  while (!g_late_worker_release.load()) sched_yield();
+}
+
+/// The thread ids of this process's pool workers (threads named tune-rt-worker).
+std::vector<pid_t> PoolWorkerTids() {
+  std::vector<pid_t> tids;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream comm(task.path() / "comm");
+    std::string name;
+    std::getline(comm, name);
+    if (name == "tune-rt-worker") tids.push_back(static_cast<pid_t>(std::stoi(task.path().filename().string())));
+  }
+  return tids;
+}
+
+TEST(RuntimeParallelForTest, TheCallerRunsTheChunkOfAWorkerThatHasNotStarted) {
+  // The pool's one worker is held in a signal handler (as a thread without a CPU would be): the
+  // caller, done with chunk 0, runs chunk 1 itself and returns, rather than waiting for the
+  // worker. (Were it to wait, a watchdog lets the worker go after a while, and chunk 1 then
+  // runs on the worker: the check below fails rather than the test hanging.) The worker, let
+  // go, finds its chunk taken, and the pool then runs loops on both threads again.
+  PoolSettingsGuard guard;
+  rt::SetSpinMicros(rt::kDefaultSpinMicros);
+  rt::SetNumThreads(2);
+  PoolVisits v(kPoolMaxN);
+  ASSERT_TRUE(RunAndCheckPoolLoop(v, 64, 2));  // the pool exists
+  // (Its worker names itself once it runs: the caller may have run that first loop alone.)
+  std::vector<pid_t> workers;
+  while ((workers = PoolWorkerTids()).empty()) std::this_thread::yield();
+  ASSERT_EQ(workers.size(), 1u);
+  struct sigaction hold = {}, previous = {};
+  hold.sa_handler = HoldLateWorker;
+  sigemptyset(&hold.sa_mask);
+  ASSERT_EQ(sigaction(SIGUSR2, &hold, &previous), 0);
+  g_late_worker_entered = false;
+  g_late_worker_release = false;
+  ASSERT_EQ(syscall(SYS_tgkill, getpid(), workers[0], SIGUSR2), 0);
+  while (!g_late_worker_entered.load()) std::this_thread::yield();
+  std::atomic<bool> loop_returned{false};
+  std::thread watchdog([&] {
+    for (int i = 0; i < 300 && !loop_returned.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    g_late_worker_release = true;
+  });
+  const int64_t n = std::uniform_int_distribution<int64_t>(2, kPoolMaxN)(*std::make_unique<std::mt19937_64>(FreshPoolSeed()));
+  tune_rt_parallel_for(n, PoolVisitIndex, &v);
+  const bool released_before = g_late_worker_release.load();
+  loop_returned = true;
+  watchdog.join();
+  EXPECT_FALSE(released_before) << "the loop waited for the held worker";
+  for (int64_t i = 0; i < n; ++i) {
+    EXPECT_EQ(v.count[static_cast<size_t>(i)].exchange(0), 1) << "index " << i << " of " << n;
+    EXPECT_EQ(v.owner[static_cast<size_t>(i)].load(), std::this_thread::get_id()) << "index " << i << " of " << n;
+  }
+  ASSERT_EQ(sigaction(SIGUSR2, &previous, nullptr), 0);
+  // Both threads take part again: some loop runs a chunk on the worker.
+  bool worker_ran = false;
+  for (int r = 0; r < 20000 && !worker_ran; ++r) {
+    tune_rt_parallel_for(64, PoolVisitIndexSlowly, &v);
+    for (int64_t i = 0; i < 64; ++i) {
+      EXPECT_EQ(v.count[static_cast<size_t>(i)].exchange(0), 1);
+      worker_ran = worker_ran || v.owner[static_cast<size_t>(i)].load() != std::this_thread::get_id();
+    }
+  }
+  EXPECT_TRUE(worker_ran);
 }
 
 }  // namespace
