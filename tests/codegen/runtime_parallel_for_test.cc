@@ -11,7 +11,6 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
-#include <memory>
 #include <random>
 #include <string>
 #include <thread>
@@ -362,7 +361,8 @@ TEST(RuntimeParallelForTest, TheCallerRunsTheChunkOfAWorkerThatHasNotStarted) {
     for (int i = 0; i < 300 && !loop_returned.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
     g_late_worker_release = true;
   });
-  const int64_t n = std::uniform_int_distribution<int64_t>(2, kPoolMaxN)(*std::make_unique<std::mt19937_64>(FreshPoolSeed()));
+  std::mt19937_64 rng(FreshPoolSeed());
+  const int64_t n = std::uniform_int_distribution<int64_t>(2, kPoolMaxN)(rng);
   tune_rt_parallel_for(n, PoolVisitIndex, &v);
   const bool released_before = g_late_worker_release.load();
   loop_returned = true;
