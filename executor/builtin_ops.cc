@@ -10,6 +10,10 @@
 #include <numeric>
 #include <set>
 
+#if defined(__SSE2__)
+#include <xmmintrin.h>
+#endif
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "executor/node_context.h"
@@ -1309,9 +1313,51 @@ absl::StatusOr<std::unique_ptr<OpKernel>> Copy(const Ctx& c) {
   return Make([bytes](const void* const* in, void* const* outs) { std::memcpy(outs[0], in[0], bytes); });
 }
 
+/// Copies pixels [p0, p1) of one image's channel block from its NCHW form (block rows of hw
+/// floats) to its NCHWc form (hw rows of block floats) when kToBlocked, else back. The loops walk
+/// the blocked side contiguously; with SSE and a block that is a multiple of 4 they move 4x4
+/// tiles (4 channels of 4 pixels, transposed in registers), which on the 2-core AVX-512 EPYC VM
+/// ran about 3x faster than scalar loops in either order (MobileNet-V2's 32x112x112 stem output
+/// in blocks of 16, one thread: 38 us against 116-280 us).
+template <bool kToBlocked>
+void CopyLayoutPixels(const float* src, float* dst, int64_t block, int64_t hw, int64_t p0, int64_t p1) {
+  int64_t p = p0;
+#if defined(__SSE2__)
+  if (block % 4 == 0) {
+    // Offsets of row i of a tile: a channel row of the NCHW side, a pixel row of the blocked one.
+    const int64_t in_row = kToBlocked ? hw : block, out_row = kToBlocked ? block : hw;
+    for (; p + 4 <= p1; p += 4) {
+      for (int64_t k = 0; k < block; k += 4) {
+        const int64_t nchw_at = k * hw + p, blocked_at = p * block + k;
+        const float* s = src + (kToBlocked ? nchw_at : blocked_at);
+        float* d = dst + (kToBlocked ? blocked_at : nchw_at);
+        __m128 r0 = _mm_loadu_ps(s), r1 = _mm_loadu_ps(s + in_row);
+        __m128 r2 = _mm_loadu_ps(s + 2 * in_row), r3 = _mm_loadu_ps(s + 3 * in_row);
+        _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+        _mm_storeu_ps(d, r0);
+        _mm_storeu_ps(d + out_row, r1);
+        _mm_storeu_ps(d + 2 * out_row, r2);
+        _mm_storeu_ps(d + 3 * out_row, r3);
+      }
+    }
+  }
+#endif
+  for (; p < p1; ++p) {
+    for (int64_t k = 0; k < block; ++k) {
+      if constexpr (kToBlocked) {
+        dst[p * block + k] = src[k * hw + p];
+      } else {
+        dst[k * hw + p] = src[p * block + k];
+      }
+    }
+  }
+}
+
 /// tune.ToBlocked x[N,C,H,W] -> y[N,C/c,H,W,c] and tune.ToNchw, its inverse (graph/layout.h),
-/// c the "block" attribute: one parallel task per channel block of an image, which lies at the
-/// same offset in both layouts.
+/// c the "block" attribute. A channel block of an image lies at the same offset in both layouts;
+/// each is split in runs of pixels (a multiple of 4, about kChunk floats each), and the parallel
+/// tasks are (image, channel block, run): MobileNet-V2's stem output (32x112x112, blocks of 16)
+/// makes 26 of them rather than 2. Tensors below kChunk floats are copied on one thread.
 absl::StatusOr<std::unique_ptr<OpKernel>> LayoutTransform(const Ctx& c) {
   if (auto st = c.Arity(1, 1, 1); !st.ok()) return st;
   const bool to_blocked = c.node.op == "tune.ToBlocked";
@@ -1328,22 +1374,31 @@ absl::StatusOr<std::unique_ptr<OpKernel>> LayoutTransform(const Ctx& c) {
     return c.Bad(absl::StrCat("the blocked tensor ", ShapeText(blocked.shape), " is not ", ShapeText(expected)));
   }
   const int64_t blocks = expected[0] * expected[1], hw = expected[2] * expected[3];
-  return Make([to_blocked, block, blocks, hw](const void* const* in, void* const* out) {
+  // Pixels per run: hw split in about block * hw / kChunk runs, rounded up to a multiple of 4.
+  const int64_t want_runs = std::max<int64_t>(1, (block * hw + kChunk - 1) / kChunk);
+  const int64_t run = std::max<int64_t>(4, ((hw + want_runs - 1) / want_runs + 3) / 4 * 4);
+  const int64_t runs = std::max<int64_t>(1, (hw + run - 1) / run);
+  const int64_t tasks = blocks * runs;
+  const bool serial = blocks * block * hw < kChunk;
+  return Make([to_blocked, block, hw, run, runs, tasks, serial](const void* const* in, void* const* out) {
     const float* src = static_cast<const float*>(in[0]);
     float* dst = static_cast<float*>(out[0]);
-    ParallelFor(blocks, [&](int64_t t) {
-      const float* s = src + t * block * hw;
-      float* d = dst + t * block * hw;
+    auto task = [&](int64_t t) {
+      const int64_t b = t / runs, r = t % runs;
+      const float* s = src + b * block * hw;
+      float* d = dst + b * block * hw;
+      const int64_t p0 = r * run, p1 = std::min(hw, p0 + run);
       if (to_blocked) {
-        for (int64_t p = 0; p < hw; ++p) {
-          for (int64_t k = 0; k < block; ++k) d[p * block + k] = s[k * hw + p];
-        }
+        CopyLayoutPixels<true>(s, d, block, hw, p0, p1);
       } else {
-        for (int64_t k = 0; k < block; ++k) {
-          for (int64_t p = 0; p < hw; ++p) d[k * hw + p] = s[p * block + k];
-        }
+        CopyLayoutPixels<false>(s, d, block, hw, p0, p1);
       }
-    });
+    };
+    if (serial) {
+      for (int64_t t = 0; t < tasks; ++t) task(t);
+    } else {
+      ParallelFor(tasks, task);
+    }
   });
 }
 
