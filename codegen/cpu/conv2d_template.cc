@@ -153,11 +153,15 @@ Conv2dTemplate::Conv2dTemplate(Workload w, CpuLimits cpu) : Template(std::move(w
 }
 
 search::Config Conv2dTemplate::DefaultConfig() const {
-  const search::Config serial = SerialDefault();
   // On a target of several threads the default shares its outer loops out among them (the
   // batch with the OC and OH block loops fused: one OH row of one OC block an iteration), so
   // that a task whose search finds nothing faster still runs on every thread rather than one.
-  return cpu_.threads > 1 ? ParallelDefault(serial, {2, 1}) : serial;
+  return ParallelFormOf(SerialDefault());
+}
+
+search::Config Conv2dTemplate::ParallelFormOf(const search::Config& config) const {
+  if (cpu_.threads <= 1 || config.empty() || space_.GetInt(config, "parallel") != 0) return config;
+  return ParallelDefault(config, {2, 1});
 }
 
 search::Config Conv2dTemplate::SerialDefault() const {

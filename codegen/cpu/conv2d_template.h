@@ -47,6 +47,9 @@ class Conv2dTemplate : public Template {
   /// and OH block loops fused into one parallel loop (or the outer loop alone, where only that
   /// one shares out evenly; serial where neither does).
   search::Config DefaultConfig() const override;
+  /// Where cpu.threads > 1, a config with "parallel" 0 gets the default's rule: 2 (batch, OC
+  /// and OH blocks fused) where parallel_balance keeps it, else 1 (the outer loop), else none.
+  search::Config ParallelFormOf(const search::Config& config) const override;
 
  protected:
   Schedule Build(const search::Config& config) const override;

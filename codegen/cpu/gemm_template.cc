@@ -110,7 +110,12 @@ search::Config GemmTemplate::DefaultConfig() const {
                                           {"acc_tile", {1}},
                                           {"parallel", {0}},
                                           {"pack_a", {0}}});
-  return cpu_.threads > 1 ? ParallelDefault(serial, {2, 1}) : serial;
+  return ParallelFormOf(serial);
+}
+
+search::Config GemmTemplate::ParallelFormOf(const search::Config& config) const {
+  if (cpu_.threads <= 1 || config.empty() || space_.GetInt(config, "parallel") != 0) return config;
+  return ParallelDefault(config, {2, 1});
 }
 
 Schedule GemmTemplate::Build(const search::Config& c) const {

@@ -27,6 +27,10 @@ class GemmTemplate : public Template {
   /// outer loop alone for batch_matmul, or where only that one shares out evenly; serial
   /// where neither does).
   search::Config DefaultConfig() const override;
+  /// Where cpu.threads > 1, a config with "parallel" 0 gets the default's rule: 2 (M and N
+  /// blocks fused; not an option of batch_matmul) where parallel_balance keeps it, else 1 (the
+  /// outer loop), else none.
+  search::Config ParallelFormOf(const search::Config& config) const override;
 
  protected:
   Schedule Build(const search::Config& config) const override;

@@ -56,6 +56,12 @@ class Template {
   /// "batch_matmul b12_m197_n197_k64: no valid configuration of the cuda_gemm template for
   /// this shape (constraint 'threads' rules out every configuration tried)".
   absl::StatusOr<search::Config> ValidDefaultConfig() const;
+  /// `config` (a config of space()) with its loops shared out among the target's threads as
+  /// DefaultConfig() shares the default's, where `config` runs every loop on the calling thread,
+  /// the template knows of more than one thread and that form is valid; otherwise `config`
+  /// itself (so always, here: templates without a parallel knob). How config transfer offers a
+  /// serial config recorded at one thread count in parallel at another.
+  virtual search::Config ParallelFormOf(const search::Config& config) const { return config; }
 
   /// The scheduled kernel for `config`; InvalidArgument naming the failed constraint when
   /// the config is not valid in space().
