@@ -147,27 +147,41 @@ absl::StatusOr<TransferSeeds> TransferConfigs(const dataset::RecordDatabase& db,
                                         });
   if (!similar.ok()) return similar.status();
   std::set<search::Config> taken;
+  auto full = [&] { return static_cast<int>(seeds.configs.size()) >= options.max_configs; };
+  const search::Config own_default = tmpl.DefaultConfig();
   // Up to per_task of the best configs of task `source` on target `on`, mapped into this space
   // (more of its best than it may give: some map onto the same config, or break a constraint
-  // of this shape or thread count); `label` names the source when it gives any.
-  auto take = [&](int64_t source, int64_t on, const std::string& label) -> absl::Status {
+  // of this shape or thread count); `label` names the source when it gives any. With
+  // `parallel_forms`, each is followed by its parallel form (Template::ParallelFormOf) where
+  // that differs, is valid, is not this task's default (measured already) and max_configs
+  // leaves room: the pair counts as one of the source's per_task picks, as two seeds.
+  auto take = [&](int64_t source, int64_t on, const std::string& label, bool parallel_forms) -> absl::Status {
     auto best = db.Best(source, on, 4 * std::max(options.per_task, 1));
     if (!best.ok()) return best.status();
     int from_this = 0;
     for (const dataset::Record& rec : *best) {
-      if (from_this >= options.per_task || static_cast<int>(seeds.configs.size()) >= options.max_configs) break;
+      if (from_this >= options.per_task || full()) break;
       if (rec.strategy == kUntunedStrategy) continue;
       auto config = MapConfig(rec.config_json, tmpl.space());
       if (!config.ok() || !taken.insert(*config).second) continue;
       seeds.configs.push_back(*config);
       ++from_this;
+      if (!parallel_forms || full()) continue;
+      search::Config parallel = tmpl.ParallelFormOf(*config);
+      if (parallel == *config || !tmpl.space().IsValid(parallel) || parallel == own_default ||
+          !taken.insert(parallel).second) {
+        continue;
+      }
+      seeds.configs.push_back(std::move(parallel));
     }
     if (from_this > 0) seeds.sources.push_back(label);
     return absl::OkStatus();
   };
   // The same task on the same machine at another thread count first: its best tiles carry
   // over, and a search at one thread count may miss what another found (the parallel loop's
-  // constraints differ, so a config may map to its nearest valid neighbour).
+  // constraints differ, so a config may map to its nearest valid neighbour). A serial config
+  // (the best at one thread mostly are) also comes in parallel form where this template uses
+  // several threads: seeded alone, a serial kernel was often kept as the best at 2 threads.
   auto targets = db.Targets();
   if (!targets.ok()) return targets.status();
   std::string machine;
@@ -175,21 +189,22 @@ absl::StatusOr<TransferSeeds> TransferConfigs(const dataset::RecordDatabase& db,
     if (t.id == target_id) machine = KeyAtOneThread(t.json);
   }
   for (const dataset::TargetInfo& t : *targets) {
-    if (machine.empty() || static_cast<int>(seeds.configs.size()) >= options.max_configs) break;
+    if (machine.empty() || full()) break;
     if (t.id == target_id) continue;
     absl::StatusOr<measure::Target> other = measure::Target::FromJson(t.json);
     if (!other.ok()) continue;
     const int threads = other->threads;
     other->threads = 1;
     if (other->Key() != machine) continue;
-    if (absl::Status s = take(task_id, t.id, absl::StrCat(workload.Key(), " at t", threads)); !s.ok()) return s;
+    const std::string label = absl::StrCat(workload.Key(), " at t", threads);
+    if (absl::Status s = take(task_id, t.id, label, /*parallel_forms=*/true); !s.ok()) return s;
   }
   for (const NearTask& candidate : *similar) {
-    if (static_cast<int>(seeds.configs.size()) >= options.max_configs) break;
+    if (full()) break;
     const dataset::TaskInfo* info = &candidate.info;
     auto other = factory.MakeTemplate(candidate.workload);
     if (!other.ok() || (*other)->name() != tmpl.name()) continue;
-    if (absl::Status s = take(info->id, target_id, info->workload_key); !s.ok()) return s;
+    if (absl::Status s = take(info->id, target_id, info->workload_key, /*parallel_forms=*/false); !s.ok()) return s;
   }
   return seeds;
 }

@@ -33,9 +33,10 @@ double WorkloadDistance(const codegen::Workload& a, const codegen::Workload& b);
 absl::StatusOr<search::Config> MapConfig(const std::string& config_json, const search::ConfigSpace& space);
 
 struct ConfigTransferOptions {
-  /// Configs seeded at most.
+  /// Configs seeded at most, parallel forms included.
   int max_configs = 4;
-  /// Configs taken from any one source task at most (the rest come from the next most similar).
+  /// Configs taken from any one source task at most (the rest come from the next most similar);
+  /// a config and its parallel form count as one.
   int per_task = 2;
   /// Source tasks considered at most: the nearest of those with ok records on the target. The
   /// tasks table is read one row at a time and only these are kept, so a new task's memory does
@@ -55,7 +56,9 @@ struct TransferSeeds {
 
 /// First, the best ok configs of task `task_id` itself on the targets that differ from
 /// `target_id` only in their thread count (the same machine at 1, 2, ... threads; source label
-/// "WORKLOAD_KEY at tN"). Then the best ok configs (not the untuned default schedule's) recorded
+/// "WORKLOAD_KEY at tN"), each followed, where it is serial and `tmpl` uses several threads,
+/// by its parallel form (Template::ParallelFormOf) unless that is `tmpl`'s default or seeded
+/// already. Then the best ok configs (not the untuned default schedule's) recorded
 /// on `target_id` for the tasks other than `task_id` whose template
 /// (made by `factory` for their workload) has the name and version of `tmpl`, most similar
 /// (WorkloadDistance to `workload`; ties: the older task) first, among the

@@ -227,6 +227,129 @@ TEST(ConfigTransferTest, SeedsATaskFromItsOwnRecordsAtAnotherThreadCount) {
   EXPECT_EQ(transferred[0], tmpl->space().ToJson(*mapped));
 }
 
+// `config` with choice knob `name` set to `value`; empty when `value` is not an option.
+search::Config TransferWithChoice(const search::ConfigSpace& space, search::Config config, const std::string& name,
+                                  int64_t value) {
+  const int k = space.KnobIndex(name);
+  const auto& options = space.knobs()[k].options;
+  auto it = std::find(options.begin(), options.end(), std::vector<int64_t>{value});
+  if (it == options.end()) return {};
+  config[k] = static_cast<int>(it - options.begin());
+  return config;
+}
+
+// The default's rule spelled out: a serial config's "parallel" set to 2 (the fused block loops)
+// where that is valid, else 1 (the outer loop) where that is; empty where neither is.
+search::Config TransferParallelRule(const search::ConfigSpace& space, const search::Config& serial) {
+  for (int64_t p : {2, 1}) {
+    search::Config c = TransferWithChoice(space, serial, "parallel", p);
+    if (!c.empty() && space.IsValid(c)) return c;
+  }
+  return {};
+}
+
+// A task whose best configs at 1 thread are serial seeds the same task at 2 threads with each
+// of them followed by its parallel form (the default's rule applied to it), within the seed
+// budget: the pair counts as one of the source's picks, each as one seed. At 1 thread, seeds
+// from 2 threads come as they are.
+TEST(ConfigTransferTest, SeedsTheParallelFormOfASerialConfigAtAnotherThreadCount) {
+  const unsigned seed = std::random_device{}();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  auto uniform = [&](int lo, int hi) { return std::to_string(std::uniform_int_distribution<int>(lo, hi)(rng)); };
+  const measure::Target t1 = measure::Target::HostCpu(1), t2 = measure::Target::HostCpu(2);
+  auto factory1 = measure::TaskFactory::Create(t1), factory2 = measure::TaskFactory::Create(t2);
+  ASSERT_TRUE(factory1.ok() && factory2.ok());
+  int checked = 0;
+  for (int round = 0; round < 8; ++round) {
+    const codegen::Workload w =
+        round % 2 == 0 ? TransferMatmul(uniform(8, 128) + "," + uniform(8, 128) + "," + uniform(8, 64))
+                       : test::ToyWorkload(codegen::OpKind::kConv2d, "1," + uniform(4, 48) + "," + uniform(6, 28) + "," +
+                                                                         uniform(6, 28) + "," + uniform(4, 64) + ",3,3,1,1");
+    SCOPED_TRACE(w.Key());
+    auto tmpl1 = (*factory1)->MakeTemplate(w);
+    auto tmpl2 = (*factory2)->MakeTemplate(w);
+    ASSERT_TRUE(tmpl1.ok() && tmpl2.ok());
+    const search::ConfigSpace& space = (*tmpl2)->space();
+    const search::Config own_default = (*tmpl2)->DefaultConfig();
+    // Two serial configs whose parallel forms exist, the four distinct, none the default.
+    std::vector<search::Config> serial, parallel;
+    for (int tries = 0; tries < 200 && serial.size() < 2; ++tries) {
+      auto sample = space.Sample(rng);
+      ASSERT_TRUE(sample.ok()) << sample.status();
+      const search::Config s = TransferWithChoice(space, *sample, "parallel", 0);
+      if (!space.IsValid(s)) continue;
+      const search::Config p = TransferParallelRule(space, s);
+      if (p.empty() || p == own_default || s == own_default) continue;
+      if (std::find(serial.begin(), serial.end(), s) != serial.end() ||
+          std::find(parallel.begin(), parallel.end(), p) != parallel.end()) {
+        continue;
+      }
+      serial.push_back(s);
+      parallel.push_back(p);
+    }
+    if (serial.size() < 2) continue;  // a shape too small to share out on 2 threads
+    ++checked;
+
+    auto db = test::OpenTestDb();
+    auto id1 = db->UpsertTarget({0, t1.Key(), t1.ToJson()});
+    auto id2 = db->UpsertTarget({0, t2.Key(), t2.ToJson()});
+    dataset::TaskInfo info;
+    info.workload_key = w.Key();
+    info.op = codegen::OpName(w.op);
+    info.shape_json = "{}";
+    info.template_version = (*tmpl2)->version();
+    auto task = db->UpsertTask(info);
+    ASSERT_TRUE(id1.ok() && id2.ok() && task.ok());
+    // At 1 thread the two serial configs were the fastest (the first faster); at 2 threads the
+    // first one's parallel form and the second serial one were measured.
+    std::vector<dataset::Record> records;
+    auto record = [&](int64_t target, const search::Config& c, double cost) {
+      dataset::Record r;
+      r.task_id = *task;
+      r.target_id = target;
+      r.config_json = space.ToJson(c);
+      r.strategy = "random";
+      r.protocol_json = measure::MeasureProtocol().ToJson();
+      r.result.status = measure::MeasureStatus::kOk;
+      r.result.costs_s = {cost};
+      r.result.number = 1;
+      records.push_back(r);
+    };
+    record(*id1, serial[0], 1e-3);
+    record(*id1, serial[1], 2e-3);
+    record(*id2, parallel[0], 1e-3);
+    record(*id2, serial[1], 2e-3);
+    ASSERT_TRUE(db->AddRecords(records).ok());
+
+    auto seeds_at = [&](int64_t target, const codegen::Template& tmpl, int max_configs, int per_task) {
+      const measure::TaskFactory& factory = target == *id1 ? **factory1 : **factory2;
+      ConfigTransferOptions o;
+      o.max_configs = max_configs;
+      o.per_task = per_task;
+      auto seeds = TransferConfigs(*db, target, *task, w, tmpl, factory, o);
+      EXPECT_TRUE(seeds.ok()) << seeds.status();
+      return seeds.ok() ? *seeds : TransferSeeds{};
+    };
+    const TransferSeeds at_two = seeds_at(*id2, **tmpl2, 4, 2);
+    EXPECT_EQ(at_two.configs, (std::vector<search::Config>{serial[0], parallel[0], serial[1], parallel[1]}));
+    EXPECT_EQ(at_two.sources, std::vector<std::string>{w.Key() + " at t1"});
+    for (const search::Config& c : at_two.configs) EXPECT_TRUE(space.IsValid(c)) << space.WhyInvalid(c);
+    // The budget: max_configs seeds at most, parallel forms included; per_task counts pairs.
+    EXPECT_EQ(seeds_at(*id2, **tmpl2, 3, 2).configs,
+              (std::vector<search::Config>{serial[0], parallel[0], serial[1]}));
+    EXPECT_EQ(seeds_at(*id2, **tmpl2, 4, 1).configs, (std::vector<search::Config>{serial[0], parallel[0]}));
+    EXPECT_EQ(seeds_at(*id2, **tmpl2, 1, 1).configs, std::vector<search::Config>{serial[0]});
+
+    // At 1 thread: the 2-thread records as they are (mapped), no form added to the serial one.
+    const search::ConfigSpace& space1 = (*tmpl1)->space();
+    auto p0 = MapConfig(space.ToJson(parallel[0]), space1), s1 = MapConfig(space.ToJson(serial[1]), space1);
+    ASSERT_TRUE(p0.ok() && s1.ok());
+    EXPECT_EQ(seeds_at(*id1, **tmpl1, 4, 2).configs, (std::vector<search::Config>{*p0, *s1}));
+  }
+  EXPECT_GE(checked, 4);
+}
+
 // A convolution's NCHWc twin (the same shape with channel-blocked activations) is the nearest
 // task there is: `tune MODEL --layout nchwc` on a database that tuned the model in NCHW starts
 // each blocked convolution from its NCHW twin's best configs, mapped into the NCHWc space (the
