@@ -1,6 +1,7 @@
 // ExecutionPlan: kernels made per node, buffers placed by live interval, pointers bound once.
 #include "executor/execution_plan.h"
 
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -12,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "codegen/runtime/runtime.h"
 #include "executor/builtin_ops.h"
 #include "measure/target.h"
 
@@ -361,6 +363,10 @@ absl::StatusOr<std::unique_ptr<ExecutionPlan>> ExecutionPlan::Create(graph::Grap
   for (const TensorDesc& d : plan->outputs_) plan->output_ptrs_.push_back(pointer(d.name));
   if (absl::Status st = plan->backend_->Prepare(); !st.ok()) return st;
   if (absl::Status st = plan->backend_->Synchronize(); !st.ok()) return st;
+  // The plan's weights may sit where an earlier plan's weights were, which CPU kernels with
+  // weights packed once (keyed by kernel and weight address) may have packed: forget those
+  // packings. A plan still alive packs its weights again on its next run.
+  tune_rt_prepacked_reset();
   return plan;
 }
 

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "codegen/runtime/runtime.h"
 #include "executor/backend.h"
 #include "executor/builtin_ops.h"
 #include "executor/execution_plan.h"
@@ -131,6 +132,34 @@ std::vector<std::vector<float>> LayoutPlanRun(const graph::Graph& g, const std::
   for (auto& v : outputs) out.push_back(v.data());
   EXPECT_TRUE((*plan)->Run(in, out).ok());
   return outputs;
+}
+
+TEST(LayoutPlanRunTest, CreatingAPlanForgetsWeightsPackedBefore) {
+  // Weights packed once are kept by kernel and weight address; a new plan's weights may sit
+  // where an earlier plan's were (the NCHWc defaults pack once), so creating a plan forgets
+  // every packing: the next request for an old key is fresh.
+  static const float kWeight[4] = {1, 2, 3, 4};
+  int fresh = 0;
+  void* b = tune_rt_prepacked("layout-plan-test-kernel", kWeight, sizeof(kWeight), &fresh);
+  ASSERT_EQ(fresh, 1);
+  tune_rt_prepacked_release(b);
+  b = tune_rt_prepacked("layout-plan-test-kernel", kWeight, sizeof(kWeight), &fresh);
+  EXPECT_EQ(fresh, 0) << "kept between calls";
+  tune_rt_prepacked_release(b);
+  std::mt19937_64 rng(std::random_device{}());
+  auto g = graph::ImportOnnxBytes(LayoutPlanModel(16, rng), "layout.onnx");
+  ASSERT_TRUE(g.ok()) << g.status();
+  ASSERT_TRUE(graph::PlanBlockedLayout(*g, 16).ok());
+  auto backend = CreateBackend("llvm", 1);
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  std::shared_ptr<const Backend> shared = *std::move(backend);
+  auto choices = ChooseTaskKernels(*g, *shared, nullptr);
+  ASSERT_TRUE(choices.ok()) << choices.status();
+  auto plan = ExecutionPlan::Create(*g, shared, *choices);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  b = tune_rt_prepacked("layout-plan-test-kernel", kWeight, sizeof(kWeight), &fresh);
+  EXPECT_EQ(fresh, 1) << "a packing made before the plan survived its creation";
+  tune_rt_prepacked_release(b);
 }
 
 TEST(LayoutPlanRunTest, PlannedGraphGivesTheUnplannedGraphsOutputs) {
