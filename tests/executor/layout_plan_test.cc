@@ -16,6 +16,7 @@
 #include "graph/layout.h"
 #include "graph/onnx_import.h"
 #include "gtest/gtest.h"
+#include "tests/executor/default_plan_run.h"
 #include "tests/graph/onnx_writer.h"
 
 namespace tune::executor {
@@ -113,27 +114,6 @@ std::string LayoutPlanModel(int64_t in_c, std::mt19937_64& rng) {
        px::TensorF32("lo", {}, {0.0f}), px::TensorF32("hi", {}, {0.5f})});
 }
 
-/// The graph's outputs on `inputs` with default schedules on the CPU.
-std::vector<std::vector<float>> LayoutPlanRun(const graph::Graph& g, const std::vector<std::vector<float>>& inputs) {
-  auto backend = CreateBackend("llvm", 1);
-  EXPECT_TRUE(backend.ok()) << backend.status();
-  std::shared_ptr<const Backend> shared = *std::move(backend);
-  auto choices = ChooseTaskKernels(g, *shared, nullptr);
-  EXPECT_TRUE(choices.ok()) << choices.status();
-  if (!choices.ok()) return {};
-  auto plan = ExecutionPlan::Create(g, shared, *choices);
-  EXPECT_TRUE(plan.ok()) << plan.status();
-  if (!plan.ok()) return {};
-  std::vector<std::vector<float>> outputs;
-  std::vector<const void*> in;
-  std::vector<void*> out;
-  for (const auto& v : inputs) in.push_back(v.data());
-  for (const TensorDesc& d : (*plan)->outputs()) outputs.emplace_back(d.NumElements(), NAN);
-  for (auto& v : outputs) out.push_back(v.data());
-  EXPECT_TRUE((*plan)->Run(in, out).ok());
-  return outputs;
-}
-
 TEST(LayoutPlanRunTest, CreatingAPlanForgetsWeightsPackedBefore) {
   // Weights packed once are kept by kernel and weight address; a new plan's weights may sit
   // where an earlier plan's were (the NCHWc defaults pack once), so creating a plan forgets
@@ -178,8 +158,8 @@ TEST(LayoutPlanRunTest, PlannedGraphGivesTheUnplannedGraphsOutputs) {
     EXPECT_EQ(blocked, in_c == 3 ? 3 : 4);
     EXPECT_EQ(transforms, 3) << "one ToBlocked, a ToNchw for the pool and one for the output m";
     const std::vector<std::vector<float>> inputs = {LayoutPlanFloats(2 * in_c * 81, rng)};
-    const auto want = LayoutPlanRun(*g, inputs);
-    const auto got = LayoutPlanRun(planned, inputs);
+    const auto want = test::RunDefaultPlan(*g, inputs, 1);
+    const auto got = test::RunDefaultPlan(planned, inputs, 1);
     ASSERT_EQ(want.size(), 2u);
     ASSERT_EQ(got.size(), 2u);
     for (size_t o = 0; o < want.size(); ++o) {

@@ -17,6 +17,7 @@
 #include "graph/layout.h"
 #include "graph/onnx_import.h"
 #include "gtest/gtest.h"
+#include "tests/executor/default_plan_run.h"
 #include "tests/graph/onnx_writer.h"
 
 namespace tune::executor {
@@ -108,29 +109,6 @@ std::string ReblockMixedModel(std::mt19937_64& rng) {
                     px::TensorF32("wd", {32, 16, 1, 1}, ReblockFloats(32 * 16, rng))});
 }
 
-/// The graph's outputs on `inputs` with default schedules on the CPU, `threads` threads.
-std::vector<std::vector<float>> ReblockRun(const graph::Graph& g, const std::vector<std::vector<float>>& inputs,
-                                           int threads) {
-  auto backend = CreateBackend("llvm", threads);
-  EXPECT_TRUE(backend.ok()) << backend.status();
-  if (!backend.ok()) return {};
-  std::shared_ptr<const Backend> shared = *std::move(backend);
-  auto choices = ChooseTaskKernels(g, *shared, nullptr);
-  EXPECT_TRUE(choices.ok()) << choices.status();
-  if (!choices.ok()) return {};
-  auto plan = ExecutionPlan::Create(g, shared, *choices);
-  EXPECT_TRUE(plan.ok()) << plan.status();
-  if (!plan.ok()) return {};
-  std::vector<std::vector<float>> outputs;
-  std::vector<const void*> in;
-  std::vector<void*> out;
-  for (const auto& v : inputs) in.push_back(v.data());
-  for (const TensorDesc& d : (*plan)->outputs()) outputs.emplace_back(d.NumElements(), NAN);
-  for (auto& v : outputs) out.push_back(v.data());
-  EXPECT_TRUE((*plan)->Run(in, out).ok());
-  return outputs;
-}
-
 TEST(ReblockRunTest, MixedBlocksGiveTheUnplannedGraphsOutputs) {
   std::mt19937_64 rng(std::random_device{}());
   auto g = graph::ImportOnnxBytes(ReblockMixedModel(rng), "mixed.onnx");
@@ -153,10 +131,10 @@ TEST(ReblockRunTest, MixedBlocksGiveTheUnplannedGraphsOutputs) {
   EXPECT_EQ(to_blocked, 1) << "x, once";
   EXPECT_EQ(to_nchw, 2) << "the two graph outputs";
   const std::vector<std::vector<float>> inputs = {ReblockFloats(2 * 16 * 35, rng)};
-  const auto want = ReblockRun(*g, inputs, 1);
+  const auto want = test::RunDefaultPlan(*g, inputs, 1);
   for (int threads : {1, 2}) {
     SCOPED_TRACE(threads);
-    const auto got = ReblockRun(planned, inputs, threads);
+    const auto got = test::RunDefaultPlan(planned, inputs, threads);
     ASSERT_EQ(want.size(), 2u);
     ASSERT_EQ(got.size(), 2u);
     for (size_t o = 0; o < want.size(); ++o) {
