@@ -23,6 +23,7 @@
 #include "codegen/ir/workload.h"
 #include "gtest/gtest.h"
 #include "search/space.h"
+#include "tests/common/random_values.h"
 
 namespace tune::test {
 
@@ -82,13 +83,6 @@ class FencedArray {
   char* base_ = nullptr;
   float* data_ = nullptr;
 };
-
-inline std::vector<float> RandomValues(int64_t n, std::mt19937_64& rng) {
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
-}
 
 inline float ReferenceEpilogue(const codegen::Workload& w, double v, const std::vector<float>* bias, int64_t channel) {
   if (w.bias) v += (*bias)[channel];

@@ -1,17 +1,41 @@
-// Runs a graph on the CPU with every task's default schedule: the outputs the layout tests compare.
+// What the executor's layout tests share: float tensors, the layout copy nodes, and a graph run
+// on the CPU with every task's default schedule (the outputs they compare).
 #pragma once
 
 #include <cmath>
+#include <cstdint>
 #include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "executor/backend.h"
 #include "executor/execution_plan.h"
 #include "executor/task_kernels.h"
 #include "graph/graph.h"
+#include "graph/layout.h"
 #include "gtest/gtest.h"
 
 namespace tune::test {
+
+/// A float32 tensor named `name` of `shape`.
+inline graph::Tensor FloatTensor(const std::string& name, std::vector<int64_t> shape) {
+  graph::Tensor t;
+  t.name = name;
+  t.shape = std::move(shape);
+  return t;
+}
+
+/// The layout copies in channel blocks of `block`: first tune.ToBlocked, then tune.ToNchw.
+inline std::pair<graph::Node, graph::Node> LayoutCopyNodes(int64_t block) {
+  graph::Node to;
+  to.name = "to";
+  to.op = graph::kToBlockedOp;
+  to.attributes["block"] = block;
+  graph::Node back = to;
+  back.op = graph::kToNchwOp;
+  return {to, back};
+}
 
 /// The graph's outputs on `inputs` (one vector per graph input, in order) with default
 /// schedules on the CPU at `threads` threads; empty after a failure, which is reported.

@@ -11,16 +11,11 @@
 #include "executor/builtin_ops.h"
 #include "graph/layout.h"
 #include "gtest/gtest.h"
+#include "tests/common/random_values.h"
+#include "tests/executor/default_plan_run.h"
 
 namespace tune::test {
 namespace {
-
-graph::Tensor LayoutCopyTensor(const std::string& name, std::vector<int64_t> shape) {
-  graph::Tensor t;
-  t.name = name;
-  t.shape = std::move(shape);
-  return t;
-}
 
 /// The first index where `got` differs from `want` (NaN never equal), or -1.
 int64_t LayoutCopyFirstMismatch(const std::vector<float>& got, const std::vector<float>& want) {
@@ -45,7 +40,6 @@ TEST(LayoutCopyTest, ToBlockedAndToNchwAgreeWithTheLayoutAtOneTwoAndThreeThreads
   const uint64_t seed = std::random_device{}();
   std::mt19937_64 rng(seed);
   std::uniform_int_distribution<int64_t> images(1, 2), blocks_of(1, 3), side(20, 75), pick(0, 4);
-  std::uniform_real_distribution<float> value(-1.0f, 1.0f);
   const std::vector<int64_t> block_sizes = {3, 4, 8, 16, 16};
   for (int round = 0; round < 6; ++round) {
     const int64_t block = block_sizes[pick(rng)];
@@ -54,15 +48,9 @@ TEST(LayoutCopyTest, ToBlockedAndToNchwAgreeWithTheLayoutAtOneTwoAndThreeThreads
     const int64_t c = cb * block, hw = h * w;
     SCOPED_TRACE(testing::Message() << "seed " << seed << ": " << n << "x" << c << "x" << h << "x" << w << " block "
                                     << block);
-    graph::Tensor nchw = LayoutCopyTensor("x", {n, c, h, w}), blocked = LayoutCopyTensor("y", {n, cb, h, w, block});
-    graph::Node to;
-    to.name = "to";
-    to.op = graph::kToBlockedOp;
-    to.attributes["block"] = block;
-    graph::Node back = to;
-    back.op = graph::kToNchwOp;
-    std::vector<float> x(n * c * hw);
-    for (float& v : x) v = value(rng);
+    graph::Tensor nchw = FloatTensor("x", {n, c, h, w}), blocked = FloatTensor("y", {n, cb, h, w, block});
+    const auto [to, back] = LayoutCopyNodes(block);
+    const std::vector<float> x = RandomValues(n * c * hw, rng);
     // The blocked form by its definition (graph/layout.h): channel ch at y[..][ch/c][..][..][ch%c].
     std::vector<float> want(x.size());
     for (int64_t i = 0; i < n; ++i) {

@@ -16,6 +16,7 @@
 #include "graph/layout.h"
 #include "graph/onnx_import.h"
 #include "gtest/gtest.h"
+#include "tests/common/random_values.h"
 #include "tests/executor/default_plan_run.h"
 #include "tests/graph/onnx_writer.h"
 
@@ -24,20 +25,6 @@ namespace {
 
 namespace px = tune::test_onnx;
 
-std::vector<float> LayoutPlanFloats(size_t n, std::mt19937_64& rng) {
-  std::uniform_real_distribution<float> value(-1.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = value(rng);
-  return v;
-}
-
-graph::Tensor LayoutPlanTensor(const std::string& name, std::vector<int64_t> shape) {
-  graph::Tensor t;
-  t.name = name;
-  t.shape = std::move(shape);
-  return t;
-}
-
 TEST(LayoutPlanKernelTest, ToBlockedAndToNchwMoveEveryChannelToItsBlock) {
   std::mt19937_64 rng(std::random_device{}());
   std::uniform_int_distribution<int64_t> extent(1, 5), pick(0, 2);
@@ -45,18 +32,13 @@ TEST(LayoutPlanKernelTest, ToBlockedAndToNchwMoveEveryChannelToItsBlock) {
     const int64_t block = std::vector<int64_t>{1, 4, 8}[pick(rng)];
     const int64_t n = extent(rng), cb = extent(rng), h = extent(rng), w = extent(rng), c = cb * block;
     SCOPED_TRACE(testing::Message() << n << "x" << c << "x" << h << "x" << w << " block " << block);
-    graph::Tensor nchw = LayoutPlanTensor("x", {n, c, h, w}), blocked = LayoutPlanTensor("y", {n, cb, h, w, block});
-    graph::Node to;
-    to.name = "to";
-    to.op = graph::kToBlockedOp;
-    to.attributes["block"] = block;
-    graph::Node back = to;
-    back.op = graph::kToNchwOp;
+    graph::Tensor nchw = test::FloatTensor("x", {n, c, h, w}), blocked = test::FloatTensor("y", {n, cb, h, w, block});
+    const auto [to, back] = test::LayoutCopyNodes(block);
     auto to_kernel = CreateBuiltinKernel(to, {&nchw}, {&blocked}, 13);
     ASSERT_TRUE(to_kernel.ok()) << to_kernel.status();
     auto back_kernel = CreateBuiltinKernel(back, {&blocked}, {&nchw}, 13);
     ASSERT_TRUE(back_kernel.ok()) << back_kernel.status();
-    const std::vector<float> x = LayoutPlanFloats(n * c * h * w, rng);
+    const std::vector<float> x = test::RandomValues(n * c * h * w, rng);
     std::vector<float> y(x.size(), NAN), z(x.size(), NAN);
     const void* in[] = {x.data()};
     void* out[] = {y.data()};
@@ -75,7 +57,7 @@ TEST(LayoutPlanKernelTest, ToBlockedAndToNchwMoveEveryChannelToItsBlock) {
     EXPECT_EQ(z, x);
   }
   // Shapes that do not fit the block are refused.
-  graph::Tensor nchw = LayoutPlanTensor("x", {1, 12, 2, 2}), blocked = LayoutPlanTensor("y", {1, 1, 2, 2, 8});
+  graph::Tensor nchw = test::FloatTensor("x", {1, 12, 2, 2}), blocked = test::FloatTensor("y", {1, 1, 2, 2, 8});
   graph::Node to;
   to.name = "to";
   to.op = graph::kToBlockedOp;
@@ -105,12 +87,12 @@ std::string LayoutPlanModel(int64_t in_c, std::mt19937_64& rng) {
        px::Node("GlobalAveragePool", {"c3"}, {"y"}, {}, "pool")},
       {px::Value("x", px::kFloat, {2, in_c, 9, 9})},
       {px::Value("y", px::kFloat, {2, 16, 1, 1}), px::Value("m", px::kFloat, {2, 16, 9, 9})},
-      {px::TensorF32("w0", {16, in_c, 3, 3}, LayoutPlanFloats(16 * in_c * 9, rng)),
-       px::TensorF32("b0", {16}, LayoutPlanFloats(16, rng)),
-       px::TensorF32("w1", {16, 16, 3, 3}, LayoutPlanFloats(16 * 16 * 9, rng)),
-       px::TensorF32("w2", {16, 16, 3, 3}, LayoutPlanFloats(16 * 16 * 9, rng)),
-       px::TensorF32("b2", {16}, LayoutPlanFloats(16, rng)),
-       px::TensorF32("w3", {16, 16, 3, 3}, LayoutPlanFloats(16 * 16 * 9, rng)),
+      {px::TensorF32("w0", {16, in_c, 3, 3}, test::RandomValues(16 * in_c * 9, rng)),
+       px::TensorF32("b0", {16}, test::RandomValues(16, rng)),
+       px::TensorF32("w1", {16, 16, 3, 3}, test::RandomValues(16 * 16 * 9, rng)),
+       px::TensorF32("w2", {16, 16, 3, 3}, test::RandomValues(16 * 16 * 9, rng)),
+       px::TensorF32("b2", {16}, test::RandomValues(16, rng)),
+       px::TensorF32("w3", {16, 16, 3, 3}, test::RandomValues(16 * 16 * 9, rng)),
        px::TensorF32("lo", {}, {0.0f}), px::TensorF32("hi", {}, {0.5f})});
 }
 
@@ -157,7 +139,7 @@ TEST(LayoutPlanRunTest, PlannedGraphGivesTheUnplannedGraphsOutputs) {
     }
     EXPECT_EQ(blocked, in_c == 3 ? 3 : 4);
     EXPECT_EQ(transforms, 3) << "one ToBlocked, a ToNchw for the pool and one for the output m";
-    const std::vector<std::vector<float>> inputs = {LayoutPlanFloats(2 * in_c * 81, rng)};
+    const std::vector<std::vector<float>> inputs = {test::RandomValues(2 * in_c * 81, rng)};
     const auto want = test::RunDefaultPlan(*g, inputs, 1);
     const auto got = test::RunDefaultPlan(planned, inputs, 1);
     ASSERT_EQ(want.size(), 2u);

@@ -17,6 +17,7 @@
 #include "graph/layout.h"
 #include "graph/onnx_import.h"
 #include "gtest/gtest.h"
+#include "tests/common/random_values.h"
 #include "tests/executor/default_plan_run.h"
 #include "tests/graph/onnx_writer.h"
 
@@ -24,20 +25,6 @@ namespace tune::executor {
 namespace {
 
 namespace px = tune::test_onnx;
-
-std::vector<float> ReblockFloats(size_t n, std::mt19937_64& rng) {
-  std::uniform_real_distribution<float> value(-1.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = value(rng);
-  return v;
-}
-
-graph::Tensor ReblockTensor(const std::string& name, std::vector<int64_t> shape) {
-  graph::Tensor t;
-  t.name = name;
-  t.shape = std::move(shape);
-  return t;
-}
 
 graph::Node ReblockNode(int64_t from, int64_t to) {
   graph::Node node;
@@ -57,10 +44,10 @@ TEST(ReblockKernelTest, MovesEveryChannelToItsNewBlock) {
     const int64_t c = std::lcm(from, to) * multiple(rng);
     const int64_t n = extent(rng), h = extent(rng), w = extent(rng), hw = h * w;
     SCOPED_TRACE(testing::Message() << n << "x" << c << "x" << h << "x" << w << " blocks " << from << " -> " << to);
-    graph::Tensor x = ReblockTensor("x", {n, c / from, h, w, from}), y = ReblockTensor("y", {n, c / to, h, w, to});
+    graph::Tensor x = test::FloatTensor("x", {n, c / from, h, w, from}), y = test::FloatTensor("y", {n, c / to, h, w, to});
     auto kernel = CreateBuiltinKernel(ReblockNode(from, to), {&x}, {&y}, 13);
     ASSERT_TRUE(kernel.ok()) << kernel.status();
-    const std::vector<float> xs = ReblockFloats(n * c * hw, rng);
+    const std::vector<float> xs = test::RandomValues(n * c * hw, rng);
     std::vector<float> ys(xs.size(), NAN);
     const void* in[] = {xs.data()};
     void* out[] = {ys.data()};
@@ -76,11 +63,11 @@ TEST(ReblockKernelTest, MovesEveryChannelToItsNewBlock) {
     }
   }
   // Shapes that do not fit the blocks are refused, and the kernel is CPU-only.
-  graph::Tensor x = ReblockTensor("x", {1, 3, 2, 2, 8}), y = ReblockTensor("y", {1, 2, 2, 2, 16});
+  graph::Tensor x = test::FloatTensor("x", {1, 3, 2, 2, 8}), y = test::FloatTensor("y", {1, 2, 2, 2, 16});
   EXPECT_FALSE(CreateBuiltinKernel(ReblockNode(8, 16), {&x}, {&y}, 13).ok()) << "16 does not divide 24";
-  graph::Tensor x2 = ReblockTensor("x", {1, 4, 2, 2, 8}), y2 = ReblockTensor("y", {1, 2, 2, 3, 16});
+  graph::Tensor x2 = test::FloatTensor("x", {1, 4, 2, 2, 8}), y2 = test::FloatTensor("y", {1, 2, 2, 3, 16});
   EXPECT_FALSE(CreateBuiltinKernel(ReblockNode(8, 16), {&x2}, {&y2}, 13).ok()) << "another image size";
-  graph::Tensor y3 = ReblockTensor("y", {1, 2, 2, 2, 16});
+  graph::Tensor y3 = test::FloatTensor("y", {1, 2, 2, 2, 16});
   EXPECT_FALSE(CreateBuiltinKernel(ReblockNode(4, 16), {&x2}, {&y3}, 13).ok()) << "the input is not in blocks of 4";
   EXPECT_FALSE(CreateBuiltinKernel(ReblockNode(8, 0), {&x2}, {&y3}, 13).ok());
   const std::vector<std::string> ops = BuiltinOps();
@@ -101,12 +88,12 @@ std::string ReblockMixedModel(std::mt19937_64& rng) {
                     px::Node("Relu", {"s"}, {"y"}, {}, "relu")},
                    {px::Value("x", px::kFloat, {2, 16, 7, 5})},
                    {px::Value("y", px::kFloat, {2, 32, 7, 5}), px::Value("a", px::kFloat, {2, 32, 7, 5})},
-                   {px::TensorF32("wa", {32, 16, 3, 3}, ReblockFloats(32 * 16 * 9, rng)),
-                    px::TensorF32("ba", {32}, ReblockFloats(32, rng)),
-                    px::TensorF32("wb", {24, 32, 1, 1}, ReblockFloats(24 * 32, rng)),
-                    px::TensorF32("wc", {32, 24, 1, 1}, ReblockFloats(32 * 24, rng)),
-                    px::TensorF32("bc", {32}, ReblockFloats(32, rng)),
-                    px::TensorF32("wd", {32, 16, 1, 1}, ReblockFloats(32 * 16, rng))});
+                   {px::TensorF32("wa", {32, 16, 3, 3}, test::RandomValues(32 * 16 * 9, rng)),
+                    px::TensorF32("ba", {32}, test::RandomValues(32, rng)),
+                    px::TensorF32("wb", {24, 32, 1, 1}, test::RandomValues(24 * 32, rng)),
+                    px::TensorF32("wc", {32, 24, 1, 1}, test::RandomValues(32 * 24, rng)),
+                    px::TensorF32("bc", {32}, test::RandomValues(32, rng)),
+                    px::TensorF32("wd", {32, 16, 1, 1}, test::RandomValues(32 * 16, rng))});
 }
 
 TEST(ReblockRunTest, MixedBlocksGiveTheUnplannedGraphsOutputs) {
@@ -130,7 +117,7 @@ TEST(ReblockRunTest, MixedBlocksGiveTheUnplannedGraphsOutputs) {
   EXPECT_EQ(reblocks, 2) << "16 -> 8 for conv b, 8 -> 16 for the Add";
   EXPECT_EQ(to_blocked, 1) << "x, once";
   EXPECT_EQ(to_nchw, 2) << "the two graph outputs";
-  const std::vector<std::vector<float>> inputs = {ReblockFloats(2 * 16 * 35, rng)};
+  const std::vector<std::vector<float>> inputs = {test::RandomValues(2 * 16 * 35, rng)};
   const auto want = test::RunDefaultPlan(*g, inputs, 1);
   for (int threads : {1, 2}) {
     SCOPED_TRACE(threads);
