@@ -122,7 +122,12 @@ int64_t BroadcastFlat(const Shape& idx, const Shape& in) {
 
 class BuiltinOpsTest : public ::testing::Test {
  protected:
-  void SetUp() override { codegen::runtime::SetNumThreads(2); }
+  void SetUp() override {
+    saved_threads_ = codegen::runtime::NumThreads();
+    codegen::runtime::SetNumThreads(2);
+  }
+  void TearDown() override { codegen::runtime::SetNumThreads(saved_threads_); }
+  int saved_threads_ = 0;
   std::mt19937_64 rng_ = test::TestRng(7);
 };
 
