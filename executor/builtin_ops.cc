@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "executor/node_context.h"
+#include "graph/layout.h"
 #include "codegen/runtime/runtime.h"
 
 namespace tune::executor {
@@ -1313,32 +1314,85 @@ absl::StatusOr<std::unique_ptr<OpKernel>> Copy(const Ctx& c) {
   return Make([bytes](const void* const* in, void* const* outs) { std::memcpy(outs[0], in[0], bytes); });
 }
 
-/// Copies pixels [p0, p1) of one image's channel block from its NCHW form (block rows of hw
-/// floats) to its NCHWc form (hw rows of block floats) when kToBlocked, else back. The loops walk
-/// the blocked side contiguously; with SSE and a block that is a multiple of 4 they move 4x4
-/// tiles (4 channels of 4 pixels, transposed in registers), which on the 2-core AVX-512 EPYC VM
-/// ran about 3x faster than scalar loops in either order (MobileNet-V2's 32x112x112 stem output
-/// in blocks of 16, one thread: 38 us against 116-280 us).
+/// One copy between channel-blocked layouts: x[N,C/a,H,W,a] -> y[N,C/b,H,W,b], channel ch of
+/// pixel p at [ch/a][p][ch%a] of its image in x and [ch/b][p][ch%b] in y, where a block of 1 is
+/// NCHW ([ch][p]). Channels go in groups of lcm(a, b): group i of an image lies at the same
+/// offset (i * lcm * hw floats) in both layouts, and within it every run of gcd(a, b)
+/// channels that starts at a multiple of gcd(a, b) is contiguous in both.
+struct LayoutCopyGeometry {
+  int64_t from = 1, to = 1;  // a and b
+  int64_t hw = 1;            // pixels per image
+  int64_t group = 1;         // lcm(a, b): channels per group
+  int64_t run = 1;           // gcd(a, b): channels per contiguous run
+  // Offset (floats, pixel 0) of run j of a group in x and in y; a pixel adds p * a and p * b.
+  std::vector<int64_t> src_at, dst_at;
+};
+
+LayoutCopyGeometry MakeLayoutCopyGeometry(int64_t from, int64_t to, int64_t hw) {
+  LayoutCopyGeometry g;
+  g.from = from;
+  g.to = to;
+  g.hw = hw;
+  g.group = std::lcm(from, to);
+  g.run = std::gcd(from, to);
+  for (int64_t k = 0; k < g.group; k += g.run) {
+    g.src_at.push_back(k / from * hw * from + k % from);
+    g.dst_at.push_back(k / to * hw * to + k % to);
+  }
+  return g;
+}
+
+/// Copies pixels [p0, p1) of every run of a group from `src` (the group in x) to `dst` (in y),
+/// kRun floats a run (0: g.run, not known at compile time). The pixel loop is outside: the side
+/// with the larger block is walked contiguously, the other in group / block streams. (Runs
+/// outside, a strided pixel walk each, took about 12% longer on MobileNet-V2's Reblocks.)
+template <int64_t kRun>
+void CopyLayoutRuns(const float* src, float* dst, const LayoutCopyGeometry& g, int64_t p0, int64_t p1) {
+  const int64_t a = g.from, b = g.to, len = kRun > 0 ? kRun : g.run;
+  const int64_t runs = static_cast<int64_t>(g.src_at.size());
+  const int64_t* src_at = g.src_at.data();
+  const int64_t* dst_at = g.dst_at.data();
+  for (int64_t p = p0; p < p1; ++p) {
+    const float* s = src + p * a;
+    float* d = dst + p * b;
+    for (int64_t j = 0; j < runs; ++j) {
+      const float* sj = s + src_at[j];
+      float* dj = d + dst_at[j];
+#if defined(__SSE2__)
+      if constexpr (kRun > 0 && kRun % 4 == 0) {
+        for (int64_t i = 0; i < kRun; i += 4) _mm_storeu_ps(dj + i, _mm_loadu_ps(sj + i));
+        continue;
+      }
+#endif
+      for (int64_t i = 0; i < len; ++i) dj[i] = sj[i];
+    }
+  }
+}
+
+/// Copies pixels [p0, p1) of one group between NCHW and blocks of g.group (a multiple of 4):
+/// to the blocked side when kToBlocked (g.from is 1), else from it. With SSE it moves 4x4 tiles
+/// (4 channels of 4 pixels, transposed in registers), walking the blocked side contiguously,
+/// which on the 2-core AVX-512 EPYC VM ran about 3x faster than scalar loops in either order
+/// (MobileNet-V2's 32x112x112 stem output in blocks of 16, one thread: 38 us against 116-280 us).
 template <bool kToBlocked>
-void CopyLayoutPixels(const float* src, float* dst, int64_t block, int64_t hw, int64_t p0, int64_t p1) {
+void CopyLayoutTiles(const float* src, float* dst, const LayoutCopyGeometry& g, int64_t p0, int64_t p1) {
+  const int64_t block = g.group, hw = g.hw;
   int64_t p = p0;
 #if defined(__SSE2__)
-  if (block % 4 == 0) {
-    // Offsets of row i of a tile: a channel row of the NCHW side, a pixel row of the blocked one.
-    const int64_t in_row = kToBlocked ? hw : block, out_row = kToBlocked ? block : hw;
-    for (; p + 4 <= p1; p += 4) {
-      for (int64_t k = 0; k < block; k += 4) {
-        const int64_t nchw_at = k * hw + p, blocked_at = p * block + k;
-        const float* s = src + (kToBlocked ? nchw_at : blocked_at);
-        float* d = dst + (kToBlocked ? blocked_at : nchw_at);
-        __m128 r0 = _mm_loadu_ps(s), r1 = _mm_loadu_ps(s + in_row);
-        __m128 r2 = _mm_loadu_ps(s + 2 * in_row), r3 = _mm_loadu_ps(s + 3 * in_row);
-        _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
-        _mm_storeu_ps(d, r0);
-        _mm_storeu_ps(d + out_row, r1);
-        _mm_storeu_ps(d + 2 * out_row, r2);
-        _mm_storeu_ps(d + 3 * out_row, r3);
-      }
+  // Offsets of row i of a tile: a channel row of the NCHW side, a pixel row of the blocked one.
+  const int64_t in_row = kToBlocked ? hw : block, out_row = kToBlocked ? block : hw;
+  for (; p + 4 <= p1; p += 4) {
+    for (int64_t k = 0; k < block; k += 4) {
+      const int64_t nchw_at = k * hw + p, blocked_at = p * block + k;
+      const float* s = src + (kToBlocked ? nchw_at : blocked_at);
+      float* d = dst + (kToBlocked ? blocked_at : nchw_at);
+      __m128 r0 = _mm_loadu_ps(s), r1 = _mm_loadu_ps(s + in_row);
+      __m128 r2 = _mm_loadu_ps(s + 2 * in_row), r3 = _mm_loadu_ps(s + 3 * in_row);
+      _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+      _mm_storeu_ps(d, r0);
+      _mm_storeu_ps(d + out_row, r1);
+      _mm_storeu_ps(d + 2 * out_row, r2);
+      _mm_storeu_ps(d + 3 * out_row, r3);
     }
   }
 #endif
@@ -1353,46 +1407,52 @@ void CopyLayoutPixels(const float* src, float* dst, int64_t block, int64_t hw, i
   }
 }
 
-/// tune.ToBlocked x[N,C,H,W] -> y[N,C/c,H,W,c] and tune.ToNchw, its inverse (graph/layout.h),
-/// c the "block" attribute. A channel block of an image lies at the same offset in both layouts;
-/// each is split in runs of pixels (a multiple of 4, about kChunk floats each), and the parallel
-/// tasks are (image, channel block, run): MobileNet-V2's stem output (32x112x112, blocks of 16)
-/// makes 26 of them rather than 2. Tensors below kChunk floats are copied on one thread.
-absl::StatusOr<std::unique_ptr<OpKernel>> LayoutTransform(const Ctx& c) {
-  if (auto st = c.Arity(1, 1, 1); !st.ok()) return st;
-  const bool to_blocked = c.node.op == "tune.ToBlocked";
-  const Tensor& nchw = to_blocked ? *c.in[0] : *c.out[0];
-  const Tensor& blocked = to_blocked ? *c.out[0] : *c.in[0];
-  if (nchw.dtype != DType::kFloat32 || blocked.dtype != DType::kFloat32) return c.Bad("takes float32 tensors");
-  const int64_t block = c.Int("block", 0);
-  if (block <= 0) return c.Bad("needs a positive \"block\" attribute");
-  if (nchw.shape.size() != 4 || nchw.shape[1] % block != 0) {
-    return c.Bad(absl::StrCat("the NCHW tensor ", ShapeText(nchw.shape), " is not 4-D with channels divisible by ", block));
-  }
-  const Shape expected = {nchw.shape[0], nchw.shape[1] / block, nchw.shape[2], nchw.shape[3], block};
-  if (blocked.shape != expected) {
-    return c.Bad(absl::StrCat("the blocked tensor ", ShapeText(blocked.shape), " is not ", ShapeText(expected)));
-  }
-  const int64_t blocks = expected[0] * expected[1], hw = expected[2] * expected[3];
-  // Pixels per run: hw split in about block * hw / kChunk runs, rounded up to a multiple of 4.
-  const int64_t want_runs = std::max<int64_t>(1, (block * hw + kChunk - 1) / kChunk);
+/// The kernel of one layout copy of `images` images of `channels` channels (a multiple of both
+/// blocks) and `hw` pixels from blocks of `from` to blocks of `to` (either may be 1, NCHW). Each
+/// group of channels is split in runs of pixels (a multiple of 4, about kChunk floats each), and
+/// the parallel tasks are (image, group, run of pixels): MobileNet-V2's stem output (32x112x112,
+/// blocks of 16) makes 26 of them rather than 2. Copies below kChunk floats run on one thread.
+/// Per run of pixels: one memcpy when the blocks are equal; 4x4 SSE tiles between NCHW and a
+/// block that is a multiple of 4; else contiguous runs of gcd(from, to) channels per pixel
+/// (SSE copies for runs of 4, 8 and 16). The Reblock this replaced copied one output block per
+/// task with a run-length loop per pixel: MobileNet-V2's 144x56x56 16 -> 8 took 79 us at one
+/// thread on the 2-core EPYC VM, 49 us with the runs.
+std::unique_ptr<OpKernel> MakeLayoutCopy(int64_t images, int64_t channels, int64_t hw, int64_t from, int64_t to) {
+  auto geometry = std::make_shared<const LayoutCopyGeometry>(MakeLayoutCopyGeometry(from, to, hw));
+  const int64_t group = geometry->group, groups = images * (channels / group);
+  // Pixels per run: hw split in about group * hw / kChunk runs, rounded up to a multiple of 4.
+  const int64_t want_runs = std::max<int64_t>(1, (group * hw + kChunk - 1) / kChunk);
   const int64_t run = std::max<int64_t>(4, ((hw + want_runs - 1) / want_runs + 3) / 4 * 4);
   const int64_t runs = std::max<int64_t>(1, (hw + run - 1) / run);
-  const int64_t tasks = blocks * runs;
-  const bool serial = blocks * block * hw < kChunk;
-  return Make([to_blocked, block, hw, run, runs, tasks, serial](const void* const* in, void* const* out) {
+  const int64_t tasks = groups * runs;
+  const bool serial = groups * group * hw < kChunk;
+  using Copier = void (*)(const float*, float*, const LayoutCopyGeometry&, int64_t, int64_t);
+  Copier copy = nullptr;
+  if (from == to) {
+    copy = [](const float* s, float* d, const LayoutCopyGeometry& g, int64_t p0, int64_t p1) {
+      std::memcpy(d + p0 * g.to, s + p0 * g.from, (p1 - p0) * g.to * sizeof(float));
+    };
+  } else if ((from == 1 || to == 1) && geometry->group % 4 == 0) {
+    copy = from == 1 ? CopyLayoutTiles<true> : CopyLayoutTiles<false>;
+  } else if (geometry->run == 4) {
+    copy = CopyLayoutRuns<4>;
+  } else if (geometry->run == 8) {
+    copy = CopyLayoutRuns<8>;
+  } else if (geometry->run == 16) {
+    copy = CopyLayoutRuns<16>;
+  } else if (geometry->run == 1) {
+    copy = CopyLayoutRuns<1>;
+  } else {
+    copy = CopyLayoutRuns<0>;
+  }
+  return std::make_unique<FnKernel>([geometry, copy, group, hw, run, runs, tasks, serial](const void* const* in,
+                                                                                        void* const* out) {
     const float* src = static_cast<const float*>(in[0]);
     float* dst = static_cast<float*>(out[0]);
     auto task = [&](int64_t t) {
-      const int64_t b = t / runs, r = t % runs;
-      const float* s = src + b * block * hw;
-      float* d = dst + b * block * hw;
+      const int64_t at = t / runs * group * hw, r = t % runs;
       const int64_t p0 = r * run, p1 = std::min(hw, p0 + run);
-      if (to_blocked) {
-        CopyLayoutPixels<true>(s, d, block, hw, p0, p1);
-      } else {
-        CopyLayoutPixels<false>(s, d, block, hw, p0, p1);
-      }
+      copy(src + at, dst + at, *geometry, p0, p1);
     };
     if (serial) {
       for (int64_t t = 0; t < tasks; ++t) task(t);
@@ -1402,56 +1462,43 @@ absl::StatusOr<std::unique_ptr<OpKernel>> LayoutTransform(const Ctx& c) {
   });
 }
 
-/// tune.Reblock x[N,C/a,H,W,a] -> y[N,C/b,H,W,b] (graph/layout.h), a and b the "from" and "to"
-/// attributes: one parallel task per output channel block of an image. Its channels lie in runs
-/// that are contiguous in the input (a run ends where an input block does), each copied per pixel.
-absl::StatusOr<std::unique_ptr<OpKernel>> Reblock(const Ctx& c) {
+/// The layout copies of graph/layout.h, all one copy between blocks (MakeLayoutCopy):
+/// tune.ToBlocked x[N,C,H,W] -> y[N,C/c,H,W,c] (blocks 1 -> c) and tune.ToNchw, its inverse
+/// (c -> 1), c the "block" attribute; tune.Reblock x[N,C/a,H,W,a] -> y[N,C/b,H,W,b], a and b the
+/// "from" and "to" attributes. The blocks must divide C.
+absl::StatusOr<std::unique_ptr<OpKernel>> LayoutCopy(const Ctx& c) {
   if (auto st = c.Arity(1, 1, 1); !st.ok()) return st;
   const Tensor& x = *c.in[0];
   const Tensor& y = *c.out[0];
   if (x.dtype != DType::kFloat32 || y.dtype != DType::kFloat32) return c.Bad("takes float32 tensors");
-  const int64_t from = c.Int("from", 0), to = c.Int("to", 0);
-  if (from <= 0 || to <= 0) return c.Bad("needs positive \"from\" and \"to\" attributes");
-  if (x.shape.size() != 5 || x.shape[4] != from) {
-    return c.Bad(absl::StrCat("the input ", ShapeText(x.shape), " is not 5-D in channel blocks of ", from));
-  }
-  const int64_t channels = x.shape[1] * from;
-  if (channels % to != 0) return c.Bad(absl::StrCat("the block ", to, " does not divide the ", channels, " channels"));
-  const Shape expected = {x.shape[0], channels / to, x.shape[2], x.shape[3], to};
-  if (y.shape != expected) {
-    return c.Bad(absl::StrCat("the output ", ShapeText(y.shape), " is not ", ShapeText(expected)));
-  }
-  struct Run {
-    int64_t k = 0, len = 0;  // the output block's channels k..k+len-1
-    int64_t src = 0;         // offset of its first channel in the input image (pixel 0)
-  };
-  const int64_t hw = expected[2] * expected[3], out_blocks = expected[1], images = expected[0];
-  // The runs of each output block of an image (offsets within the image).
-  std::vector<std::vector<Run>> runs(static_cast<size_t>(out_blocks));
-  for (int64_t ob = 0; ob < out_blocks; ++ob) {
-    for (int64_t k = 0; k < to;) {
-      const int64_t ch = ob * to + k, len = std::min(to - k, from - ch % from);
-      runs[ob].push_back({k, len, ch / from * hw * from + ch % from});
-      k += len;
+  if (c.node.op == graph::kReblockOp) {
+    const int64_t from = c.Int("from", 0), to = c.Int("to", 0);
+    if (from <= 0 || to <= 0) return c.Bad("needs positive \"from\" and \"to\" attributes");
+    if (x.shape.size() != 5 || x.shape[4] != from) {
+      return c.Bad(absl::StrCat("the input ", ShapeText(x.shape), " is not 5-D in channel blocks of ", from));
     }
+    const int64_t channels = x.shape[1] * from;
+    if (channels % to != 0) return c.Bad(absl::StrCat("the block ", to, " does not divide the ", channels, " channels"));
+    const Shape expected = {x.shape[0], channels / to, x.shape[2], x.shape[3], to};
+    if (y.shape != expected) {
+      return c.Bad(absl::StrCat("the output ", ShapeText(y.shape), " is not ", ShapeText(expected)));
+    }
+    return MakeLayoutCopy(expected[0], channels, expected[2] * expected[3], from, to);
   }
-  return Make([from, to, hw, out_blocks, images, runs](const void* const* in, void* const* out) {
-    const float* src = static_cast<const float*>(in[0]);
-    float* dst = static_cast<float*>(out[0]);
-    const int64_t image = out_blocks * hw * to;  // floats per image, in both layouts
-    ParallelFor(images * out_blocks, [&](int64_t t) {
-      const int64_t n = t / out_blocks, ob = t % out_blocks;
-      const float* s = src + n * image;
-      float* d = dst + n * image + ob * hw * to;
-      for (const Run& r : runs[ob]) {
-        for (int64_t p = 0; p < hw; ++p) {
-          const float* sp = s + r.src + p * from;
-          float* dp = d + p * to + r.k;
-          for (int64_t i = 0; i < r.len; ++i) dp[i] = sp[i];
-        }
-      }
-    });
-  });
+  const bool to_blocked = c.node.op == graph::kToBlockedOp;
+  const Tensor& nchw = to_blocked ? x : y;
+  const Tensor& blocked = to_blocked ? y : x;
+  const int64_t block = c.Int("block", 0);
+  if (block <= 0) return c.Bad("needs a positive \"block\" attribute");
+  if (nchw.shape.size() != 4 || nchw.shape[1] % block != 0) {
+    return c.Bad(absl::StrCat("the NCHW tensor ", ShapeText(nchw.shape), " is not 4-D with channels divisible by ", block));
+  }
+  const Shape expected = {nchw.shape[0], nchw.shape[1] / block, nchw.shape[2], nchw.shape[3], block};
+  if (blocked.shape != expected) {
+    return c.Bad(absl::StrCat("the blocked tensor ", ShapeText(blocked.shape), " is not ", ShapeText(expected)));
+  }
+  return MakeLayoutCopy(expected[0], nchw.shape[1], expected[2] * expected[3], to_blocked ? 1 : block,
+                        to_blocked ? block : 1);
 }
 
 using Factory = absl::StatusOr<std::unique_ptr<OpKernel>> (*)(const Ctx&);
@@ -1471,7 +1518,7 @@ const std::map<std::string, Factory>& Registry() {
       {"Reshape", Copy}, {"Flatten", Copy}, {"Squeeze", Copy}, {"Unsqueeze", Copy}, {"Identity", Copy},
       {"Dropout", Copy},
       // The layout transforms of PlanBlockedLayout (graph/layout.h): CPU only, not in BuiltinOps().
-      {"tune.ToBlocked", LayoutTransform}, {"tune.ToNchw", LayoutTransform}, {"tune.Reblock", Reblock},
+      {"tune.ToBlocked", LayoutCopy}, {"tune.ToNchw", LayoutCopy}, {"tune.Reblock", LayoutCopy},
   };
   return *registry;
 }
