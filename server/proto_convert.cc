@@ -112,6 +112,8 @@ absl::Status CheckJobRanges(const v1::SubmitJobRequest& r) {
                          InRange<uint32_t>("total_trials", r.total_trials(), 0, Flags::kMaxTotalTrials),
                          InRange<uint32_t>("batch", r.batch(), 0, Flags::kMaxBatch),
                          InRange<size_t>("the number of strategy options", r.strategy_options_size(), 0,
+                                         kMaxStrategyOptions),
+                         InRange<size_t>("the number of cost model options", r.cost_model_options_size(), 0,
                                          kMaxStrategyOptions)}) {
     if (!s.ok()) return s;
   }
@@ -144,6 +146,7 @@ absl::StatusOr<tuner::TuneOptions> TuneOptionsOf(const v1::SubmitJobRequest& r) 
   o.seed = r.seed();
   if (!r.strategy().empty()) o.strategy = r.strategy();
   f.strategy_options.assign(r.strategy_options().begin(), r.strategy_options().end());
+  f.cost_model_options.assign(r.cost_model_options().begin(), r.cost_model_options().end());
   if (!r.task_scheduler().empty()) o.task_scheduler = r.task_scheduler();
   if (!r.cost_model().empty()) o.cost_model = r.cost_model();
   if (!r.protocol_json().empty()) {
@@ -182,6 +185,8 @@ absl::Status SetTuningFlags(const tuner::TuningFlags& f, v1::SubmitJobRequest* r
   r->set_task_scheduler(o.task_scheduler);
   r->set_cost_model(checked->cost_model);
   for (const std::string& kv : f.strategy_options) r->add_strategy_options(kv);
+  r->clear_cost_model_options();
+  for (const std::string& kv : f.cost_model_options) r->add_cost_model_options(kv);
   r->set_protocol_json(o.protocol.ToJson());
   return absl::OkStatus();
 }
