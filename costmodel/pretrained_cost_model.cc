@@ -83,7 +83,10 @@ std::vector<double> PretrainedCostModel::PretrainedScores(const std::vector<sear
 void PretrainedCostModel::AddPairs(const std::vector<double>& scores, const std::vector<double>& costs, Tally* tally) {
   for (size_t i = 0; i < costs.size(); ++i) {
     for (size_t j = i + 1; j < costs.size(); ++j) {
-      if (costs[i] == costs[j] || std::isnan(scores[i]) || std::isnan(scores[j])) continue;
+      if (costs[i] == costs[j] || std::isnan(costs[i]) || std::isnan(costs[j]) || std::isnan(scores[i]) ||
+          std::isnan(scores[j])) {
+        continue;
+      }
       const size_t fast = costs[i] < costs[j] ? i : j, slow = fast == i ? j : i;
       tally->pairs += 1;
       if (scores[fast] > scores[slow]) tally->right += 1;
@@ -134,6 +137,14 @@ absl::Status SetPretrainedOption(PretrainedOptions& options, const std::string& 
     st = number(0, 1e9, &o.prior_pairs);
   } else if (key == "weight_half_life") {
     st = number(0, 1e9, &o.weight_half_life);
+  } else if (key == "weight_max_ratio") {
+    st = number(0, 1e9, &o.weight_max_ratio);
+    if (st.ok() && o.weight_max_ratio > 0 && o.weight_max_ratio < 1) {
+      st = absl::InvalidArgumentError(
+          absl::StrCat("cost model option ", key, "=", text, ": expected 0 (every pair) or a ratio >= 1"));
+    }
+  } else if (key == "online_share") {
+    st = number(0, 1, &o.online_share);
   } else if (key == "fine_tune") {
     st = integer(0, 1, &i);
     o.fine_tune = i == 1;
@@ -147,7 +158,7 @@ absl::Status SetPretrainedOption(PretrainedOptions& options, const std::string& 
     return absl::InvalidArgumentError(absl::StrCat(
         "unknown cost model option '", key,
         "' (known: guard_min_configs, guard_min_accuracy, guard_z, guard_min_ratio, prior_accuracy, prior_pairs, "
-        "weight_half_life, fine_tune, fine_tune_epochs, fine_tune_max_configs)"));
+        "weight_half_life, weight_max_ratio, online_share, fine_tune, fine_tune_epochs, fine_tune_max_configs)"));
   }
   if (!st.ok()) return st;
   options = o;
@@ -181,12 +192,21 @@ absl::Status PretrainedCostModel::Fit(const std::vector<search::Config>& configs
   if (configs.size() > fitted_) {
     const std::vector<search::Config> fresh(configs.begin() + static_cast<std::ptrdiff_t>(fitted_), configs.end());
     const std::vector<double> fresh_costs(costs.begin() + static_cast<std::ptrdiff_t>(fitted_), costs.end());
-    if (active_) AddPairs(PretrainedScores(fresh), fresh_costs, &tally_pretrained_);
+    // With weight_max_ratio, only pairs of configs close to the best measured count: how
+    // each model ranks among the configs that decide the search, not fast against slow.
+    std::vector<double> weight_costs = fresh_costs;
+    if (options_.weight_max_ratio > 0) {
+      double best = std::numeric_limits<double>::infinity();
+      for (double c : costs) best = std::min(best, c);
+      for (double& c : weight_costs)
+        if (!(c <= options_.weight_max_ratio * best)) c = kNaN;
+    }
+    if (active_) AddPairs(PretrainedScores(fresh), weight_costs, &tally_pretrained_);
     if (online_->trained()) {
       std::vector<double> o = online_->Predict(fresh);
       for (double& s : o)
         if (s <= kInvalidConfigScore / 2) s = kNaN;
-      AddPairs(o, fresh_costs, &tally_online_);
+      AddPairs(o, weight_costs, &tally_online_);
     }
   }
   fitted_ = configs.size();
@@ -203,6 +223,15 @@ absl::Status PretrainedCostModel::Fit(const std::vector<search::Config>& configs
   }
   UpdateWeights();
   fitted_once_ = true;
+  // The share of batches ranked by the online model alone, once it ranks anything.
+  online_only_ = false;
+  if (options_.online_share > 0 && online_->trained()) {
+    online_credit_ += options_.online_share;
+    if (online_credit_ >= 1 - 1e-9) {
+      online_credit_ -= 1;
+      online_only_ = true;
+    }
+  }
   return online_status;
 }
 
@@ -300,6 +329,7 @@ std::vector<double> PretrainedCostModel::Predict(const std::vector<search::Confi
   if (n == 0) return out;
   const bool online = online_->trained();
   double wp = active_ && pretrained_->trained() ? w_pretrained_ : 0, wo = online ? w_online_ : 0;
+  if (online_only_ && online) wp = 0, wo = 1;
   if (!fitted_once_ || wp + wo <= 0) {
     if (online && (!active_ || fitted_once_)) wo = 1, wp = 0;
     else if (active_ && pretrained_->trained()) wp = 1, wo = 0;

@@ -51,6 +51,22 @@ struct PretrainedOptions {
   /// batches well can rank no better than chance. 0: every pair counts the same, whenever
   /// measured.
   double weight_half_life = 0;
+  /// [weight_max_ratio] The blend weights count only pairs of configs that are both within this
+  /// many times the best latency measured so far (0 or >= 1; failures are never within), so
+  /// they say how each model ranks the close, fast configs a search ends among rather than fast
+  /// against slow (a batch's easy pairs, e.g. its random share against the model's picks, kept
+  /// an ensemble's accuracy at 0.70-0.76 on late GPU batches whose configs within 1.15x of the
+  /// best it ranked at 0.45-0.60, so its weight stayed as high as the online model's).
+  /// 0: every pair of a batch counts.
+  double weight_max_ratio = 0;
+  /// [online_share] Share of the batches, once the online model is trained, that are ranked by
+  /// the online model alone instead of the blend (a fraction in [0, 1], carried across Fits:
+  /// 0.5 is every other batch, 0.25 every fourth). The blend's top candidates are where the
+  /// pretrained model peaks: late in a search every proposal then comes from the same region,
+  /// which it no longer ranks, while the online model alone explores where the task's own
+  /// measurements point (online XGBoost alone kept improving where the blend stalled).
+  /// 0: always the blend.
+  double online_share = 0;
   /// When the kind can (OfflineModel::FineTune), a private copy of the pretrained model is
   /// fine-tuned on the task's latest `fine_tune_max_configs` measurements after every Fit, for
   /// `fine_tune_epochs` epochs (xgb: boosting rounds; 0: the kind's default).
@@ -79,8 +95,12 @@ absl::Status SetPretrainedOption(PretrainedOptions& options, const std::string& 
 ///  * Predict then blends both: each model's scores are standardized (mean and deviation over
 ///    the measured configs, fixed between Fits, so scores of separate Predict calls compare),
 ///    weighted by how much better than chance each model ranked the configs of each measured
-///    batch before it saw them (pairwise accuracy - 0.5), so the task's own data takes over as
-///    it grows and ranks well.
+///    batch before it saw them (pairwise accuracy - 0.5; with PretrainedOptions::weight_max_ratio
+///    only the pairs of configs close to the best), so the task's own data takes over as it
+///    grows and ranks well.
+///  * PretrainedOptions::online_share of the batches (once the online model is trained) are
+///    ranked by the online model alone (online_only()), so the search keeps exploring where
+///    the task's own measurements point when the blend sits on the pretrained model's peak.
 ///  * Negative-transfer guard: once the task has PretrainedOptions::guard_min_configs ok
 ///    measurements of distinct latencies, a pretrained model whose pairwise accuracy on every
 ///    measured config is below guard_min_accuracy is dropped for the rest of the task (online
@@ -121,6 +141,8 @@ class PretrainedCostModel : public search::CostModel {
   /// The current blend weights (>= 0; both 0 before the first Fit).
   double pretrained_weight() const { return w_pretrained_; }
   double online_weight() const { return w_online_; }
+  /// Whether Predict ranks by the online model alone until the next Fit (an online_share batch).
+  bool online_only() const { return online_only_; }
   /// Whether a fine-tuned copy of the pretrained model is in use.
   bool fine_tuned() const { return tuned_ != nullptr; }
   FeatureCostModel& online() { return *online_; }
@@ -153,6 +175,8 @@ class PretrainedCostModel : public search::CostModel {
   double w_pretrained_ = 0, w_online_ = 0;
   double mean_p_ = 0, sd_p_ = 1, mean_o_ = 0, sd_o_ = 1;  // standardization of each model's scores
   bool fitted_once_ = false;
+  double online_credit_ = 0;  // online_share owed, carried across Fits
+  bool online_only_ = false;  // this batch is ranked by the online model alone
   bool active_ = true;
   double pretrained_accuracy_ = -1;
   std::string note_;

@@ -8,6 +8,7 @@
 #include <set>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "costmodel/cost_model_adapters.h"
 #include "costmodel/features.h"
 #include "costmodel/offline_model.h"
@@ -195,6 +196,98 @@ TEST(PretrainedCostModelTest, WeightsWithAHalfLifeFollowTheLatestBatches) {
   EXPECT_EQ(run(16), 0);
 }
 
+TEST(PretrainedCostModelTest, WeightsFromClosePairsFollowHowTheFastConfigsAreRanked) {
+  // A pretrained model that ranks fast against slow configs right and the fastest quarter
+  // backwards (their latencies mirrored within the quarter): counting every pair, its weight
+  // stays up on the easy pairs; counting only pairs within the quarter's ratio to the best, it
+  // drops to zero.
+  auto tmpl = ::tune::test::MakeTemplate(codegen::OpKind::kMatmul, "64,128,64");
+  ASSERT_NE(tmpl, nullptr);
+  auto teacher = PtTeacher(1);
+  std::mt19937_64 rng = ::tune::test::TestRng(13);
+  const auto configs = PtDrawConfigs(*tmpl, 112, rng);
+  ASSERT_EQ(configs.size(), 112u);
+  std::vector<double> costs = PtCosts(*tmpl, configs);
+  std::vector<double> sorted = costs;
+  std::sort(sorted.begin(), sorted.end());
+  const double best = sorted.front(), quarter = sorted[sorted.size() / 4];
+  ASSERT_GT(quarter, best);
+  for (double& c : costs)
+    if (c <= quarter) c = best + quarter - c;
+  auto run = [&](double max_ratio) {
+    PretrainedOptions po;
+    po.guard_min_configs = 1000000;  // the blend alone, no guard
+    po.fine_tune = false;
+    po.weight_max_ratio = max_ratio;
+    PretrainedCostModel model(tmpl.get(), teacher, PtOnline(tmpl.get()), po);
+    for (size_t n = 16; n <= configs.size(); n += 16) {
+      EXPECT_TRUE(model.Fit(std::vector<search::Config>(configs.begin(), configs.begin() + n),
+                            std::vector<double>(costs.begin(), costs.begin() + n)).ok());
+    }
+    EXPECT_TRUE(model.pretrained_active());
+    return model.pretrained_weight();
+  };
+  EXPECT_GT(run(0), 0.1);
+  EXPECT_EQ(run(quarter / best * (1 + 1e-9)), 0);
+}
+
+TEST(PretrainedCostModelTest, AShareOfBatchesIsRankedByTheOnlineModelAlone) {
+  // A pretrained model the blend keeps trusting (its prior is worth more pairs than the task
+  // has measured) that ranks this task backwards: the blend's picks are where it peaks, never
+  // where the task's measurements point. With online_share 0.5 every other batch is ranked by
+  // the online model alone, as well as that ranks on its own.
+  auto tmpl = ::tune::test::MakeTemplate(codegen::OpKind::kMatmul, "64,128,64");
+  ASSERT_NE(tmpl, nullptr);
+  auto teacher = PtTeacher(-1);
+  std::mt19937_64 rng = ::tune::test::TestRng(11);
+  const auto configs = PtDrawConfigs(*tmpl, 200, rng);
+  ASSERT_EQ(configs.size(), 200u);
+  const std::vector<double> costs = PtCosts(*tmpl, configs);
+  const std::vector<search::Config> rest(configs.begin() + 96, configs.end());
+  const std::vector<double> rest_costs(costs.begin() + 96, costs.end());
+  struct Step {
+    bool online_only;
+    double blend_accuracy, online_accuracy;
+  };
+  auto run = [&](double share) {
+    PretrainedOptions po;
+    po.guard_min_configs = 1000000;  // never dropped
+    po.fine_tune = false;
+    po.prior_accuracy = 1;
+    po.prior_pairs = 2000;
+    po.online_share = share;
+    PretrainedCostModel model(tmpl.get(), teacher, PtOnline(tmpl.get()), po);
+    std::vector<Step> steps;
+    for (size_t n = 16; n <= 96; n += 16) {
+      EXPECT_TRUE(model.Fit(std::vector<search::Config>(configs.begin(), configs.begin() + n),
+                            std::vector<double>(costs.begin(), costs.begin() + n)).ok());
+      steps.push_back({model.online_only(), PtAccuracy(model.Predict(rest), rest_costs),
+                       PtAccuracy(model.online().Predict(rest), rest_costs)});
+    }
+    return steps;
+  };
+  const std::vector<Step> off = run(0);
+  for (const Step& s : off) {
+    EXPECT_FALSE(s.online_only);
+    EXPECT_LT(s.blend_accuracy, 0.5);  // the backward model decides
+  }
+  const std::vector<Step> half = run(0.5);
+  ASSERT_EQ(half.size(), 6u);
+  for (size_t i = 0; i < half.size(); ++i) {
+    EXPECT_EQ(half[i].online_only, i % 2 == 1) << "fit " << i;
+    if (half[i].online_only) {
+      EXPECT_NEAR(half[i].blend_accuracy, half[i].online_accuracy, 1e-12) << "fit " << i;
+      EXPECT_GT(half[i].blend_accuracy, 0.65) << "fit " << i;
+      EXPECT_GT(half[i].blend_accuracy, off[i].blend_accuracy + 0.2) << "fit " << i;
+    } else {
+      EXPECT_LT(half[i].blend_accuracy, 0.5) << "fit " << i;
+    }
+  }
+  // A share of 1/3: one batch in three.
+  const std::vector<Step> third = run(1.0 / 3);
+  EXPECT_EQ(std::count_if(third.begin(), third.end(), [](const Step& s) { return s.online_only; }), 2);
+}
+
 TEST(PretrainedCostModelTest, OptionsParseFromText) {
   PretrainedOptions o;
   ASSERT_TRUE(SetPretrainedOption(o, "weight_half_life=64").ok());
@@ -205,14 +298,29 @@ TEST(PretrainedCostModelTest, OptionsParseFromText) {
   EXPECT_EQ(o.guard_min_configs, 24);
   ASSERT_TRUE(SetPretrainedOption(o, "prior_accuracy=0.9").ok());
   EXPECT_EQ(o.prior_accuracy, 0.9);
+  std::mt19937_64 rng = ::tune::test::TestRng(12);
+  const double share = std::uniform_real_distribution<double>(0, 1)(rng);
+  ASSERT_TRUE(SetPretrainedOption(o, absl::StrCat("online_share=", share)).ok());
+  EXPECT_NEAR(o.online_share, share, 1e-5);  // StrCat writes 6 digits
+  ASSERT_TRUE(SetPretrainedOption(o, "online_share=1").ok());
+  EXPECT_EQ(o.online_share, 1);
+  const double ratio = std::uniform_real_distribution<double>(1, 3)(rng);
+  ASSERT_TRUE(SetPretrainedOption(o, absl::StrCat("weight_max_ratio=", ratio)).ok());
+  EXPECT_NEAR(o.weight_max_ratio, ratio, 1e-5);
+  ASSERT_TRUE(SetPretrainedOption(o, "weight_max_ratio=0").ok());
+  EXPECT_EQ(o.weight_max_ratio, 0);
   const PretrainedOptions before = o;
   for (const char* bad : {"weight_half_life", "weight_half_life=-1", "weight_half_life=x", "fine_tune=2",
-                          "prior_accuracy=0.4", "guard_min_ratio=0.5", "nonsense=1"}) {
+                          "prior_accuracy=0.4", "guard_min_ratio=0.5", "online_share=1.01", "online_share=-0.2",
+                          "online_share=nan", "online_share=", "weight_max_ratio=0.5", "weight_max_ratio=-1",
+                          "weight_max_ratio=inf", "nonsense=1"}) {
     const absl::Status st = SetPretrainedOption(o, bad);
     EXPECT_TRUE(absl::IsInvalidArgument(st)) << bad << ": " << st;
     EXPECT_EQ(o.weight_half_life, before.weight_half_life) << bad;
     EXPECT_EQ(o.fine_tune, before.fine_tune) << bad;
     EXPECT_EQ(o.prior_accuracy, before.prior_accuracy) << bad;
+    EXPECT_EQ(o.online_share, before.online_share) << bad;
+    EXPECT_EQ(o.weight_max_ratio, before.weight_max_ratio) << bad;
   }
   EXPECT_NE(SetPretrainedOption(o, "nonsense=1").message().find("known: guard_min_configs"), std::string::npos);
 }
