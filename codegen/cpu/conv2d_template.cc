@@ -38,13 +38,19 @@ Conv2dTemplate::Conv2dTemplate(Workload w, CpuLimits cpu) : Template(std::move(w
   s.AddSplit("tile_oh", wl.out_h(), 2, 0, kTails);
   int tow = s.AddSplit("tile_ow", wl.out_w(), 3, 64, kTails, rows);
   s.AddSplit("tile_ic", icg, 2, 0, kTails);
-  s.AddChoice("order", {0, 1, 2}, {"oc0,oh0,ow0,oc1,oh1,ow1,ic0,kh,kw,ic1,tile",
-                                   "oc0,oh0,ow0,oh1,ow1,oc1,ic0,ic1,kh,kw,tile",
-                                   "oh0,oc0,ow0,oc1,oh1,ow1,ic0,kh,kw,ic1,tile"});
+  // Order 3 (the blocked layout, without the accumulator tile) runs the outer reduction loop
+  // outside the OH and OW tiles: the register tiles accumulate in the output, one block of
+  // input channels at a time, so that block's weights (of the oc1 x ob channels) stay in the
+  // L1/L2 cache while every output row and column uses them; with 7x7 outputs and 512
+  // channels the other orders stream all the tile's weights from beyond L2 once per row.
+  const int order_knob = s.AddChoice("order", {0, 1, 2, 3}, {"oc0,oh0,ow0,oc1,oh1,ow1,ic0,kh,kw,ic1,tile",
+                                                            "oc0,oh0,ow0,oh1,ow1,oc1,ic0,ic1,kh,kw,tile",
+                                                            "oh0,oc0,ow0,oc1,oh1,ow1,ic0,kh,kw,ic1,tile",
+                                                            "oc0,oh0,ow0,oc1,ic0,oh1,ow1,kh,kw,ic1,tile"});
   int vec = s.AddChoice("vector_axis", {1, 0, 2}, {"oc", "none", "ow"});
   int unroll = s.AddChoice("unroll", {1, 0});
   s.AddChoice("pack_weight", {1, 0});
-  s.AddChoice("acc_tile", {1, 0});
+  const int acc_tile_knob = s.AddChoice("acc_tile", {1, 0});
   // 1: the outermost loop (with the batch) runs on the thread pool; 2: the batch and the two
   // outermost block loops (OC and OH blocks, in the order's order) fused into one parallel
   // loop, so a few large channel blocks still give every thread an even share (the pool gives
@@ -82,6 +88,20 @@ Conv2dTemplate::Conv2dTemplate(Workload w, CpuLimits cpu) : Template(std::move(w
   }
   const int in_block = s.KnobIndex("in_block");
   s.AllowMissing("in_block");
+  // The blocked layout of a dense (groups == 1) convolution on AVX-512 (32 vector registers,
+  // vectors of 16 floats or, with blocks of 8, 8): 1 reads each input value of the register
+  // tile as an embedded-broadcast memory operand of every FMA that uses it
+  // (BufferNode::broadcast_operand) instead of broadcasting it into a register first, so the
+  // tile may fill every register but its weight vectors (7 columns x 4 vectors: 28 accumulators
+  // and 4 weights, oneDNN's tile), at one load per FMA; 0 (what configs recorded before the
+  // knob meant) broadcasts into a register.
+  const bool fold_ok = blocked_ok && wl.groups == 1 && cpu_.vector_registers >= 32 &&
+                       (cpu_.vector_lanes == 16 || cpu_.vector_lanes == 8);
+  const int fold = s.AddChoice("fold_broadcast", fold_ok ? std::vector<int64_t>{0, 1} : std::vector<int64_t>{0},
+                               fold_ok ? std::vector<std::string>{"register", "memory"}
+                                       : std::vector<std::string>{"register"});
+  if (blocked_ok) s.AddCondition("fold_broadcast", "layout", {kBlocked});
+  s.AllowMissing("fold_broadcast");
   const search::ConfigSpace* sp = &space_;
   const int64_t lanes = cpu_.vector_lanes, registers = cpu_.vector_registers;
   // nchw: accumulators plus one weight vector and one broadcast input value in registers.
@@ -95,9 +115,15 @@ Conv2dTemplate::Conv2dTemplate(Workload w, CpuLimits cpu) : Template(std::move(w
       // (An NCHWc tile's channels are ob / lb blocks, each its own vectors.)
       const int64_t weight_vectors =
           contract ? inner(c, toc) / lb * ((lb + lanes - 1) / lanes) : (inner(c, toc) + lanes - 1) / lanes;
-      return weight_vectors * inner(c, tow) + weight_vectors + 1 <= registers;
+      // (fold_broadcast 1: the input values are memory operands, no register.)
+      return weight_vectors * inner(c, tow) + weight_vectors + (value(c, fold) ? 0 : 1) <= registers;
     }
     return inner(c, toc) * inner(c, tow) <= register_floats;
+  });
+  // Order 3 accumulates in the output across the outer reduction loop: no accumulator tile
+  // (whose reduction would have to lie inside it), and only the blocked layout's tiles.
+  s.AddConstraint("order_3_in_output", [=](const search::Config& c) {
+    return value(c, order_knob) != 3 || (value(c, layout) == kBlocked && !value(c, acc_tile_knob));
   });
   const int pack_weight = s.KnobIndex("pack_weight");
   s.AddConstraint("prepack_needs_pack", [=](const search::Config& c) {
@@ -238,8 +264,19 @@ Schedule Conv2dTemplate::Build(const search::Config& c) const {
       !contract && in_block && wl.kernel_h == 1 && wl.kernel_w == 1 && wl.pad_h == 0 && wl.pad_w == 0;
   const bool padded = wl.pad_h > 0 || wl.pad_w > 0;
 
+  // The register tile's input values read as embedded-broadcast memory operands of its FMAs:
+  // the buffers the tile reads its input from (the input, or its padded or blocked copy) say so.
+  const bool fold = blocked && wl.groups == 1 && s.GetInt(c, "fold_broadcast");
+  auto input_buffer = [fold](Buffer b) {
+    if (!fold) return b;
+    auto node = std::make_shared<BufferNode>(*b);
+    node->broadcast_operand = true;
+    return Buffer(std::move(node));
+  };
+
   Schedule sched;
-  const ArgBuffers buffers = MakeArgBuffers();
+  ArgBuffers buffers = MakeArgBuffers();
+  buffers.input0 = input_buffer(buffers.input0);
   const Buffer data = buffers.input0, weight = buffers.input1, bias = buffers.bias, out = buffers.out;
   sched.args = buffers.args();
 
@@ -270,8 +307,8 @@ Schedule Conv2dTemplate::Build(const search::Config& c) const {
     // of blocks at a time (an unpadded one is read in place).
     const int64_t ph = sampled ? wl.out_h() : wl.in_h + 2 * wl.pad_h;
     const int64_t pw = sampled ? wl.out_w() : wl.in_w + 2 * wl.pad_w;
-    Buffer copy = MakeBuffer(data->name + (contract ? ".pad" : ".blocked"), {wl.batch, ic_blocks, ph, pw, icb},
-                             BufferScope::kHeap);
+    Buffer copy = input_buffer(MakeBuffer(data->name + (contract ? ".pad" : ".blocked"),
+                                          {wl.batch, ic_blocks, ph, pw, icb}, BufferScope::kHeap));
     sched.scratch.push_back(copy);
     IterVar n = MakeIterVar("pn", wl.batch), cb = MakeIterVar("pc", ic_blocks);
     IterVar h = MakeIterVar("ph", ph), x = MakeIterVar("pw", pw), cv = MakeIterVar("pb", icb);
@@ -297,7 +334,7 @@ Schedule Conv2dTemplate::Build(const search::Config& c) const {
     src = copy;
   } else if (padded) {
     int64_t ph = wl.in_h + 2 * wl.pad_h, pw = wl.in_w + 2 * wl.pad_w;
-    Buffer padded = MakeBuffer(data->name + ".pad", {wl.batch, wl.in_c, ph, pw}, BufferScope::kHeap);
+    Buffer padded = input_buffer(MakeBuffer(data->name + ".pad", {wl.batch, wl.in_c, ph, pw}, BufferScope::kHeap));
     sched.scratch.push_back(padded);
     IterVar n = MakeIterVar("pn", wl.batch), ch = MakeIterVar("pc", wl.in_c);
     IterVar h = MakeIterVar("ph", ph), x = MakeIterVar("pw", pw);
@@ -443,6 +480,11 @@ Schedule Conv2dTemplate::Build(const search::Config& c) const {
     case 2:
       leaves = {n, oh[0], oc[0], ow[0], oc[1], oh[1], ow[1], ic[0], kh, kw, ic[1]};
       attach = ow[1];
+      break;
+    case 3:
+      leaves = {n, oc[0], oh[0], ow[0], oc[1], ic[0], oh[1], ow[1], kh, kw, ic[1]};
+      attach = -1;  // (no accumulator tile)
+      TUNE_CHECK(!acc_tile) << "order 3 accumulates in the output";
       break;
     default:
       leaves = {n, oc[0], oh[0], ow[0], oc[1], oh[1], ow[1], ic[0], kh, kw, ic[1]};

@@ -37,6 +37,18 @@ namespace tune::codegen {
 /// 16x6 or 24x4 with AVX2's 16; 32x14 or 64x6 with AVX-512's 32). The nchw layout keeps its
 /// bound of 256 floats (or the registers' capacity where that is larger), so configs recorded
 /// before stay valid.
+///
+/// On AVX-512, `fold_broadcast` 1 (the blocked layout of a dense convolution) reads each input
+/// value of the tile as an embedded-broadcast memory operand of its FMAs ({1to16}) instead of
+/// a register broadcast, so the tile may take every register but its weight vectors: 64x7
+/// (28 accumulators + 4 weights, oneDNN's tile) or 32x15. 0, the default and what configs
+/// recorded before the knob mean, broadcasts into a register. `order` 3 (the blocked layout,
+/// acc_tile 0) puts the outer input-channel loop ic0 outside the OH and OW tiles: each tile
+/// accumulates in the output, one block of input channels at a time (LLVM keeps the tile in
+/// registers within a block), so the oc1 x ob channels' weights of that block stay in cache
+/// while every row and column uses them (the other orders read all of the tile's weights
+/// once per output row: from beyond L2 for 512 channels of 7x7). The output is zeroed before
+/// and the epilogue applied after, in passes of their own.
 class Conv2dTemplate : public Template {
  public:
   explicit Conv2dTemplate(Workload workload, CpuLimits cpu = HostCpuLimits());

@@ -8,6 +8,7 @@
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/Analysis/TargetTransformInfo.h"
 #include "llvm/IR/IRBuilder.h"
+#include "llvm/IR/InlineAsm.h"
 #include "llvm/IR/Intrinsics.h"
 #include "llvm/IR/LLVMContext.h"
 #include "llvm/IR/LegacyPassManager.h"
@@ -37,6 +38,7 @@ void InitLLVMOnce() {
   std::call_once(once, [] {
     llvm::InitializeNativeTarget();
     llvm::InitializeNativeTargetAsmPrinter();
+    llvm::InitializeNativeTargetAsmParser();  // inline assembly (BufferNode::broadcast_operand)
   });
 }
 
@@ -128,9 +130,10 @@ std::string PrepackedId(const LoweredFunc& func, const Buffer& buffer) {
 
 class Lowering {
  public:
+  /// `avx512`: the target has AVX-512F and AVX-512VL (embedded broadcasts of 8 and 16 lanes).
   Lowering(llvm::LLVMContext& ctx, llvm::Module& mod, const std::string& cpu,
-           const std::string& features)
-      : ctx_(ctx), mod_(mod), b_(ctx), cpu_(cpu), features_(features) {
+           const std::string& features, bool avx512)
+      : ctx_(ctx), mod_(mod), b_(ctx), cpu_(cpu), features_(features), avx512_(avx512) {
     f32_ = llvm::Type::getFloatTy(ctx);
     i64_ = llvm::Type::getInt64Ty(ctx);
     ptr_ = llvm::PointerType::get(ctx, 0);
@@ -329,7 +332,8 @@ class Lowering {
   void LowerStore(const StoreNode* n) {
     Expr flat = FlattenIndex(n->buffer->shape, n->indices);
     llvm::Value* base = BufferPtr(n->buffer);
-    Val value = LowerExpr(n->value);
+    Val value = mask_ == nullptr ? BroadcastOperandFma(n->value) : Val{nullptr, false};
+    if (value.v == nullptr) value = LowerExpr(n->value);
     if (vec_var_ == nullptr) {
       TUNE_CHECK(!value.vec);
       auto* ptr = b_.CreateInBoundsGEP(f32_, base, {LowerExpr(flat).v});
@@ -354,6 +358,59 @@ class Lowering {
     } else {
       b_.CreateMaskedScatter(Splat(value), b_.CreateInBoundsGEP(f32_, base, {idx}), llvm::Align(4));
     }
+  }
+
+  /// Where `e` is a + x * v (or v * x, either side of the sum) inside a vector loop of 8 or 16
+  /// lanes on AVX-512, with x a scalar load of a buffer marked broadcast_operand and a, v
+  /// vectors: the FMA `vfmadd231ps x{1toN}, v, a`, x read from memory by each FMA (inline
+  /// assembly: LLVM keeps a broadcast that several FMAs use in a register). Else {nullptr}.
+  Val BroadcastOperandFma(const Expr& e) {
+    if (!avx512_ || vec_var_ == nullptr || (lanes_ != 16 && lanes_ != 8) || e->kind != ExprKind::kAdd ||
+        e->dtype != DType::kFloat32) {
+      return {nullptr, false};
+    }
+    auto* sum = static_cast<const BinaryNode*>(e.get());
+    // The scalar load of a product, or null.
+    auto scalar_of = [this](const Expr& product, Expr* other) -> const LoadNode* {
+      if (product->kind != ExprKind::kMul) return nullptr;
+      auto* mul = static_cast<const BinaryNode*>(product.get());
+      for (const auto& [x, v] : {std::pair{mul->a, mul->b}, std::pair{mul->b, mul->a}}) {
+        if (x->kind != ExprKind::kLoad) continue;
+        auto* load = static_cast<const LoadNode*>(x.get());
+        if (!load->buffer->broadcast_operand || load->buffer->dtype != DType::kFloat32 ||
+            UsesVar(FlattenIndex(load->buffer->shape, load->indices), vec_var_) || !UsesVar(v, vec_var_)) {
+          continue;
+        }
+        *other = v;
+        return load;
+      }
+      return nullptr;
+    };
+    Expr v, addend = sum->a;
+    const LoadNode* x = scalar_of(sum->b, &v);
+    if (x == nullptr) {
+      x = scalar_of(sum->a, &v);
+      addend = sum->b;
+    }
+    if (x == nullptr || !UsesVar(addend, vec_var_)) return {nullptr, false};
+    Val acc = LowerExpr(addend), vec = LowerExpr(v);
+    if (!acc.vec || !vec.vec) return {nullptr, false};
+    llvm::Value* ptr = b_.CreateInBoundsGEP(f32_, BufferPtr(x->buffer),
+                                            {LowerExpr(FlattenIndex(x->buffer->shape, x->indices)).v});
+    auto* vty = llvm::FixedVectorType::get(f32_, lanes_);
+    auto* fty = llvm::FunctionType::get(vty, {vty, ptr_, vty}, false);
+    // AT&T operand order: $0 (the accumulator, tied to input 2) += $1 * broadcast($2).
+    const std::string text = "vfmadd231ps $2{1to" + std::to_string(lanes_) + "}, $1, $0";
+    auto* fma = b_.CreateCall(llvm::InlineAsm::get(fty, text, "=v,v,*m,0", /*hasSideEffects=*/false),
+                              {vec.v, ptr, acc.v});
+    fma->addParamAttr(1, llvm::Attribute::get(ctx_, llvm::Attribute::ElementType, f32_));
+    // It only reads x and always returns: loads of the other operands stay free to be shared
+    // and moved around it, and accumulators in memory to be promoted to registers around it.
+    fma->setOnlyAccessesArgMemory();
+    fma->setOnlyReadsMemory();
+    fma->setDoesNotThrow();
+    fma->addFnAttr(llvm::Attribute::WillReturn);
+    return {fma, true};
   }
 
   void LowerStmt(const Stmt& s) {
@@ -583,6 +640,7 @@ class Lowering {
   const VarNode* vec_var_ = nullptr;
   int lanes_ = 0;
   llvm::Value* mask_ = nullptr;  // <lanes x i1>: the lanes that run, inside a guarded vector loop
+  bool avx512_ = false;          // embedded-broadcast FMAs available (BufferNode::broadcast_operand)
 };
 
 /// InvalidArgument unless LLVM knows `cpu` and every feature of `features` for `target`.
@@ -637,7 +695,13 @@ absl::StatusOr<CompiledKernel> Compile(const LoweredFunc& func, const std::strin
   auto mod = std::make_unique<llvm::Module>(func.name, ctx);
   mod->setTargetTriple(triple);
   mod->setDataLayout(tm->createDataLayout());
-  Lowering(ctx, *mod, cpu, features).LowerFunc(func);
+  // Embedded broadcasts of 8 and 16 lanes: AVX-512F with VL, the CPU's own or named features.
+  bool avx512 = false;
+  {
+    std::unique_ptr<llvm::MCSubtargetInfo> sti(target->createMCSubtargetInfo(triple, cpu, features));
+    avx512 = sti != nullptr && sti->checkFeatures("+avx512f,+avx512vl");
+  }
+  Lowering(ctx, *mod, cpu, features, avx512).LowerFunc(func);
 
   std::string verify_msg;
   llvm::raw_string_ostream verify_os(verify_msg);

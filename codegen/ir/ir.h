@@ -46,6 +46,12 @@ struct BufferNode {
   /// Schedule::Lower runs the stages that write it only where `fresh` is 1. Null: per call.
   std::shared_ptr<const BufferNode> prepack_source;
   std::shared_ptr<const ExprNode> fresh;  // a VarNode; Expr(fresh) in expressions
+  /// CPU backend, AVX-512: where a vector accumulation acc = acc + x * v (or v * x) multiplies
+  /// a vector v by a scalar x loaded from this buffer, the FMA reads x as an embedded-broadcast
+  /// memory operand ({1to16}) rather than from a register broadcast once, so a register tile
+  /// may use every vector register but the weights'. The values are the same; other backends
+  /// and targets ignore it.
+  bool broadcast_operand = false;
   int64_t NumElements() const;
   /// Bytes of one element (4 for both dtypes a buffer may have).
   int64_t ElementBytes() const { return 4; }

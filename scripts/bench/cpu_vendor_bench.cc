@@ -66,6 +66,7 @@ struct Options {
   std::vector<std::string> config_json;  // "ID=JSON": extra hand-picked rows
   int finalists = 1;                     // search records re-measured here to pick the tuned config
   std::string strategy = "auto";         // the search strategy (tune's default unless told)
+  std::string dump_dir;                  // where tune's timed kernels' object files go; empty: nowhere
 };
 
 struct Bench {
@@ -278,6 +279,13 @@ Kernel TuneKernel(const Bench& b, const std::string& config_json, const measure:
   auto loaded = codegen::LoadedKernel::Load(build.kernel);
   if (!loaded.ok()) return Failed("load failed", loaded.status().ToString());
   codegen::runtime::SetNumThreads(o.threads);
+  std::string object_path;
+  if (!o.dump_dir.empty()) {
+    // ID-N.o, N counting this workload's kernels built so far (objdump -d reads them).
+    static std::map<std::string, int> built;
+    object_path = o.dump_dir + "/" + b.id + "-" + std::to_string(built[b.id]++) + ".o";
+    std::ofstream(object_path, std::ios::binary) << build.kernel.object_code;
+  }
 
   struct State {
     std::unique_ptr<codegen::LoadedKernel> code;
@@ -296,7 +304,7 @@ Kernel TuneKernel(const Bench& b, const std::string& config_json, const measure:
   st->args.push_back(out);
 
   Kernel k;
-  k.note = config_json;
+  k.note = config_json + (object_path.empty() ? "" : " (object " + object_path + ")");
   codegen::KernelFn fn = st->code->fn();
   float* const* argv = st->args.data();
   k.run = [fn, argv] { fn(argv); };
@@ -539,6 +547,8 @@ int main(int argc, char** argv) {
   app.add_option("--only", o.only, "workload ids to run (" + WorkloadIds() + "; default: all but the NCHWc ones, conv1b..conv4b)")->delimiter(',');
   app.add_option("--config-json", o.config_json,
                  "ID=JSON: also time this config of workload ID (a hand-picked row, not tuned)");
+  app.add_option("--dump-dir", o.dump_dir,
+                 "write the object code of each of tune's timed kernels to DIR/ID-N.o (objdump -d reads it)");
   CLI11_PARSE(app, argc, argv);
 
   std::vector<Bench> benches;
