@@ -3,7 +3,7 @@
 reference run's best, per task and method, median over seeds.
 
 usage: pretrained_tuning.py --tune BIN --target cuda|llvm --task OP:SHAPE[:bias,relu] [--task ...]
-         --method NAME=STRATEGY[,COST_MODEL][@TRIALS][;MORE TUNE FLAGS] [--method ...] [--seeds 5] [--trials 200]
+         --method NAME=STRATEGY[,COST_MODEL][@TRIALS][;MORE TUNE FLAGS] [--method ...] [--seeds 5] [--first-seed 1] [--trials 200]
          [--reference-trials 1000] [--threads N] [--out DIR] [--taskset CORES | --cores 4,5,6,..]
          [--parallel N] [--gpus N] [--fractions 0.8,0.9,0.95]
 
@@ -140,6 +140,9 @@ def main():
     p.add_argument("--task", action="append", required=True, help="OP:SHAPE[:bias,relu]")
     p.add_argument("--method", action="append", required=True, help="NAME=STRATEGY[,COST_MODEL]")
     p.add_argument("--seeds", type=int, default=5)
+    p.add_argument("--first-seed", type=int, default=1,
+                   help="seeds of the method runs are FIRST..FIRST+SEEDS-1 (a second call with --first-seed 6 adds "
+                        "seeds 6-10 to a first call's 1-5)")
     p.add_argument("--trials", type=int, default=200)
     p.add_argument("--reference-trials", type=int, default=1000)
     p.add_argument("--fractions", default="0.8,0.85,0.9,0.95",
@@ -203,7 +206,7 @@ def main():
     runs = {}
     for sp in specs:
         for name, strategy, cost_model, budget in methods:
-            for seed in range(1, args.seeds + 1):
+            for seed in range(args.first_seed, args.first_seed + args.seeds):
                 db = fresh(os.path.join(args.out, f"run-{name}-{sp[1]}-{sp[4]}-{seed}.db"))
                 runs[(sp[0], name, seed)] = (db, pool.submit(run_tune, args, sp[1], sp[2], sp[3], db, budget,
                                                               strategy, cost_model, seed, log, more_flags[name]))
@@ -214,7 +217,7 @@ def main():
         ref_best = min(ref_curve) if ref_curve else math.inf
         curves = {}
         for name, strategy, cost_model, budget in methods:
-            for seed in range(1, args.seeds + 1):
+            for seed in range(args.first_seed, args.first_seed + args.seeds):
                 db, fut = runs[(label, name, seed)]
                 run_secs = fut.result()
                 if run_secs is None:
@@ -226,7 +229,7 @@ def main():
         entry = {"task": label, "reference_trials": len(ref_curve), "reference_best_s": ref_best,
                  "best_known_s": known, "methods": {}}
         for name, strategy, cost_model, budget in methods:
-            seeds = [s for s in range(1, args.seeds + 1) if (name, s) in curves]
+            seeds = [s for s in range(args.first_seed, args.first_seed + args.seeds) if (name, s) in curves]
             if not seeds:
                 continue
             m = {"trials": budget, "seeds": seeds, "seconds": [curves[(name, s)][1] for s in seeds],
