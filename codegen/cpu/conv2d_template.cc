@@ -125,6 +125,13 @@ Conv2dTemplate::Conv2dTemplate(Workload w, CpuLimits cpu) : Template(std::move(w
   s.AddConstraint("order_3_in_output", [=](const search::Config& c) {
     return value(c, order_knob) != 3 || (value(c, layout) == kBlocked && !value(c, acc_tile_knob));
   });
+  // The back end folds broadcasts into FMAs of one vector of 8 or 16 floats (the blocked
+  // layout's channel block: an NCHWc layout's lb, else ob); wider blocks would keep the
+  // broadcast in a register after all, which the register bound above leaves no room for.
+  s.AddConstraint("fold_broadcast_vectors", [=](const search::Config& c) {
+    const int64_t width = contract ? lb : inner(c, toc);
+    return !value(c, fold) || width == 8 || width == 16;
+  });
   const int pack_weight = s.KnobIndex("pack_weight");
   s.AddConstraint("prepack_needs_pack", [=](const search::Config& c) {
     return !value(c, prepack) || value(c, layout) == kBlocked || value(c, pack_weight);

@@ -107,7 +107,8 @@ TEST(CpuConvFoldBroadcastTest, RandomConfigsMatchReference) {
 
 // oneDNN's 7 x 4-vector tile of 512x7x7 (28 accumulators and 4 weight vectors fill the 32
 // registers) is valid only with the input values as memory operands; order 3 needs the
-// accumulators in the output; a CPU of 16 registers has no fold_broadcast option.
+// accumulators in the output; an NCHW convolution's blocks fold only as single vectors; a CPU
+// of 16 registers has no fold_broadcast option.
 TEST(CpuConvFoldBroadcastTest, SpaceBounds) {
   const Workload w = ConvWorkloadForTest("1,512,7,7,512,3,3,1,1,nchw16c", false, false);
   const Conv2dTemplate tmpl(w, codegen::CpuLimitsOf("+avx512f,+avx512vl,+avx2,+fma"));
@@ -128,6 +129,21 @@ TEST(CpuConvFoldBroadcastTest, SpaceBounds) {
   EXPECT_THAT(space.WhyInvalid(config(R"("order": [0], "acc_tile": [1])")), HasSubstr("register_tile"));
   EXPECT_THAT(space.WhyInvalid(config(R"("order": [3], "acc_tile": [1], "fold_broadcast": [1])")),
               HasSubstr("order_3_in_output"));
+
+  // An NCHW convolution's blocked layout folds only blocks of one vector (here 16 channels).
+  const Conv2dTemplate nchw(ConvWorkloadForTest("1,64,14,14,64,3,3,1,1", false, false),
+                            codegen::CpuLimitsOf("+avx512f,+avx512vl,+avx2,+fma"));
+  auto blocked = [&](int ob) {
+    absl::StatusOr<search::Config> c = nchw.space().FromJson(absl::StrCat(
+        R"({"tile_oc": [1, )", 64 / ob, ", ", ob, R"(], "tile_oh": [14, 1], "tile_ow": [2, 1, 7], "tile_ic": [4, 16],
+            "vector_axis": [1], "pack_weight": [1], "unroll": [1], "parallel": [0], "layout": [1], "prepack": [1],
+            "in_block": [1], "order": [0],
+            "acc_tile": [1], "fold_broadcast": [1]})"));
+    EXPECT_TRUE(c.ok()) << c.status();
+    return c.ok() ? *c : search::Config{};
+  };
+  EXPECT_TRUE(nchw.space().IsValid(blocked(16))) << nchw.space().WhyInvalid(blocked(16));
+  EXPECT_THAT(nchw.space().WhyInvalid(blocked(32)), HasSubstr("fold_broadcast_vectors"));
 
   const Conv2dTemplate avx2(ConvWorkloadForTest("1,64,7,7,64,3,3,1,1,nchw8c", false, false),
                             codegen::CpuLimitsOf("+avx2,+fma"));
