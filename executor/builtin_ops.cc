@@ -16,6 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "executor/max_pool.h"
 #include "executor/node_context.h"
 #include "graph/layout.h"
 #include "codegen/runtime/runtime.h"
@@ -722,6 +723,18 @@ absl::StatusOr<std::unique_ptr<OpKernel>> Pool(const Ctx& c) {
   if (c.out.size() > 1 && c.out[1] != nullptr) return c.Bad("the Indices output is not supported");
   if (auto st = c.OutShapeIs({x[0], x[1], oh, ow}); !st.ok()) return st;
   const int64_t planes = x[0] * x[1];
+  if (is_max) {
+    const PoolWindow window{h, w, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl};
+    return Make([=](const void* const* in, void* const* outs) {
+      const float* X = static_cast<const float*>(in[0]);
+      float* Y = static_cast<float*>(outs[0]);
+      ParallelFor(planes, [&](int64_t t) {
+        thread_local std::vector<float> row;
+        if (static_cast<int64_t>(row.size()) < w) row.resize(w);
+        MaxPoolPlane(X + t * h * w, Y + t * oh * ow, window, row.data());
+      });
+    });
+  }
   return Make([=](const void* const* in, void* const* outs) {
     const float* X = static_cast<const float*>(in[0]);
     float* Y = static_cast<float*>(outs[0]);
@@ -732,26 +745,13 @@ absl::StatusOr<std::unique_ptr<OpKernel>> Pool(const Ctx& c) {
         const int64_t h0 = p * sh - pt;
         for (int64_t q = 0; q < ow; ++q) {
           const int64_t w0 = q * sw - pl;
-          if (is_max) {
-            float m = -std::numeric_limits<float>::infinity();
-            for (int64_t r = 0; r < kh; ++r) {
-              const int64_t ih = h0 + r * dh;
-              if (ih < 0 || ih >= h) continue;
-              for (int64_t s = 0; s < kw; ++s) {
-                const int64_t iw = w0 + s * dw;
-                if (iw >= 0 && iw < w) m = std::max(m, xp[ih * w + iw]);
-              }
-            }
-            yp[p * ow + q] = m;
-          } else {
-            const int64_t h1 = std::min(h0 + kh, h + pb), w1 = std::min(w0 + kw, w + pr);
-            const int64_t hs = std::max<int64_t>(h0, 0), he = std::min(h1, h), ws = std::max<int64_t>(w0, 0), we = std::min(w1, w);
-            float sum = 0;
-            for (int64_t ih = hs; ih < he; ++ih)
-              for (int64_t iw = ws; iw < we; ++iw) sum += xp[ih * w + iw];
-            const int64_t count = include_pad ? (h1 - h0) * (w1 - w0) : (he - hs) * (we - ws);
-            yp[p * ow + q] = count > 0 ? sum / static_cast<float>(count) : 0.0f;
-          }
+          const int64_t h1 = std::min(h0 + kh, h + pb), w1 = std::min(w0 + kw, w + pr);
+          const int64_t hs = std::max<int64_t>(h0, 0), he = std::min(h1, h), ws = std::max<int64_t>(w0, 0), we = std::min(w1, w);
+          float sum = 0;
+          for (int64_t ih = hs; ih < he; ++ih)
+            for (int64_t iw = ws; iw < we; ++iw) sum += xp[ih * w + iw];
+          const int64_t count = include_pad ? (h1 - h0) * (w1 - w0) : (he - hs) * (we - ws);
+          yp[p * ow + q] = count > 0 ? sum / static_cast<float>(count) : 0.0f;
         }
       }
     });
