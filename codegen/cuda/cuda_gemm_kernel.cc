@@ -2,7 +2,9 @@
 // register-tile FMAs, the K-slice reduction, the split-K fix-up and the epilogue.
 #include "codegen/cuda/cuda_gemm_kernel.h"
 
+#include <algorithm>
 #include <functional>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -16,6 +18,33 @@ GemmDims GemmDimsOf(const Workload& w) {
     return {w.out_c / w.groups, w.batch * w.out_h() * w.out_w(), w.in_c / w.groups * w.kernel_h * w.kernel_w};
   }
   return {w.m, w.n, w.k};
+}
+
+namespace {
+
+// min(a, b) for either kind of index RasterOf computes (host integers, kernel expressions).
+int64_t RasterMin(int64_t a, int64_t b) { return std::min(a, b); }
+Expr RasterMin(const Expr& a, const Expr& b) { return Min(a, b); }
+
+// RasterTile's mapping, on host integers or on the kernel's index expressions: {tile row, tile
+// column} of block `linear`. A group of g full rows takes g * grid_n blocks; in the last group,
+// partial when g does not divide grid_m, a column has only the rows left (grid_m - first).
+template <typename Index>
+std::pair<Index, Index> RasterOf(const Index& linear, int64_t grid_m, int64_t grid_n, int64_t raster) {
+  if (raster <= 1) return {linear / Index(grid_n), linear % Index(grid_n)};
+  const int64_t g = std::min(raster, grid_m);
+  const Index group = linear / Index(g * grid_n), within = linear % Index(g * grid_n);
+  const Index first = group * Index(g);
+  const Index rows = grid_m % g == 0 ? Index(g) : RasterMin(Index(grid_m) - first, Index(g));
+  return {first + within % rows, within / rows};
+}
+
+}  // namespace
+
+TileIndex RasterTile(int64_t linear, int64_t grid_m, int64_t grid_n, int64_t raster) {
+  TUNE_CHECK(0 <= linear && linear < grid_m * grid_n) << "block " << linear << " of " << grid_m << " x " << grid_n;
+  const auto [m, n] = RasterOf<int64_t>(linear, grid_m, grid_n, raster);
+  return {m, n};
 }
 
 namespace {
@@ -125,6 +154,7 @@ class GemmKernel {
   std::vector<Buffer> args_;
   Buffer ws_, arrivals_;  // split-K's partial tiles and per-tile counters
   Expr bx_, by_, bz_, batch_index_, split_index_, row0_, col0_;
+  Expr tile_m_, tile_n_;  // the block's output tile (row and column of tiles): by, bx under raster 1
   Expr oc0_;  // a grouped convolution's first output channel: group * M (undefined otherwise)
   ThreadBlock threads_;
   TileCopy copy_a_, copy_b_;
@@ -184,7 +214,14 @@ GemmKernel::GemmKernel(const Workload& wl, const GemmTiles& t, const ArgBuffers&
   split_index_ = split_ == 1 ? Expr() : layered_ ? bz_ % Expr(split_) : bz_;
   if (grouped_) oc0_ = batch_index_ * Expr(dims.m);
   threads_ = ThreadBlock{MakeVar("tx"), MakeVar("ty"), t.tx, t.ty, t.slices > 1 ? MakeVar("tz") : Expr(), t.slices};
-  row0_ = by_ * Expr(bm_), col0_ = bx_ * Expr(bn_);
+  // The block's output tile: blockIdx.y and .x under raster 1 (the kernel as before the knob),
+  // else block by * grid_n + bx in grouped order (RasterTile).
+  if (t.raster <= 1) {
+    tile_m_ = by_, tile_n_ = bx_;
+  } else {
+    std::tie(tile_m_, tile_n_) = RasterOf<Expr>(by_ * Expr(t.grid_n) + bx_, t.grid_m, t.grid_n, t.raster);
+  }
+  row0_ = tile_m_ * Expr(bm_), col0_ = tile_n_ * Expr(bn_);
 
   // Shared stages: As[stage][k][m] (A transposed), Bs[stage][k][n]; rows padded.
   // Copies of one K tile: A rows m, cols k; B rows k, cols n (matmul, conv) or rows n, cols k
@@ -561,7 +598,7 @@ Stmt GemmKernel::SplitKFixUp() const {
   // block comes last), writes the output and resets the counter for the next launch.
   Expr first_thread = (threads_.tx == Expr(int64_t{0})) && (threads_.ty == Expr(int64_t{0}));
   if (t_.slices > 1) first_thread = first_thread && (threads_.tz == Expr(int64_t{0}));
-  const std::vector<Expr> counter = AtLayer({by_, bx_});
+  const std::vector<Expr> counter = AtLayer({tile_m_, tile_n_});
   Expr arrived = MakeVar("arrived");
   Stmt count_in = If(first_thread, AtomicAdd(arrivals_, counter, Expr(1), arrived,
                                              Seq({Fence(), Store(last_, {Expr(int64_t{0})},

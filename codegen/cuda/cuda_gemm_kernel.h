@@ -28,6 +28,7 @@ struct GemmTiles {
   bool a_registers;  // cp_async_a: under the pipeline, A's tile is register-staged (hybrid)
   bool unroll_stages;  // the main loop unrolled by its stage count (constant stage indices)
   int64_t fma_order;  // the order of the register tile's FMAs in the source (kFmaOrder*)
+  int64_t raster = 1;  // the order the blocks walk the output tiles: 1, or groups of `raster` tile rows
   int64_t bm() const { return ty * tm; }
   int64_t bn() const { return tx * tn; }
   int64_t threads() const { return tx * ty * slices; }
@@ -37,6 +38,22 @@ struct GemmTiles {
   /// tile of 8 or 16 is walked as 2 or 4 runs of 4, each a block tile's half or quarter apart.
   bool Interleaved(int64_t per_thread) const { return interleave && (per_thread == 8 || per_thread == 16); }
 };
+
+/// An output tile of the grid: its row of tiles (along M, 0 .. grid_m - 1) and column (along N).
+struct TileIndex {
+  int64_t m, n;
+};
+
+/// The output tile that block `linear` of one GEMM's grid_m x grid_n tiles computes under the
+/// `raster` knob (`linear` = blockIdx.y * grid_n + blockIdx.x, the order the blocks are
+/// dispatched in, x fastest; blockIdx.z -- batch, group, split -- is not part of it). raster 1: row by row,
+/// {linear / grid_n, linear % grid_n}. raster G > 1 (grouped, as CUTLASS's and Triton's swizzle):
+/// the tile rows in groups of g = min(G, grid_m), the blocks of a group walking down its column
+/// of g tiles before moving to the next column, so the blocks running at once cover a squarer
+/// patch of the output and share more of A and B in L2. The last group holds the grid_m % g
+/// rows left over (when there are any) and walks its shorter columns likewise; G >= grid_m is
+/// column by column. A bijection of [0, grid_m * grid_n) onto the tiles for every G >= 1.
+TileIndex RasterTile(int64_t linear, int64_t grid_m, int64_t grid_n, int64_t raster);
 
 /// The GEMM a workload is: for conv2d (implicit GEMM), M = output channels, N = batch x
 /// output pixels, K = input channels x kernel window; for a grouped conv2d the GEMM of one

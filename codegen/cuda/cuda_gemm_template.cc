@@ -24,6 +24,7 @@ constexpr int64_t kMaxGridZ = 65535;        // and on gridDim.z
 constexpr int64_t kVariantImplicitGemm = 0, kVariantDirect = 1;
 constexpr int64_t kMaxSplitWorkspaceBytes = int64_t{64} << 20;  // split-K's partial tiles
 constexpr int64_t kCpAsyncAAsync = 0, kCpAsyncARegisters = 1;  // cp_async_a
+constexpr int64_t kRasterMinTileOutputs = 32 * 32;  // raster: the tile its waves are counted in
 
 /// The sizes a config stands for.
 GemmTiles TilesOf(const search::ConfigSpace& s, const search::Config& c) {
@@ -36,7 +37,7 @@ GemmTiles TilesOf(const search::ConfigSpace& s, const search::Config& c) {
                async == 0 && s.GetInt(c, "double_buffer") != 0, s.GetInt(c, "unroll_k") != 0, s.GetInt(c, "pad"),
                s.GetInt(c, "interleave") != 0, s.GetInt(c, "k_slices"), s.GetInt(c, "k_split"), async,
                async > 0 && s.GetInt(c, "cp_async_a") == kCpAsyncARegisters, s.GetInt(c, "unroll_stages") != 0,
-               s.GetInt(c, "fma_order")};
+               s.GetInt(c, "fma_order"), s.GetInt(c, "raster")};
 }
 
 bool IsDirect(const search::ConfigSpace& s, const search::Config& c, bool conv) {
@@ -130,6 +131,22 @@ CudaGemmTemplate::CudaGemmTemplate(Workload w, const GpuLimits& limits) : Templa
               {"rows", "blocked", "columns", "quads"});
   if (conv) s.AddCondition("fma_order", "variant", {kVariantImplicitGemm});
   s.AllowMissing("fma_order");
+  // The GEMMs on blockIdx.z: batch_matmul's batch, a grouped convolution's groups.
+  const int64_t batch = wl.op == OpKind::kBatchMatmul ? wl.batch : conv ? wl.groups : 1;
+  // The order the blocks walk the output tiles (RasterTile): 1 row by row, else groups of that
+  // many tile rows walked column by column. It decides which blocks share L2 only where a grid
+  // has several waves of blocks, so it is offered where the output holds more than two waves
+  // of 32 x 32 tiles (at one block per multiprocessor) and pinned elsewhere: in a smaller
+  // output most tiles give a wave or two, and the knob would cost the search rejected draws (see
+  // raster_matters) more than it could give. Pinned under the direct variant. Configs recorded
+  // before the knob walked row by row.
+  if (dims.m < 2 || dims.n < 2 || dims.m * dims.n * batch <= 2 * limits.multiprocessors * kRasterMinTileOutputs) {
+    s.AddChoice("raster", {1});
+  } else {
+    s.AddChoice("raster", {1, 4, 8, 16, 32});
+    if (conv) s.AddCondition("raster", "variant", {kVariantImplicitGemm});
+  }
+  s.AllowMissing("raster");
   const search::ConfigSpace* sp = &space_;
   const bool dense = wl.op == OpKind::kDense;
   auto plan = [sp, wl](const search::Config& c) { return PlanDirectConv(wl, DirectTilesOf(*sp, c)); };
@@ -191,8 +208,6 @@ CudaGemmTemplate::CudaGemmTemplate(Workload w, const GpuLimits& limits) : Templa
   });
   // Slicing K pays only when there are too few output tiles to give every multiprocessor two
   // blocks; elsewhere it only adds a reduction, so those configs are not searched.
-  // The GEMMs on blockIdx.z: batch_matmul's batch, a grouped convolution's groups.
-  const int64_t batch = wl.op == OpKind::kBatchMatmul ? wl.batch : conv ? wl.groups : 1;
   s.AddConstraint("k_slices_few_blocks", [sp, limits, batch, conv](const search::Config& c) {
     if (IsDirect(*sp, c, conv)) return true;
     GemmTiles t = TilesOf(*sp, c);
@@ -242,6 +257,22 @@ CudaGemmTemplate::CudaGemmTemplate(Workload w, const GpuLimits& limits) : Templa
     GemmTiles t = TilesOf(*sp, c);
     return t.async == 0 || t.k_tiles * t.bk == k_extent;
   });
+  // A grouped order only where it changes which blocks run together: two or more tile rows and
+  // columns, more blocks than multiprocessors (per split: k_split's blocks come after one
+  // another on blockIdx.z), and a group size below the tile rows or the smallest of those at
+  // or above them -- every larger one is the same column-by-column walk.
+  std::vector<int64_t> rasters;
+  for (const std::vector<int64_t>& option : s.knobs()[s.KnobIndex("raster")].options) rasters.push_back(option[0]);
+  s.AddConstraint("raster_matters", [sp, limits, batch, conv, rasters](const search::Config& c) {
+    if (IsDirect(*sp, c, conv)) return true;
+    const GemmTiles t = TilesOf(*sp, c);
+    if (t.raster == 1) return true;
+    if (t.grid_m == 1 || t.grid_n == 1 || t.grid_m * t.grid_n * batch <= limits.multiprocessors) return false;
+    for (int64_t smaller : rasters) {
+      if (1 < smaller && smaller < t.raster && smaller >= t.grid_m) return false;
+    }
+    return true;
+  });
   // Unrolling by the stages needs two or more of them.
   s.AddConstraint("unroll_stages_pipelined", [sp, conv](const search::Config& c) {
     if (IsDirect(*sp, c, conv)) return true;
@@ -268,7 +299,7 @@ search::Config CudaGemmTemplate::DefaultConfig() const {
     }
   };
   hold("vector", 1), hold("double_buffer", 0), hold("pad", 0), hold("unroll_k", 0), hold("interleave", 0);
-  hold("k_slices", 1), hold("k_split", 1), hold("cp_async", 0);
+  hold("k_slices", 1), hold("k_split", 1), hold("cp_async", 0), hold("raster", 1);
   const int km = space_.KnobIndex("tile_m"), kn = space_.KnobIndex("tile_n"), kk = space_.KnobIndex("tile_k");
   const GemmDims dims = GemmDimsOf(workload_);
   const double volume = static_cast<double>(dims.m) * static_cast<double>(dims.n) * static_cast<double>(dims.k);

@@ -53,16 +53,26 @@ namespace tune::codegen {
 /// bound on unrolled code), fma_order (rows, blocked, columns or quads: the order the register
 /// tile's FMAs are written in, where ptxas' scheduling and operand reuse start from -- row by
 /// row, 2 x 2 blocks in serpentine order, column by column, or per 4-row fragment column pairs
-/// over row pairs; blocked needs even TM and TN, quads TM a multiple of 4 and TN even).
+/// over row pairs; blocked needs even TM and TN, quads TM a multiple of 4 and TN even), raster (1,
+/// 4, 8, 16 or 32: the order the blocks of one GEMM walk its output tiles, see RasterTile -- 1
+/// row by row, blockIdx.y the tile row and blockIdx.x the column; G > 1 grouped, as CUTLASS's
+/// and Triton's swizzle: block blockIdx.y * grid_n + blockIdx.x takes tiles in groups of G tile
+/// rows, down a column of the group before the next column, the last group holding the rows
+/// left over; so the blocks running at once cover a squarer patch of C and share more of A
+/// and B in L2. blockIdx.z is unchanged. G > 1 only with two or more tile rows and columns and
+/// more blocks than multiprocessors, each G below the tile rows or the smallest at or above
+/// them (every larger one is the same column-by-column walk); pinned to 1 under the direct
+/// variant; a space whose output (over the batch or groups) is at most two waves of 32 x 32
+/// tiles has 1 only).
 /// Constraints (before compiling): threads per block a multiple of 32 (or the whole problem
 /// in one block) and within the limits, tiles that split evenly over the threads, an
 /// estimate of registers per thread and the shared memory within the limits; k_slices and
 /// k_split only where the output tiles give fewer than two blocks per multiprocessor, k_split
 /// dividing the K tiles, its workspace at most 64 MiB; the shared stages (1, 2 for
 /// double_buffer, or cp_async's) count in the shared memory, A's staging registers (hybrid)
-/// in the registers; no tail along K under cp_async (its copies are not guarded). Config text recorded before k_split, cp_async, cp_async_a, unroll_stages
-/// or fma_order existed reads as k_split 1, cp_async 0, cp_async_a async, unroll_stages 0,
-/// fma_order rows.
+/// in the registers; no tail along K under cp_async (its copies are not guarded). Config text
+/// recorded before k_split, cp_async, cp_async_a, unroll_stages, fma_order or raster existed
+/// reads as k_split 1, cp_async 0, cp_async_a async, unroll_stages 0, fma_order rows, raster 1.
 ///
 /// conv2d has a `variant` knob: implicit_gemm (the kernel above) or direct (cuda_direct_conv.h:
 /// an OC x OH x OW output tile per block from a shared-memory input halo tile). The direct

@@ -373,7 +373,7 @@ TEST(CudaGemmTemplateTest, DefaultIsThePlainSharedMemoryKernel) {
   auto t = CreateTemplate(Gemm(OpKind::kMatmul, "1024,1024,1024"), Backend::kCuda);
   ASSERT_TRUE(t.ok());
   EXPECT_EQ((*t)->space().ToJson((*t)->DefaultConfig()),
-            R"({"tile_m":[64,16,1],"tile_n":[64,16,1],"tile_k":[64,16],"vector":[1],"double_buffer":[0],"pad":[0],"unroll_k":[0],"interleave":[0],"k_slices":[1],"k_split":[1],"cp_async":[0],"cp_async_a":[0],"unroll_stages":[0],"fma_order":[0]})");
+            R"({"tile_m":[64,16,1],"tile_n":[64,16,1],"tile_k":[64,16],"vector":[1],"double_buffer":[0],"pad":[0],"unroll_k":[0],"interleave":[0],"k_slices":[1],"k_split":[1],"cp_async":[0],"cp_async_a":[0],"unroll_stages":[0],"fma_order":[0],"raster":[1]})");
   // Tiny shapes still have a valid default (one block, fewer than 32 threads).
   auto tiny = CreateTemplate(Gemm(OpKind::kDense, "1,3,5"), Backend::kCuda);
   ASSERT_TRUE(tiny.ok());
