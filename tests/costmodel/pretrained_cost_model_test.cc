@@ -151,6 +151,7 @@ TEST(PretrainedCostModelTest, TheTasksOwnDataTakesOverFromAModelThatKnowsNothing
   ASSERT_NE(tmpl, nullptr);
   PretrainedOptions po;
   po.guard_min_configs = 1000000;  // the blend alone, no guard
+  po.weight_max_ratio = 0;         // every pair: random configs give few close ones
   PretrainedCostModel model(tmpl.get(), PtTeacher(1, /*noise_only=*/true), PtOnline(tmpl.get()), po);
   std::mt19937_64 rng = ::tune::test::TestRng(4);
   const auto configs = PtDrawConfigs(*tmpl, 200, rng);
@@ -183,6 +184,7 @@ TEST(PretrainedCostModelTest, WeightsWithAHalfLifeFollowTheLatestBatches) {
     PretrainedOptions po;
     po.guard_min_configs = 1000000;  // the blend alone, no guard
     po.fine_tune = false;
+    po.weight_max_ratio = 0;  // every pair, so the early batches' pairs count until they decay
     po.weight_half_life = half_life;
     PretrainedCostModel model(tmpl.get(), teacher, PtOnline(tmpl.get()), po);
     for (size_t n = 16; n <= configs.size(); n += 16) {
