@@ -139,9 +139,10 @@ absl::Status SetPretrainedOption(PretrainedOptions& options, const std::string& 
     st = number(0, 1e9, &o.weight_half_life);
   } else if (key == "weight_max_ratio") {
     st = number(0, 1e9, &o.weight_max_ratio);
-    if (st.ok() && o.weight_max_ratio > 0 && o.weight_max_ratio < 1) {
+    if (st.ok() && o.weight_max_ratio > 0 && o.weight_max_ratio <= 1) {
+      // At 1 only configs as fast as the best would count, and equal latencies make no pair.
       st = absl::InvalidArgumentError(
-          absl::StrCat("cost model option ", key, "=", text, ": expected 0 (every pair) or a ratio >= 1"));
+          absl::StrCat("cost model option ", key, "=", text, ": expected 0 (every pair) or a ratio > 1"));
     }
   } else if (key == "online_share") {
     st = number(0, 1, &o.online_share);
@@ -364,6 +365,9 @@ std::vector<double> PretrainedCostModel::Predict(const std::vector<search::Confi
 
 absl::StatusOr<std::string> PretrainedCostModel::Save() const { return online_->Save(); }
 
-absl::Status PretrainedCostModel::Load(const std::string& artifact) { return online_->Load(artifact); }
+absl::Status PretrainedCostModel::Load(const std::string& artifact) {
+  online_only_ = false;  // the loaded model ranks with the blend until the next Fit
+  return online_->Load(artifact);
+}
 
 }  // namespace tune::costmodel

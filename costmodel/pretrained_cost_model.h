@@ -52,7 +52,7 @@ struct PretrainedOptions {
   /// measured.
   double weight_half_life = 0;
   /// [weight_max_ratio] The blend weights count only pairs of configs that are both within this
-  /// many times the best latency measured so far (0 or >= 1; failures are never within), so
+  /// many times the best latency measured so far (0 or > 1; failures are never within), so
   /// they say how each model ranks the close, fast configs a search ends among rather than fast
   /// against slow (a batch's easy pairs, e.g. its random share against the model's picks, kept
   /// an ensemble's accuracy at 0.70-0.76 on late GPU batches whose configs within 1.15x of the

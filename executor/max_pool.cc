@@ -42,15 +42,14 @@ void MaxPoolPlane(const float* x, float* y, const PoolWindow& g, float* row) {
     };
     for (int64_t q = 0; q < q_lo; ++q) yr[q] = edge(q);
     if (g.kw == 3 && g.dw == 1) {
-      const float* rr = row - g.pl;
       for (int64_t q = q_lo; q < q_hi; ++q) {
-        const float* c = rr + q * g.sw;
+        const float* c = row + (q * g.sw - g.pl);
         const float a = c[0] < c[1] ? c[1] : c[0];
         yr[q] = a < c[2] ? c[2] : a;
       }
     } else {
       for (int64_t q = q_lo; q < q_hi; ++q) {
-        const float* c = row + q * g.sw - g.pl;
+        const float* c = row + (q * g.sw - g.pl);
         float m = c[0];
         for (int64_t s = 1; s < g.kw; ++s) m = m < c[s * g.dw] ? c[s * g.dw] : m;
         yr[q] = m;

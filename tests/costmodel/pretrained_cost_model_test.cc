@@ -314,8 +314,8 @@ TEST(PretrainedCostModelTest, OptionsParseFromText) {
   const PretrainedOptions before = o;
   for (const char* bad : {"weight_half_life", "weight_half_life=-1", "weight_half_life=x", "fine_tune=2",
                           "prior_accuracy=0.4", "guard_min_ratio=0.5", "online_share=1.01", "online_share=-0.2",
-                          "online_share=nan", "online_share=", "weight_max_ratio=0.5", "weight_max_ratio=-1",
-                          "weight_max_ratio=inf", "nonsense=1"}) {
+                          "online_share=nan", "online_share=", "weight_max_ratio=0.5", "weight_max_ratio=1",
+                          "weight_max_ratio=-1", "weight_max_ratio=inf", "nonsense=1"}) {
     const absl::Status st = SetPretrainedOption(o, bad);
     EXPECT_TRUE(absl::IsInvalidArgument(st)) << bad << ": " << st;
     EXPECT_EQ(o.weight_half_life, before.weight_half_life) << bad;
