@@ -2,9 +2,10 @@
 //
 // For each workload: tune it (the chosen search strategy, records in a database, resumable), rebuild the
 // best config, check it against the naive reference and time it in this process; then time
-// the vendor library on the same inputs with the same rule (warm-up, then `repeats` samples
-// of back-to-back calls lasting >= min-sample-ms each, the kernels' samples interleaved,
-// median per-call time). One table out, with per-workload notes (configs, implementations).
+// the vendor library on the same inputs with the same rule (`repeats` samples of back-to-back
+// calls lasting >= min-sample-ms each, each after a warm-up of that kernel, the kernels'
+// samples interleaved, median per-call time). One table out, with per-workload notes
+// (configs, implementations).
 #include <dlfcn.h>
 #include <unistd.h>
 
@@ -23,6 +24,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "CLI/CLI.hpp"
@@ -182,15 +184,37 @@ bool Check(Kernel* k, const measure::TaskData& data, const char* when) {
 }
 
 /// Lets worker threads of whatever ran before go idle (OpenBLAS and OpenMP workers spin for
-/// a while after a call), so that they do not compete with the next sample.
-void Quiesce() { std::this_thread::sleep_for(std::chrono::milliseconds(200)); }
+/// a while after a call), so that they do not compete with the next sample. Only where
+/// kernels run on several threads: at one thread no worker runs, and the sleep itself costs
+/// the next calls (below).
+void Quiesce(const Options& o) {
+  if (o.threads > 1) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+}
+
+/// Back-to-back calls for >= warmup_s (at least `min_calls`); returns their count and
+/// duration.
+std::pair<int, double> WarmUp(Kernel* k, double warmup_s, int min_calls) {
+  Clock::time_point t0 = Clock::now();
+  int calls = 0;
+  double elapsed = 0;
+  while (calls < min_calls || elapsed < warmup_s) {
+    k->run();
+    ++calls;
+    elapsed = Seconds(t0, Clock::now());
+  }
+  return {calls, elapsed};
+}
 
 /// The one timing rule for every kernel of a workload: each is checked against the
 /// reference, warmed up with back-to-back calls for >= warmup_ms (at least two), and gets
 /// `number` calls per sample, doubled from the warm-up estimate until one sample lasts
 /// >= min_sample_ms. Then `repeats` rounds take one sample of each kernel in turn, so that
 /// load from elsewhere on a shared machine hits all of them alike; median per-call time.
-/// Outputs are checked again after timing.
+/// Each sample follows its own warm-up (>= warmup_ms of calls of that kernel), as the
+/// tuner's records follow the calls before them: the first ~100 ms of calls after the core
+/// idled or ran another kernel are slower (on a 2-core EPYC VM, a 200 ms sleep before each
+/// sample made both SGEMM 1024s 1.5x slower, 31 ms against 21 ms). Outputs are checked again
+/// after timing.
 void Measure(const std::vector<Kernel*>& kernels, const measure::TaskData& data, const Options& o) {
   const double warmup_s = o.warmup_ms / 1e3, min_s = o.min_sample_ms / 1e3;
   auto sample = [](Kernel* k, int number) {
@@ -205,22 +229,16 @@ void Measure(const std::vector<Kernel*>& kernels, const measure::TaskData& data,
     k->status = "ok";
     k->run();
     if (!Check(k, data, "first call")) continue;
-    Quiesce();
-    Clock::time_point t0 = Clock::now();
-    int calls = 0;
-    double elapsed = 0;
-    while (calls < 2 || elapsed < warmup_s) {
-      k->run();
-      ++calls;
-      elapsed = Seconds(t0, Clock::now());
-    }
+    Quiesce(o);
+    auto [calls, elapsed] = WarmUp(k, warmup_s, 2);
     k->timing.number = std::max(1, static_cast<int>(std::ceil(min_s / (elapsed / calls))));
     while (sample(k, k->timing.number) < min_s) k->timing.number *= 2;
     live.push_back(k);
   }
   for (int r = 0; r < o.repeats; ++r) {
     for (Kernel* k : live) {
-      Quiesce();
+      Quiesce(o);
+      WarmUp(k, warmup_s, 1);
       k->timing.samples.push_back(sample(k, k->timing.number) / k->timing.number);
     }
   }
@@ -538,7 +556,7 @@ int main(int argc, char** argv) {
   app.add_option("--db", o.db_path, "record database (reused: already measured configs are not re-measured)");
   app.add_option("--min-sample-ms", o.min_sample_ms, "minimum duration of one timed sample")
       ->check(CLI::PositiveNumber);
-  app.add_option("--warmup-ms", o.warmup_ms, "warm-up duration before timing")->check(CLI::NonNegativeNumber);
+  app.add_option("--warmup-ms", o.warmup_ms, "warm-up before timing and before each sample (calls of the kernel sampled next)")->check(CLI::NonNegativeNumber);
   app.add_option("--timeout", o.timeout_s, "seconds one tuning candidate's measurement may take")
       ->check(CLI::PositiveNumber);
   app.add_option("--finalists", o.finalists,
@@ -709,9 +727,10 @@ int main(int argc, char** argv) {
               static_cast<unsigned long long>(o.seed), o.db_path.c_str());
   std::printf("vendors: OpenBLAS %s; oneDNN %d.%d.%d\n", openblas_get_config(), dv->major, dv->minor, dv->patch);
   std::printf("load average: %s before timing, %s after\n", load_before.c_str(), LoadAverage().c_str());
-  std::printf("timing: in-process, >= %.0f ms warm-up, median of %d samples of back-to-back calls >= %.0f ms each,\n"
-              "        samples of a workload's kernels interleaved; tuned = %s\n\n",
-              o.warmup_ms, o.repeats, o.min_sample_ms,
+  std::printf("timing: in-process, median of %d samples of back-to-back calls >= %.0f ms each, each sample after\n"
+              "        >= %.0f ms of warm-up calls of its kernel, samples of a workload's kernels interleaved;\n"
+              "        tuned = %s\n\n",
+              o.repeats, o.min_sample_ms, o.warmup_ms,
               o.finalists > 1 ? ("fastest here of the search's " + std::to_string(o.finalists) + " best").c_str()
                               : "the search's best config");
   base::PrintTable({"workload", "tune GFLOP/s", "vendor", "vendor GFLOP/s", "tune/vendor", "oneDNN any GFLOP/s",
