@@ -211,10 +211,10 @@ std::pair<int, double> WarmUp(Kernel* k, double warmup_s, int min_calls) {
 /// >= min_sample_ms. Then `repeats` rounds take one sample of each kernel in turn, so that
 /// load from elsewhere on a shared machine hits all of them alike; median per-call time.
 /// Each sample follows its own warm-up (>= warmup_ms of calls of that kernel), as the
-/// tuner's records follow the calls before them: the first ~100 ms of calls after the core
-/// idled or ran another kernel are slower (on a 2-core EPYC VM, a 200 ms sleep before each
-/// sample made both SGEMM 1024s 1.5x slower, 31 ms against 21 ms). Outputs are checked again
-/// after timing.
+/// tuner's records follow the calls before them: the first ~100 ms of calls after the thread
+/// slept can be slower (on a 2-core EPYC VM, a 200 ms sleep right before each sample made
+/// both SGEMM 1024s 1.5x slower, 31 ms against 21 ms; a 100 ms warm-up after the sleep, or
+/// no sleep, gave 21 ms). Outputs are checked again after timing.
 void Measure(const std::vector<Kernel*>& kernels, const measure::TaskData& data, const Options& o) {
   const double warmup_s = o.warmup_ms / 1e3, min_s = o.min_sample_ms / 1e3;
   auto sample = [](Kernel* k, int number) {
