@@ -193,8 +193,7 @@ search::Config Conv2dTemplate::DefaultConfig() const {
 }
 
 search::Config Conv2dTemplate::ParallelFormOf(const search::Config& config) const {
-  if (cpu_.threads <= 1 || config.empty() || space_.GetInt(config, "parallel") != 0) return config;
-  return ParallelDefault(config, {2, 1});
+  return ParallelDefault(config, cpu_.threads, {2, 1});
 }
 
 search::Config Conv2dTemplate::SerialDefault() const {

@@ -114,8 +114,7 @@ search::Config GemmTemplate::DefaultConfig() const {
 }
 
 search::Config GemmTemplate::ParallelFormOf(const search::Config& config) const {
-  if (cpu_.threads <= 1 || config.empty() || space_.GetInt(config, "parallel") != 0) return config;
-  return ParallelDefault(config, {2, 1});
+  return ParallelDefault(config, cpu_.threads, {2, 1});
 }
 
 Schedule GemmTemplate::Build(const search::Config& c) const {

@@ -24,18 +24,19 @@ search::Config Template::ConfigOf(
   return c;
 }
 
-search::Config Template::ParallelDefault(search::Config serial, const std::vector<int64_t>& parallel_options) const {
-  if (serial.empty()) return serial;
+search::Config Template::ParallelDefault(search::Config config, int threads,
+                                         const std::vector<int64_t>& parallel_options) const {
+  if (threads <= 1 || config.empty() || space_.GetInt(config, "parallel") != 0) return config;
   const int knob = space_.KnobIndex("parallel");
   const auto& opts = space_.knobs()[knob].options;
   for (int64_t p : parallel_options) {
     auto it = std::find(opts.begin(), opts.end(), std::vector<int64_t>{p});
     if (it == opts.end()) continue;
-    search::Config c = serial;
+    search::Config c = config;
     c[knob] = static_cast<int32_t>(it - opts.begin());
     if (space_.IsValid(c)) return c;
   }
-  return serial;
+  return config;
 }
 
 std::vector<Buffer> ArgBuffers::args() const {

@@ -77,11 +77,13 @@ class Template {
   /// not named keep option 0. Empty when a value is not an option.
   search::Config ConfigOf(const std::vector<std::pair<std::string, std::vector<int64_t>>>& values) const;
 
-  /// `serial` (a config whose loops all run on the calling thread) with its knob "parallel"
-  /// set to the first of `parallel_options` that the space keeps, or `serial` itself where
-  /// none is kept (or `serial` is empty): how a CPU template's default uses the target's
-  /// threads when it knows more than one (its space then keeps only balanced parallel loops).
-  search::Config ParallelDefault(search::Config serial, const std::vector<int64_t>& parallel_options) const;
+  /// Where `threads` > 1 and `config` runs every loop on the calling thread (knob "parallel"
+  /// 0): `config` with "parallel" set to the first of `parallel_options` that the space keeps;
+  /// otherwise (one thread, a parallel or empty config, or none kept) `config` itself. How a
+  /// CPU template's default, and ParallelFormOf, use the target's threads when it knows more
+  /// than one (its space then keeps only balanced parallel loops).
+  search::Config ParallelDefault(search::Config config, int threads,
+                                 const std::vector<int64_t>& parallel_options) const;
 
   /// The workload's argument buffers (Workload::Inputs(), then Workload::Output()).
   ArgBuffers MakeArgBuffers() const;
