@@ -70,6 +70,22 @@ double PtAccuracy(const std::vector<double>& scores, const std::vector<double>& 
   return PairwiseAccuracy(task).value_or(-1);
 }
 
+// The pretrained model's blend weight after fitting `configs` 16 at a time, the guard and
+// fine-tuning off and `po` otherwise as given.
+double PtWeightAfterBatches(const codegen::Template* tmpl, std::shared_ptr<const OfflineModel> teacher,
+                            const std::vector<search::Config>& configs, const std::vector<double>& costs,
+                            PretrainedOptions po) {
+  po.guard_min_configs = 1000000;  // the blend alone, no guard
+  po.fine_tune = false;
+  PretrainedCostModel model(tmpl, std::move(teacher), PtOnline(tmpl), po);
+  for (size_t n = 16; n <= configs.size(); n += 16) {
+    EXPECT_TRUE(model.Fit(std::vector<search::Config>(configs.begin(), configs.begin() + n),
+                          std::vector<double>(costs.begin(), costs.begin() + n)).ok());
+  }
+  EXPECT_TRUE(model.pretrained_active());
+  return model.pretrained_weight();
+}
+
 TEST(PretrainedCostModelTest, RanksByThePretrainedModelBeforeAnyMeasurement) {
   auto tmpl = ::tune::test::MakeTemplate(codegen::OpKind::kMatmul, "64,128,64");
   ASSERT_NE(tmpl, nullptr);
@@ -182,17 +198,9 @@ TEST(PretrainedCostModelTest, WeightsWithAHalfLifeFollowTheLatestBatches) {
   for (size_t i = 80; i < costs.size(); ++i) costs[i] = 1e-6 / costs[i];
   auto run = [&](double half_life) {
     PretrainedOptions po;
-    po.guard_min_configs = 1000000;  // the blend alone, no guard
-    po.fine_tune = false;
     po.weight_max_ratio = 0;  // every pair, so the early batches' pairs count until they decay
     po.weight_half_life = half_life;
-    PretrainedCostModel model(tmpl.get(), teacher, PtOnline(tmpl.get()), po);
-    for (size_t n = 16; n <= configs.size(); n += 16) {
-      EXPECT_TRUE(model.Fit(std::vector<search::Config>(configs.begin(), configs.begin() + n),
-                            std::vector<double>(costs.begin(), costs.begin() + n)).ok());
-    }
-    EXPECT_TRUE(model.pretrained_active());
-    return model.pretrained_weight();
+    return PtWeightAfterBatches(tmpl.get(), teacher, configs, costs, po);
   };
   EXPECT_GT(run(0), 0.05);
   EXPECT_EQ(run(16), 0);
@@ -218,16 +226,8 @@ TEST(PretrainedCostModelTest, WeightsFromClosePairsFollowHowTheFastConfigsAreRan
     if (c <= quarter) c = best + quarter - c;
   auto run = [&](double max_ratio) {
     PretrainedOptions po;
-    po.guard_min_configs = 1000000;  // the blend alone, no guard
-    po.fine_tune = false;
     po.weight_max_ratio = max_ratio;
-    PretrainedCostModel model(tmpl.get(), teacher, PtOnline(tmpl.get()), po);
-    for (size_t n = 16; n <= configs.size(); n += 16) {
-      EXPECT_TRUE(model.Fit(std::vector<search::Config>(configs.begin(), configs.begin() + n),
-                            std::vector<double>(costs.begin(), costs.begin() + n)).ok());
-    }
-    EXPECT_TRUE(model.pretrained_active());
-    return model.pretrained_weight();
+    return PtWeightAfterBatches(tmpl.get(), teacher, configs, costs, po);
   };
   EXPECT_GT(run(0), 0.1);
   EXPECT_EQ(run(quarter / best * (1 + 1e-9)), 0);
