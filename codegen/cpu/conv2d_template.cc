@@ -50,7 +50,7 @@ Conv2dTemplate::Conv2dTemplate(Workload w, CpuLimits cpu) : Template(std::move(w
   int vec = s.AddChoice("vector_axis", {1, 0, 2}, {"oc", "none", "ow"});
   int unroll = s.AddChoice("unroll", {1, 0});
   s.AddChoice("pack_weight", {1, 0});
-  const int acc_tile_knob = s.AddChoice("acc_tile", {1, 0});
+  s.AddChoice("acc_tile", {1, 0});
   // 1: the outermost loop (with the batch) runs on the thread pool; 2: the batch and the two
   // outermost block loops (OC and OH blocks, in the order's order) fused into one parallel
   // loop, so a few large channel blocks still give every thread an even share (the pool gives
@@ -120,10 +120,11 @@ Conv2dTemplate::Conv2dTemplate(Workload w, CpuLimits cpu) : Template(std::move(w
     }
     return inner(c, toc) * inner(c, tow) <= register_floats;
   });
-  // Order 3 accumulates in the output across the outer reduction loop: no accumulator tile
-  // (whose reduction would have to lie inside it), and only the blocked layout's tiles.
+  // Order 3 accumulates in the output across the outer reduction loop, the blocked layout's
+  // tiles only; with the accumulator tile each visit of a tile loads its partial sums from the
+  // output into registers and stores them back after its block of input channels.
   s.AddConstraint("order_3_in_output", [=](const search::Config& c) {
-    return value(c, order_knob) != 3 || (value(c, layout) == kBlocked && !value(c, acc_tile_knob));
+    return value(c, order_knob) != 3 || value(c, layout) == kBlocked;
   });
   // The back end folds broadcasts into FMAs of one vector of 8 or 16 floats (the blocked
   // layout's channel block: an NCHWc layout's lb, else ob); wider blocks would keep the
@@ -489,8 +490,7 @@ Schedule Conv2dTemplate::Build(const search::Config& c) const {
       break;
     case 3:
       leaves = {n, oc[0], oh[0], ow[0], oc[1], ic[0], oh[1], ow[1], kh, kw, ic[1]};
-      attach = -1;  // (no accumulator tile)
-      TUNE_CHECK(!acc_tile) << "order 3 accumulates in the output";
+      attach = ow[1];  // (the tile's partial sums kept in the output across ic0)
       break;
     default:
       leaves = {n, oc[0], oh[0], ow[0], oc[1], oh[1], ow[1], ic[0], kh, kw, ic[1]};

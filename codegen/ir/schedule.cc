@@ -279,9 +279,7 @@ void Stage::CacheWrite(int attach) {
   TUNE_CHECK_MSG(is_reduce_, "cache_write needs a reduction");
   auto it = std::find(leaves_.begin(), leaves_.end(), attach);
   TUNE_CHECK_MSG(it != leaves_.end(), "cache_write attach point is not a leaf");
-  for (auto jt = leaves_.begin(); jt <= it; ++jt) {
-    TUNE_CHECK_MSG(!loops_[*jt].reduce, "reduce loop outside the cache_write tile");
-  }
+  TUNE_CHECK_MSG(!loops_[attach].reduce, "cache_write attach point is a reduce loop");
   cache_write_ = true;
   cache_write_at_ = attach;
 }
@@ -380,20 +378,39 @@ Stmt Stage::LowerNest() const {
     local_shape.push_back(1);
   }
   Buffer acc = MakeBuffer(output_->name + ".local", local_shape, BufferScope::kLocal);
-  // The tile's initialization touches the local tile only, so it needs no guard.
-  Stmt init = Nest(inner_spatial, Store(acc, local_index, FloatImm(0.0)));
+  // Reduce leaves outside the tile: the output holds the partial sums between visits of the
+  // tile (zeroed before the nest, the epilogue applied after it, as without the tile); each
+  // visit loads its part of the output into the tile, accumulates and stores it back.
+  const bool outer_reduce =
+      std::any_of(outer.begin(), outer.end(), [&](int l) { return loops_[l].reduce; });
   Stmt update = Store(acc, local_index, Load(acc, local_index) + value);
-  Stmt write_back = Store(output_, out_index, epilogue(Load(acc, local_index)));
+  Stmt load = Store(acc, local_index, Load(output_, out_index));
+  Stmt write_back = Store(output_, out_index, outer_reduce ? Load(acc, local_index) : epilogue(Load(acc, local_index)));
+  Stmt tiled;
   if (tails.empty()) {
-    return Nest(outer, Allocate(acc, Seq({init, Nest(inner, update), Nest(inner_spatial, write_back)})));
+    // The tile's initialization touches the local tile only, so it needs no guard.
+    Stmt init = Nest(inner_spatial, outer_reduce ? load : Store(acc, local_index, FloatImm(0.0)));
+    tiled = Nest(outer, Allocate(acc, Seq({init, Nest(inner, update), Nest(inner_spatial, write_back)})));
+  } else {
+    tiled = tails.Build(outer, true, start, [&](const TailLowering::State& st) {
+      auto body = [&](const TailLowering::State& s2, const Stmt& stmt) { return Substitute(stmt, s2.subst); };
+      // (Loading the output is guarded like the write-back; the zeroed tile is not.)
+      Stmt init = outer_reduce ? tails.Build(inner_spatial, false, st,
+                                             [&](const TailLowering::State& s2) { return body(s2, load); })
+                               : Nest(inner_spatial, Store(acc, local_index, FloatImm(0.0)));
+      Stmt main = tails.Build(inner, true, st, [&](const TailLowering::State& s2) { return body(s2, update); });
+      Stmt write = tails.Build(inner_spatial, false, st,
+                               [&](const TailLowering::State& s2) { return body(s2, write_back); });
+      return Allocate(acc, Seq({init, main, write}));
+    }, /*statements=*/false);
   }
-  return tails.Build(outer, true, start, [&](const TailLowering::State& st) {
-    auto body = [&](const TailLowering::State& s2, const Stmt& stmt) { return Substitute(stmt, s2.subst); };
-    Stmt main = tails.Build(inner, true, st, [&](const TailLowering::State& s2) { return body(s2, update); });
-    Stmt write = tails.Build(inner_spatial, false, st,
-                             [&](const TailLowering::State& s2) { return body(s2, write_back); });
-    return Allocate(acc, Seq({init, main, write}));
-  }, /*statements=*/false);
+  if (!outer_reduce) return tiled;
+  Stmt zero = nest(spatial, false, Store(output_, out_index, FloatImm(0.0)));
+  Stmt epi;
+  if (epilogue_.defined()) {
+    epi = nest(spatial, false, Store(output_, out_index, epilogue(Load(output_, out_index))));
+  }
+  return Seq({zero, tiled, epi});
 }
 
 LoweredFunc Schedule::Lower() const {

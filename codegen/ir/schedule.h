@@ -57,9 +57,11 @@ class Stage {
   void Unroll(int loop) { Annotate(loop, ForKind::kUnrolled); }
   void Parallel(int loop) { Annotate(loop, ForKind::kParallel); }
   void Annotate(int loop, ForKind kind);
-  /// Accumulates into a kLocal tile allocated inside leaf `attach` (every leaf after it must
-  /// be spatial-or-reduce of its own, and all reduce leaves must come after it); the tile is
-  /// zeroed before the reduction and written back (through the epilogue) after it.
+  /// Accumulates into a kLocal tile allocated inside leaf `attach` (a spatial leaf); the
+  /// tile is zeroed before the reduction and written back (through the epilogue) after it.
+  /// Reduce leaves outside the tile: the output is zeroed before the nest and holds the partial
+  /// sums; each visit of the tile loads its part of the output, accumulates the inner
+  /// reduction and stores it back, and the epilogue runs over the output after the nest.
   void CacheWrite(int attach);
 
   /// The loop nest of this stage. Splits with a tail (Split with kAllowed, factor not dividing

@@ -4,6 +4,7 @@
 // the FMAs the LLVM back end emits, and its fallback on CPUs without AVX-512.
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -32,9 +33,10 @@ using ::testing::Not;
 bool FoldHostHasAvx512() { return codegen::HostCpuLimits().vector_registers >= 32; }
 
 // `count` distinct random valid configs of `tmpl` with fold_broadcast `fold` and, where
-// `order3`, order 3; fewer only when the space has no more.
-std::vector<search::Config> FoldDrawConfigs(const Conv2dTemplate& tmpl, int count, int64_t fold, bool order3,
-                                            std::mt19937_64& rng) {
+// `order3_acc_tile` is given, order 3 with that acc_tile; fewer only when the space has no more.
+std::vector<search::Config> FoldDrawConfigs(const Conv2dTemplate& tmpl, int count, int64_t fold,
+                                            std::optional<int64_t> order3_acc_tile, std::mt19937_64& rng) {
+  const bool order3 = order3_acc_tile.has_value();
   const search::ConfigSpace& space = tmpl.space();
   std::vector<search::Config> out;
   for (int tries = 0; tries < 50000 && static_cast<int>(out.size()) < count; ++tries) {
@@ -43,10 +45,11 @@ std::vector<search::Config> FoldDrawConfigs(const Conv2dTemplate& tmpl, int coun
     c[space.KnobIndex("fold_broadcast")] = OptionWithValue(space, "fold_broadcast", fold);
     if (order3) {
       c[space.KnobIndex("order")] = OptionWithValue(space, "order", 3);
-      c[space.KnobIndex("acc_tile")] = OptionWithValue(space, "acc_tile", 0);
+      c[space.KnobIndex("acc_tile")] = OptionWithValue(space, "acc_tile", *order3_acc_tile);
     }
     c = space.Canonical(c);
-    if (!space.IsValid(c) || space.GetInt(c, "fold_broadcast") != fold || (order3 && space.GetInt(c, "order") != 3)) {
+    if (!space.IsValid(c) || space.GetInt(c, "fold_broadcast") != fold ||
+        (order3 && (space.GetInt(c, "order") != 3 || space.GetInt(c, "acc_tile") != *order3_acc_tile))) {
       continue;
     }
     if (std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
@@ -70,7 +73,9 @@ std::string FoldKernelIr(const Conv2dTemplate& tmpl, const search::Config& confi
 // tiles accumulating in the output across input-channel blocks, epilogue after the last),
 // on NCHWc workloads of 16 and 8 channels per block, a blocked NCHW one, bias and ReLU,
 // partial column and channel tiles, stride 2, dilation, a batch of 2; fresh random inputs
-// each. Order 3 without folding too.
+// each. Order 3 without folding too, and order 3 with the accumulator tile (each tile's
+// partial sums loaded from the output, kept in registers over a block of input channels,
+// stored back), folded and not.
 TEST(CpuConvFoldBroadcastTest, RandomConfigsMatchReference) {
   if (!FoldHostHasAvx512()) GTEST_SKIP() << "no AVX-512 on this host";
   std::mt19937_64 rng(std::random_device{}());
@@ -86,10 +91,12 @@ TEST(CpuConvFoldBroadcastTest, RandomConfigsMatchReference) {
   for (const auto& tc : cases) {
     const Workload w = ConvWorkloadForTest(tc.shape, tc.bias, tc.relu);
     const Conv2dTemplate tmpl(w);
-    std::vector<search::Config> configs = FoldDrawConfigs(tmpl, 2, 1, false, rng);
-    for (const search::Config& c : FoldDrawConfigs(tmpl, 2, 1, true, rng)) configs.push_back(c);
-    for (const search::Config& c : FoldDrawConfigs(tmpl, 2, 0, true, rng)) configs.push_back(c);
-    ASSERT_EQ(configs.size(), 6u) << tc.shape;
+    std::vector<search::Config> configs = FoldDrawConfigs(tmpl, 2, 1, std::nullopt, rng);
+    for (int64_t acc_tile : {0, 1}) {
+      for (const search::Config& c : FoldDrawConfigs(tmpl, 2, 1, acc_tile, rng)) configs.push_back(c);
+      for (const search::Config& c : FoldDrawConfigs(tmpl, 2, 0, acc_tile, rng)) configs.push_back(c);
+    }
+    ASSERT_EQ(configs.size(), 10u) << tc.shape;
     const CompiledConfigs compiled = CompileConfigs(tmpl, configs, "fold_conv_");
     for (size_t i = 0; i < configs.size(); ++i) {
       const std::string context = absl::StrCat(w.Key(), " ", tmpl.space().ToJson(configs[i]));
@@ -106,8 +113,9 @@ TEST(CpuConvFoldBroadcastTest, RandomConfigsMatchReference) {
 }
 
 // oneDNN's 7 x 4-vector tile of 512x7x7 (28 accumulators and 4 weight vectors fill the 32
-// registers) is valid only with the input values as memory operands; order 3 needs the
-// accumulators in the output; an NCHW convolution's blocks fold only as single vectors; a CPU
+// registers) is valid only with the input values as memory operands, in order 3 with or
+// without the accumulator tile; order 3 needs the blocked layout; an NCHW convolution's blocks
+// fold only as single vectors; a CPU
 // of 16 registers has no fold_broadcast option.
 TEST(CpuConvFoldBroadcastTest, SpaceBounds) {
   const Workload w = ConvWorkloadForTest("1,512,7,7,512,3,3,1,1,nchw16c", false, false);
@@ -127,8 +135,8 @@ TEST(CpuConvFoldBroadcastTest, SpaceBounds) {
               HasSubstr("register_tile"));
   // Recorded before the knob: a config without it reads as fold_broadcast 0.
   EXPECT_THAT(space.WhyInvalid(config(R"("order": [0], "acc_tile": [1])")), HasSubstr("register_tile"));
-  EXPECT_THAT(space.WhyInvalid(config(R"("order": [3], "acc_tile": [1], "fold_broadcast": [1])")),
-              HasSubstr("order_3_in_output"));
+  const search::Config tiled = config(R"("order": [3], "acc_tile": [1], "fold_broadcast": [1])");
+  EXPECT_TRUE(space.IsValid(tiled)) << space.WhyInvalid(tiled);
 
   // An NCHW convolution's blocked layout folds only blocks of one vector (here 16 channels).
   const Conv2dTemplate nchw(ConvWorkloadForTest("1,64,14,14,64,3,3,1,1", false, false),

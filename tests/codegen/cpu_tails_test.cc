@@ -151,12 +151,13 @@ INSTANTIATE_TEST_SUITE_P(Workloads, CpuTailsTest, ::testing::ValuesIn(TailCases(
 // Stages built by hand
 // ---------------------------------------------------------------------------------------------
 
-/// A GEMM-like stage out[m,n] = relu(sum_k a[m,k] * b[k,n]) split into m0,n0,m1,k0,k1,m2,n2
-/// (or, with `acc_tile`, accumulated in a local tile attached at m1), n2 vectorized, m2 and
-/// k1 unrolled, m0 parallel.
+/// A GEMM-like stage out[m,n] = relu(sum_k a[m,k] * b[k,n]) split into m0,n0,m1,k0,k1,m2,n2,
+/// n2 vectorized, m2 and k1 unrolled, m0 parallel. `acc_tile` 1: accumulated in a local tile
+/// attached at m1; 2: the same tile with k0 moved outside it (m0,n0,k0,m1,k1,m2,n2), the
+/// partial sums kept in the output between k0 iterations.
 LoweredFunc TailGemmStage(int64_t m, int64_t n, int64_t k, const std::vector<int64_t>& fm,
                           const std::vector<int64_t>& fn, const std::vector<int64_t>& fk, search::SplitTails tails,
-                          bool acc_tile) {
+                          int acc_tile) {
   Buffer a = MakeBuffer("a", {m, k}, BufferScope::kArg, 0);
   Buffer b = MakeBuffer("b", {k, n}, BufferScope::kArg, 1);
   Buffer out = MakeBuffer("out", {m, n}, BufferScope::kArg, 2);
@@ -167,7 +168,11 @@ LoweredFunc TailGemmStage(int64_t m, int64_t n, int64_t k, const std::vector<int
   auto lm = st.SplitFactors(st.axis(0), fm, tails);
   auto ln = st.SplitFactors(st.axis(1), fn, tails);
   auto lk = st.SplitFactors(st.reduce_axis(0), fk, tails);
-  st.Reorder({lm[0], ln[0], lm[1], lk[0], lk[1], lm[2], ln[1]});
+  if (acc_tile == 2) {
+    st.Reorder({lm[0], ln[0], lk[0], lm[1], lk[1], lm[2], ln[1]});
+  } else {
+    st.Reorder({lm[0], ln[0], lm[1], lk[0], lk[1], lm[2], ln[1]});
+  }
   st.Vectorize(ln[1]);
   st.Unroll(lm[2]);
   st.Unroll(lk[1]);
@@ -183,7 +188,7 @@ LoweredFunc TailGemmStage(int64_t m, int64_t n, int64_t k, const std::vector<int
 // Factors that divide their extents lower to the same nest whether tails are allowed or not,
 // and that nest has no guard.
 TEST(CpuTailsStageTest, DivisorSplitsLowerAsWithoutTails) {
-  for (bool acc_tile : {false, true}) {
+  for (int acc_tile : {0, 1, 2}) {
     for (const auto& [fm, fk] : std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>>{
              {{2, 3, 4}, {6, 2}}, {{1, 24, 1}, {1, 12}}, {{24, 1, 1}, {12, 1}}}) {
       const std::string none = Print(TailGemmStage(24, 16, 12, fm, {2, 8}, fk, search::SplitTails::kNone, acc_tile));
@@ -284,11 +289,13 @@ class CpuTailsGuardTest : public ::testing::Test {
 
 // Every access of a tailed split stays in bounds and the results are exact: a GEMM-like stage
 // with tails on M, N and K (13 x 11 x 7 tiled by 4 x 4 x 2), with and without the accumulator
-// tile, each array fenced so that a missing guard reads or writes past it (a crash, a changed
-// sentinel or a wrong sum).
+// tile, and with the tile inside the outer reduction loop (its partial sums loaded from and
+// stored to the output, zeroed first, the ReLU applied after the last: on partial sums it
+// would change them), each array fenced so that a missing guard reads or writes past it (a
+// crash, a changed sentinel or a wrong sum); the output starts as NaN.
 TEST_F(CpuTailsGuardTest, TailedGemmStageStaysInBounds) {
   const int64_t m = 13, n = 11, k = 7;
-  for (bool acc_tile : {false, true}) {
+  for (int acc_tile : {0, 1, 2}) {
     LoweredFunc f = TailGemmStage(m, n, k, {2, 2, 4}, {3, 4}, {4, 2}, search::SplitTails::kAllowed, acc_tile);
     const std::string text = Print(f);
     EXPECT_THAT(text, HasSubstr("if (")) << text;
@@ -297,7 +304,7 @@ TEST_F(CpuTailsGuardTest, TailedGemmStageStaysInBounds) {
     absl::StatusOr<std::unique_ptr<LoadedKernel>> loaded = LoadedKernel::Load(*compiled);
     ASSERT_TRUE(loaded.ok()) << loaded.status();
 
-    std::mt19937_64 rng(kTailSeed + (acc_tile ? 2 : 1));
+    std::mt19937_64 rng(kTailSeed + 1 + acc_tile);
     FencedArray a(m * k), b(k * n), out(m * n);
     const std::vector<float> av = RandomValues(m * k, rng), bv = RandomValues(k * n, rng);
     std::memcpy(a.data(), av.data(), av.size() * 4);
