@@ -83,6 +83,9 @@ void AddTuneFlags(CLI::App& app, CommonFlags& f) {
   app.add_option("--transfer-configs", o.transfer_configs,
                  "measure first up to N of the best configs of the most similar recorded tasks (0 = off)")
       ->check(CLI::Range(0, 1000))->capture_default_str();
+  app.add_flag_callback("--no-start-configs", [&o] { o.start_configs = false; },
+                        "do not measure the templates' start points (configs derived from the shape and the "
+                        "target) before the search's own");
   app.add_flag("--show-kernel", f.show_kernel, "print the best kernel of each task as pseudo-C");
 }
 
@@ -221,6 +224,15 @@ int TuneTasks(const std::string& raw_title, const std::vector<TuneTask>& tasks, 
   if (seeded > 0) {
     std::printf("config transfer: %d configs seeded into %d task(s) from similar recorded tasks (strategy \"transfer\")\n",
                 seeded, seeded_tasks);
+  }
+  int started = 0, started_tasks = 0;
+  for (const auto& out : *outcomes) {
+    started += out.started;
+    started_tasks += out.started > 0 ? 1 : 0;
+  }
+  if (started > 0) {
+    std::printf("start configs: %d of the templates' start points measured first in %d task(s) (strategy \"start\")\n",
+                started, started_tasks);
   }
   if (f.show_kernel) {
     auto factory = measure::TaskFactory::Create(*target);

@@ -32,6 +32,7 @@ constexpr char kDefaultStrategy[] = "default";
 constexpr char kFinalistStrategy[] = "finalist";
 constexpr char kGivenStrategy[] = "given";
 constexpr char kTransferStrategy[] = "transfer";
+constexpr char kStartStrategy[] = "start";
 
 /// A config as text for messages: its JSON, or its raw indices when they are out of range.
 std::string ConfigText(const search::ConfigSpace& space, const search::Config& config) {
@@ -112,6 +113,7 @@ struct Tuner::TaskRun {
   std::unordered_set<search::Config, search::ConfigHash> seen;  // history, as a set
   std::vector<search::Config> given;  // TuneOptions::given_configs not yet measured, in order, once each
   std::vector<search::Config> transferred;  // config-transfer seeds not yet measured (SeedFromSimilar)
+  std::vector<search::Config> started;      // the template's start points not yet measured (SeedFromTemplate)
   bool transfer_tried = false;
   TaskOutcome outcome;
   search::TaskProgress progress;
@@ -600,6 +602,7 @@ absl::Status Tuner::CatchUp(TaskRun& t) {
   if (known.empty()) return absl::OkStatus();
   std::erase_if(t.given, [&](const search::Config& c) { return t.seen.count(c) > 0; });
   std::erase_if(t.transferred, [&](const search::Config& c) { return t.seen.count(c) > 0; });
+  std::erase_if(t.started, [&](const search::Config& c) { return t.seen.count(c) > 0; });
   FitModel(t);
   t.strategy->Update(known);
   t.progress.trials = outcome.trials;
@@ -784,6 +787,27 @@ absl::Status Tuner::SeedFromSimilar(TaskRun& t) {
   return absl::OkStatus();
 }
 
+void Tuner::SeedFromTemplate(TaskRun& t) {
+  // As config transfer: only a task with nothing recorded of its own, and only with a template.
+  if (!options_.start_configs || t.outcome.trials > 0 || t.task->tmpl() == nullptr) return;
+  const std::optional<search::Config> own_default = t.task->DefaultConfig();
+  auto queued = [&](const std::vector<search::Config>& list, const search::Config& c) {
+    return std::find(list.begin(), list.end(), c) != list.end();
+  };
+  for (search::Config& c : t.task->tmpl()->StartConfigs()) {
+    if ((own_default.has_value() && c == *own_default) || t.seen.count(c) > 0 || queued(t.given, c) ||
+        queued(t.transferred, c) || queued(t.started, c)) {
+      continue;
+    }
+    t.started.push_back(std::move(c));
+  }
+  t.outcome.started = static_cast<int>(t.started.size());
+  if (!t.started.empty()) {
+    spdlog::info("{}: {} start configs of the {} template first", base::EscapeControl(t.info.name), t.started.size(),
+                 t.task->tmpl()->name());
+  }
+}
+
 absl::Status Tuner::RunBatch(TaskRun& t, int want, int reserved) {
   TaskOutcome& outcome = t.outcome;
   const int trials_before = outcome.trials;
@@ -803,9 +827,10 @@ absl::Status Tuner::RunBatch(TaskRun& t, int want, int reserved) {
   if (!t.transfer_tried) {
     t.transfer_tried = true;
     if (auto st = SeedFromSimilar(t); !st.ok()) return st;
+    SeedFromTemplate(t);
   }
-  // Given configs first, then config-transfer seeds, each in batches of their own; then the
-  // strategy's proposals.
+  // Given configs first, then config-transfer seeds, then the template's start points, each
+  // in batches of their own; then the strategy's proposals.
   std::vector<search::Config> configs;
   std::string strategy = t.strategy->name();
   const search::ConfigSpace& space = t.task->space();
@@ -820,6 +845,9 @@ absl::Status Tuner::RunBatch(TaskRun& t, int want, int reserved) {
   } else if (!t.transferred.empty()) {
     take(t.transferred);
     strategy = kTransferStrategy;
+  } else if (!t.started.empty()) {
+    take(t.started);
+    strategy = kStartStrategy;
   } else {
     configs = t.strategy->Propose(want);
     // The strategy's contract (search/strategy.h): at most `want` valid configs, none

@@ -74,6 +74,11 @@ struct TuneOptions {
   /// into its space (tuner/config_transfer.h), recorded with strategy "transfer" and counted
   /// against the budget; the strategy learns from them as from its own. 0 = off.
   int transfer_configs = 4;
+  /// A task with no records of its own measures its template's start points
+  /// (codegen::Template::StartConfigs: configs derived from the shape and the target alone)
+  /// after any transferred configs, before the strategy's proposals; recorded with strategy
+  /// "start", counted against the budget, learned from as the strategy's own.
+  bool start_configs = true;
   int max_prior_rows = 512;  // rows of other tasks used for warm-starting, at most
   /// Warm-starting reads the records of at most this many other tasks: the nearest measured on
   /// the target (tuner/nearest_tasks.h), each giving its most recent max(8, max_prior_rows /
@@ -134,6 +139,8 @@ struct TaskOutcome {
   /// of the recorded tasks they came from, most similar first.
   int transferred = 0;
   std::vector<std::string> transfer_sources;
+  /// The template's start points queued for measuring (TuneOptions::start_configs).
+  int started = 0;
   /// Another live run holds the task's lease on this target (it tunes the task now), so this
   /// run measured nothing of it, or stopped once that run took the lease over; `skipped`
   /// says which run, e.g. "being tuned by run 12 (pid 4242 on host h)".
@@ -236,6 +243,8 @@ class Tuner {
   absl::Status WarmStart(TaskRun& t, int64_t target_id);
   /// Config transfer (TuneOptions::transfer_configs): fills the task's seeds.
   absl::Status SeedFromSimilar(TaskRun& t);
+  /// The template's start points (TuneOptions::start_configs), after the transferred seeds.
+  void SeedFromTemplate(TaskRun& t);
   void FitModel(TaskRun& t);
   absl::Status Finalize(TaskRun& t);
   absl::Status Commit(TaskRun& t, const std::vector<search::Config>& configs,

@@ -197,6 +197,69 @@ search::Config Conv2dTemplate::ParallelFormOf(const search::Config& config) cons
   return ParallelDefault(config, cpu_.threads, {2, 1});
 }
 
+std::vector<search::Config> Conv2dTemplate::StartConfigs() const {
+  const Workload& wl = workload_;
+  const int64_t lanes = cpu_.vector_lanes, registers = cpu_.vector_registers;
+  if (wl.groups != 1 || lanes < 4) return {};
+  const int64_t lb = wl.layout_block, ow = wl.out_w(), oh = wl.out_h();
+  const int64_t threads = std::max(cpu_.threads, 1);
+  const search::Config own_default = DefaultConfig();
+  std::vector<search::Config> out;
+  // The split of `knob` with inner factor `inner` and outer factor `outer`, or where a tail
+  // rules that out (the inner levels may not exceed the extent), the fewest outer iterations.
+  auto split = [&](const std::string& knob, int64_t outer, int64_t inner) -> std::vector<int64_t> {
+    const std::vector<std::vector<int64_t>>& options = space_.knobs()[space_.KnobIndex(knob)].options;
+    const std::vector<int64_t>* best = nullptr;
+    for (const std::vector<int64_t>& o : options) {
+      if (o.back() != inner) continue;
+      if (o.front() == outer) return o;
+      if (best == nullptr || o.front() < best->front()) best = &o;
+    }
+    return best != nullptr ? *best : std::vector<int64_t>{};
+  };
+  auto add = [&](const std::vector<std::pair<std::string, std::vector<int64_t>>>& values) {
+    search::Config c = ConfigOf(values);
+    if (c.empty()) return;
+    c = ParallelFormOf(space_.Canonical(c));
+    if (!space_.IsValid(c) || c == own_default || std::find(out.begin(), out.end(), c) != out.end()) return;
+    out.push_back(std::move(c));
+  };
+  for (int64_t v : {2, 1}) {
+    const int64_t ob = v * lanes;
+    // (An NCHWc tile holds whole blocks of the layout; two vectors only where OC fills them.)
+    if ((lb > 0 && ob % lb != 0) || (v > 1 && wl.out_c <= lanes)) continue;
+    const int64_t blocks = (wl.out_c + ob - 1) / ob;
+    // Columns: v accumulators each, beside v weight vectors and one broadcast input value.
+    const int64_t fit = std::min((registers - v - 1) / v, ow);
+    int64_t cols = 1;
+    for (int64_t d = fit; d >= 1; --d) {
+      if (ow % d == 0) {
+        cols = d;
+        break;
+      }
+    }
+    if (2 * cols < fit) cols = std::min(fit, kMaxTileRows);  // no divisor near: a partial last tile
+    const int64_t col_tiles = (ow + cols - 1) / cols;
+    const int64_t icb = lb > 0 ? lb : std::min(lanes, wl.in_c);
+    const std::vector<std::pair<std::string, std::vector<int64_t>>> common = {
+        {"tile_ow", split("tile_ow", 1, cols)}, {"tile_ic", split("tile_ic", (wl.in_c + icb - 1) / icb, icb)},
+        {"unroll", {1}},                        {"layout", {kBlocked}},
+        {"prepack", {1}},                       {"in_block", {1}},
+        {"parallel", {0}},                      {"fold_broadcast", {0}}};
+    auto with = [&](std::vector<std::pair<std::string, std::vector<int64_t>>> values) {
+      values.insert(values.end(), common.begin(), common.end());
+      return values;
+    };
+    // (Several threads: the channel blocks split among them where they divide evenly.)
+    const int64_t oc0 = threads > 1 && blocks % threads == 0 ? threads : 1;
+    const std::vector<int64_t> oc = split("tile_oc", oc0, ob);
+    add(with({{"tile_oc", oc}, {"tile_oh", {oh, 1}}, {"order", {0}}, {"acc_tile", {1}}}));
+    add(with({{"tile_oc", oc}, {"tile_oh", {1, oh}}, {"order", {3}}, {"acc_tile", {1}}}));
+    if (col_tiles == 1) add(with({{"tile_oc", oc}, {"tile_oh", {1, oh}}, {"order", {3}}, {"acc_tile", {0}}}));
+  }
+  return out;
+}
+
 search::Config Conv2dTemplate::SerialDefault() const {
   const Workload& wl = workload_;
   if (wl.layout_block > 0) {

@@ -42,13 +42,15 @@ namespace tune::codegen {
 /// value of the tile as an embedded-broadcast memory operand of its FMAs ({1to16}) instead of
 /// a register broadcast, so the tile may take every register but its weight vectors: 64x7
 /// (28 accumulators + 4 weights, oneDNN's tile) or 32x15. 0, the default and what configs
-/// recorded before the knob mean, broadcasts into a register. `order` 3 (the blocked layout,
-/// acc_tile 0) puts the outer input-channel loop ic0 outside the OH and OW tiles: each tile
-/// accumulates in the output, one block of input channels at a time (LLVM keeps the tile in
-/// registers within a block), so the oc1 x ob channels' weights of that block stay in cache
-/// while every row and column uses them (the other orders read all of the tile's weights
-/// once per output row: from beyond L2 for 512 channels of 7x7). The output is zeroed before
-/// and the epilogue applied after, in passes of their own.
+/// recorded before the knob mean, broadcasts into a register. `order` 3 (the blocked layout)
+/// puts the outer input-channel loop ic0 outside the OH and OW tiles: each tile accumulates in
+/// the output, one block of input channels at a time, so the oc1 x ob channels' weights of
+/// that block stay in cache while every row and column uses them (the other orders read all
+/// of the tile's weights once per output row: from beyond L2 for 512 channels of 7x7). With
+/// acc_tile 1 each visit of a tile loads its partial sums into a local tile (registers),
+/// accumulates the block and stores them back; with acc_tile 0 the FMAs accumulate in the
+/// output itself, which LLVM keeps in registers only where the tile is the row's one column
+/// tile. The output is zeroed before and the epilogue applied after, in passes of their own.
 class Conv2dTemplate : public Template {
  public:
   explicit Conv2dTemplate(Workload workload, CpuLimits cpu = HostCpuLimits());
@@ -62,6 +64,16 @@ class Conv2dTemplate : public Template {
   /// Where cpu.threads > 1, a config with "parallel" 0 gets the default's rule: 2 (batch, OC
   /// and OH blocks fused) where parallel_balance keeps it, else 1 (the outer loop), else none.
   search::Config ParallelFormOf(const search::Config& config) const override;
+  /// Dense convolutions on a vector ISA: the blocked layout's register tiles of one and of two
+  /// channel vectors, each as wide as the registers hold beside its weight vectors and one
+  /// broadcast (the widest divisor of OW up to that, AVX-512: 14 columns of 32 channels or 28
+  /// of 16), blocks of input channels of one vector (NCHWc: the layout's); each tile in order
+  /// 0 (every channel block inside the row loops: the input rows stay in cache) and in order 3
+  /// with the accumulator tile (one block of input channels at a time over all rows: its
+  /// weights stay in cache), and, where the tile covers all of OW, order 3 accumulating in the
+  /// output. Weights packed once, kernel loops unrolled; in parallel form where
+  /// cpu.threads > 1 (order 3 splits the channel blocks among the threads where they divide).
+  std::vector<search::Config> StartConfigs() const override;
 
  protected:
   Schedule Build(const search::Config& config) const override;

@@ -62,6 +62,12 @@ class Template {
   /// itself (so always, here: templates without a parallel knob). How config transfer offers a
   /// serial config recorded at one thread count in parallel at another.
   virtual search::Config ParallelFormOf(const search::Config& config) const { return config; }
+  /// Start points of a search: a few valid configs that the template's own analysis of the
+  /// workload and the target expects to be fast (register tiles that fill the ISA's vector
+  /// registers, loop orders that keep the reused operand in cache), none equal to
+  /// DefaultConfig(). Derived from the shape and the target alone, never from records; a
+  /// tuner measures them first where a task has no records of its own. Empty by default.
+  virtual std::vector<search::Config> StartConfigs() const { return {}; }
 
   /// The scheduled kernel for `config`; InvalidArgument naming the failed constraint when
   /// the config is not valid in space().

@@ -21,6 +21,7 @@
 #include "codegen/ir/ir_printer.h"
 #include "codegen/ir/template.h"
 #include "codegen/ir/workload.h"
+#include "codegen/runtime/runtime.h"
 #include "gtest/gtest.h"
 #include "search/space.h"
 #include "tests/common/random_values.h"
@@ -192,7 +193,9 @@ inline CompiledConfigs CompileConfigs(const codegen::Template& tmpl, const std::
 
 /// Runs `fn` once on fresh random inputs of `w` (drawn from `rng`) in fenced arrays, the output
 /// starting as NaN, and checks it against ReferenceOutput. Empty when all is well, else why
-/// not: a wrong element, a write past a buffer, or a write into an input.
+/// not: a wrong element, a write past a buffer, or a write into an input. Weights packed once
+/// by earlier calls are forgotten first: the fresh weights may lie at an address an earlier
+/// run's did, and a kernel of the same config would reuse that run's packing.
 inline std::string RunFencedAgainstReference(void (*fn)(float* const*), const codegen::Workload& w,
                                              std::mt19937_64& rng) {
   std::vector<std::vector<float>> values;
@@ -208,6 +211,7 @@ inline std::string RunFencedAgainstReference(void (*fn)(float* const*), const co
   arrays.push_back(std::make_unique<FencedArray>(out_n));
   for (int64_t j = 0; j < out_n; ++j) arrays.back()->data()[j] = std::nanf("");
   args.push_back(arrays.back()->data());
+  tune_rt_prepacked_reset();
   fn(args.data());
 
   const std::vector<float> want = ReferenceOutput(w, values);

@@ -1,0 +1,135 @@
+// The conv2d template's start points (Template::StartConfigs): register tiles that fill the
+// ISA's vector registers in the blocked layout, in order 0 and order 3, valid and correct.
+#include <algorithm>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "codegen/cpu/conv2d_template.h"
+#include "codegen/cpu/cpu_limits.h"
+#include "codegen/ir/workload.h"
+#include "codegen/runtime/loaded_kernel.h"
+#include "codegen/runtime/runtime.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "search/space.h"
+#include "tests/common/cpu_kernel_check.h"
+
+namespace tune::test {
+namespace {
+
+using codegen::Conv2dTemplate;
+using codegen::Workload;
+
+// The limits of `features` at `threads` threads.
+codegen::CpuLimits StartLimits(const std::string& features, int threads) {
+  codegen::CpuLimits cpu = codegen::CpuLimitsOf(features);
+  cpu.threads = threads;
+  return cpu;
+}
+
+// The start configs of `tmpl` as their JSON texts.
+std::vector<std::string> StartTexts(const Conv2dTemplate& tmpl) {
+  std::vector<std::string> out;
+  for (const search::Config& c : tmpl.StartConfigs()) out.push_back(tmpl.space().ToJson(c));
+  return out;
+}
+
+// Every start config is valid, none twice, none the default; for 128 channels of 28x28 in
+// nChw16c on AVX-512 they hold the 14-column tile of two vectors (31 of the 32 registers) in
+// order 0 and in order 3 with the accumulator tile, and the 28-column tile of one vector; on
+// AVX2 the tiles fit its 16 registers (6 columns of two vectors, 14 of one).
+TEST(CpuConvStartConfigsTest, RegisterFillingTilesInBothOrders) {
+  const Workload w = ConvWorkloadForTest("1,128,28,28,128,3,3,1,1,nchw16c", true, true);
+  const Conv2dTemplate avx512(w, StartLimits("+avx512f,+avx512vl,+avx2,+fma", 1));
+  const std::vector<search::Config> configs = avx512.StartConfigs();
+  ASSERT_GE(configs.size(), 4u);
+  for (size_t i = 0; i < configs.size(); ++i) {
+    EXPECT_TRUE(avx512.space().IsValid(configs[i])) << avx512.space().WhyInvalid(configs[i]);
+    EXPECT_NE(configs[i], avx512.DefaultConfig());
+    for (size_t j = 0; j < i; ++j) EXPECT_NE(configs[i], configs[j]);
+  }
+  const std::vector<std::string> texts = StartTexts(avx512);
+  auto has = [&](const std::vector<std::string>& list, const std::vector<std::string>& parts) {
+    return std::any_of(list.begin(), list.end(), [&](const std::string& t) {
+      return std::all_of(parts.begin(), parts.end(), [&](const std::string& p) { return t.find(p) != std::string::npos; });
+    });
+  };
+  EXPECT_TRUE(has(texts, {R"("tile_oc":[1,4,32])", R"("tile_ow":[1,2,14])", R"("order":[0])"}))
+      << ::testing::PrintToString(texts);
+  EXPECT_TRUE(has(texts, {R"("tile_oc":[1,4,32])", R"("tile_ow":[1,2,14])", R"("order":[3])", R"("acc_tile":[1])"}))
+      << ::testing::PrintToString(texts);
+  EXPECT_TRUE(has(texts, {R"("tile_oc":[1,8,16])", R"("tile_ow":[1,1,28])"})) << ::testing::PrintToString(texts);
+
+  const Conv2dTemplate avx2(ConvWorkloadForTest("1,128,28,28,128,3,3,1,1", false, false), StartLimits("+avx2,+fma", 1));
+  const std::vector<std::string> avx2_texts = StartTexts(avx2);
+  ASSERT_FALSE(avx2_texts.empty());
+  for (const search::Config& c : avx2.StartConfigs()) EXPECT_TRUE(avx2.space().IsValid(c)) << avx2.space().ToJson(c);
+  EXPECT_TRUE(has(avx2_texts, {R"("tile_oc":[1,8,16])", R"("tile_ow":[1,7,4])"})) << ::testing::PrintToString(avx2_texts);
+  EXPECT_TRUE(has(avx2_texts, {R"("tile_oc":[1,16,8])", R"("tile_ow":[1,2,14])"})) << ::testing::PrintToString(avx2_texts);
+}
+
+// At 2 threads the start configs run in parallel where their loops share out: order 3 splits
+// 512 channels' 16 blocks of 32 between the threads; depthwise and grouped convolutions have
+// no start configs (the blocked layout's dense tiles do not apply).
+TEST(CpuConvStartConfigsTest, ParallelFormAndDenseOnly) {
+  const Conv2dTemplate two(ConvWorkloadForTest("1,512,7,7,512,3,3,1,1,nchw16c", false, false),
+                           StartLimits("+avx512f,+avx512vl,+avx2,+fma", 2));
+  const std::vector<search::Config> configs = two.StartConfigs();
+  ASSERT_FALSE(configs.empty());
+  bool order3_split = false;
+  for (const search::Config& c : configs) {
+    EXPECT_TRUE(two.space().IsValid(c)) << two.space().WhyInvalid(c);
+    EXPECT_NE(two.space().GetInt(c, "parallel"), 0) << two.space().ToJson(c);
+    if (two.space().GetInt(c, "order") == 3) {
+      order3_split = order3_split || two.space().Get(c, "tile_oc")[0] == 2;
+    }
+  }
+  EXPECT_TRUE(order3_split);
+
+  const auto limits = StartLimits("+avx512f,+avx512vl,+avx2,+fma", 1);
+  EXPECT_TRUE(Conv2dTemplate(ConvWorkloadForTest("1,64,28,28,64,3,3,1,1,1,64", false, false), limits)
+                  .StartConfigs()
+                  .empty());
+  EXPECT_TRUE(Conv2dTemplate(ConvWorkloadForTest("1,64,28,28,64,3,3,1,1,1,4", false, false), limits)
+                  .StartConfigs()
+                  .empty());
+}
+
+// The start configs of the host compile and compute the convolution: NCHWc and NCHW shapes,
+// a width with no divisor near the tile (a partial column tile), stride 2, a 1x1 convolution,
+// fewer input channels than a vector, bias and ReLU; fresh random inputs, fenced arrays.
+TEST(CpuConvStartConfigsTest, HostStartConfigsMatchReference) {
+  const codegen::CpuLimits host = codegen::HostCpuLimits();
+  std::mt19937_64 rng(std::random_device{}());
+  int runs = 0, failures = 0;
+  for (int threads : {1, 2}) {
+    codegen::CpuLimits cpu = host;
+    cpu.threads = threads;
+    codegen::runtime::SetNumThreads(threads);
+    for (const std::string& shape : {"1,32,9,17,48,3,3,1,1,nchw16c", "1,24,19,19,40,3,3,2,1", "2,32,14,14,64,1,1,2,0",
+                                     "1,3,23,23,16,3,3,1,1"}) {
+      const Workload w = ConvWorkloadForTest(shape, true, true);
+      const Conv2dTemplate tmpl(w, cpu);
+      const std::vector<search::Config> configs = tmpl.StartConfigs();
+      if (host.vector_lanes >= 4) EXPECT_FALSE(configs.empty()) << shape;
+      const CompiledConfigs compiled = CompileConfigs(tmpl, configs, "start_conv_");
+      for (size_t i = 0; i < configs.size(); ++i) {
+        const std::string context = absl::StrCat(w.Key(), " threads ", threads, " ", tmpl.space().ToJson(configs[i]));
+        ASSERT_TRUE(compiled.kernels[i].ok()) << compiled.kernels[i].status() << "\n" << context;
+        auto loaded = codegen::LoadedKernel::Load(*compiled.kernels[i]);
+        ASSERT_TRUE(loaded.ok()) << loaded.status();
+        const std::string why = RunFencedAgainstReference((*loaded)->fn(), w, rng);
+        ++runs;
+        if (!why.empty() && ++failures <= 2) ADD_FAILURE() << why << "\n" << context;
+      }
+    }
+  }
+  codegen::runtime::SetNumThreads(1);
+  EXPECT_EQ(failures, 0) << "of " << runs;
+}
+
+}  // namespace
+}  // namespace tune::test
