@@ -13,6 +13,7 @@
 #include "measure/local_runner.h"
 #include "measure/target.h"
 #include "measure/task_factory.h"
+#include "tests/common/fast_tune_options.h"
 #include "tests/common/test_db.h"
 #include "tests/common/test_seed.h"
 #include "tests/common/toy_template.h"
@@ -86,19 +87,8 @@ TEST(ConfigTransferTest, MapConfigKeepsChoicesAndNearestTiles) {
 }
 
 TuneOptions TransferFastOptions(int trials, int batch, int transfer_configs) {
-  TuneOptions o;
-  o.strategy = "random";
-  o.trials_per_task = trials;
-  o.batch = batch;
-  o.seed = test::kTestSeed;
-  o.protocol.warmup = 0;
-  o.protocol.repeats = 1;
-  o.protocol.min_repeat_ms = 1;
-  o.protocol.timeout_s = 30;
-  o.finalists = 0;
-  o.cutoff_factor = 0;
+  TuneOptions o = test::FastTuneOptions(trials, batch, "config_transfer_test");
   o.transfer_configs = transfer_configs;
-  o.command = "config_transfer_test";
   return o;
 }
 

@@ -7,6 +7,7 @@
 #include "measure/local_runner.h"
 #include "measure/target.h"
 #include "measure/task_factory.h"
+#include "tests/common/fast_tune_options.h"
 #include "tests/common/test_db.h"
 #include "tests/common/test_seed.h"
 #include "tests/common/toy_template.h"
@@ -16,19 +17,8 @@ namespace tune::tuner {
 namespace {
 
 TuneOptions StartOptions(int trials, bool start_configs) {
-  TuneOptions o;
-  o.strategy = "random";
-  o.trials_per_task = trials;
-  o.batch = 3;
-  o.seed = test::kTestSeed;
-  o.protocol.warmup = 0;
-  o.protocol.repeats = 1;
-  o.protocol.min_repeat_ms = 1;
-  o.protocol.timeout_s = 30;
-  o.finalists = 0;
-  o.cutoff_factor = 0;
+  TuneOptions o = test::FastTuneOptions(trials, 3, "start_configs_test");
   o.start_configs = start_configs;
-  o.command = "start_configs_test";
   return o;
 }
 

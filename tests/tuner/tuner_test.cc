@@ -24,6 +24,7 @@
 #include "measure/local_runner.h"
 #include "search/auto_strategy.h"
 #include "tests/common/temp_dir.h"
+#include "tests/common/fast_tune_options.h"
 #include "tests/common/test_db.h"
 #include "tests/common/test_seed.h"
 #include "tests/common/toy_template.h"
@@ -40,20 +41,9 @@ TuneTask SmallTask(const std::string& shape = "16,32,24") {
 }
 
 // A quick measurement protocol: candidates are tiny and timings are not under test.
+// (The tests count records by the strategy that proposed them; finalists have their own test.)
 TuneOptions FastOptions(int trials, int batch, uint64_t seed = test::kTestSeed) {
-  TuneOptions o;
-  o.strategy = "random";  // the tests count records by the strategy that proposed them
-  o.trials_per_task = trials;
-  o.batch = batch;
-  o.seed = seed;
-  o.protocol.warmup = 0;
-  o.protocol.repeats = 1;
-  o.protocol.min_repeat_ms = 1;
-  o.protocol.timeout_s = 30;
-  o.finalists = 0;      // counts of records below are exact; finalists have their own test
-  o.cutoff_factor = 0;
-  o.command = "tuner_test";
-  return o;
+  return test::FastTuneOptions(trials, batch, "tuner_test", seed);
 }
 
 // FastOptions that continue from the records already in the database (--resume).
