@@ -203,26 +203,10 @@ std::vector<search::Config> Conv2dTemplate::StartConfigs() const {
   if (wl.groups != 1 || lanes < 4) return {};
   const int64_t lb = wl.layout_block, ow = wl.out_w(), oh = wl.out_h();
   const int64_t threads = std::max(cpu_.threads, 1);
-  const search::Config own_default = DefaultConfig();
   std::vector<search::Config> out;
-  // The split of `knob` with inner factor `inner` and outer factor `outer`, or where a tail
-  // rules that out (the inner levels may not exceed the extent), the fewest outer iterations.
-  auto split = [&](const std::string& knob, int64_t outer, int64_t inner) -> std::vector<int64_t> {
-    const std::vector<std::vector<int64_t>>& options = space_.knobs()[space_.KnobIndex(knob)].options;
-    const std::vector<int64_t>* best = nullptr;
-    for (const std::vector<int64_t>& o : options) {
-      if (o.back() != inner) continue;
-      if (o.front() == outer) return o;
-      if (best == nullptr || o.front() < best->front()) best = &o;
-    }
-    return best != nullptr ? *best : std::vector<int64_t>{};
-  };
+  auto split = [&](const std::string& knob, int64_t outer, int64_t inner) { return SplitOption(knob, outer, inner); };
   auto add = [&](const std::vector<std::pair<std::string, std::vector<int64_t>>>& values) {
-    search::Config c = ConfigOf(values);
-    if (c.empty()) return;
-    c = ParallelFormOf(space_.Canonical(c));
-    if (!space_.IsValid(c) || c == own_default || std::find(out.begin(), out.end(), c) != out.end()) return;
-    out.push_back(std::move(c));
+    AddStartConfig(values, &out);
   };
   for (int64_t v : {2, 1}) {
     const int64_t ob = v * lanes;

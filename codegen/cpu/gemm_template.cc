@@ -117,6 +117,56 @@ search::Config GemmTemplate::ParallelFormOf(const search::Config& config) const 
   return ParallelDefault(config, cpu_.threads, {2, 1});
 }
 
+std::vector<search::Config> GemmTemplate::StartConfigs() const {
+  const Workload& wl = workload_;
+  const int64_t lanes = cpu_.vector_lanes, registers = cpu_.vector_registers;
+  if (lanes < 4) return {};
+  struct Tile {
+    int64_t rows, vectors;
+    bool divides;
+  };
+  // (Only tiles the splits offer: with a tail, a tile much wider than what is left is not.)
+  auto offered = [&](const std::string& knob, int64_t extent, int64_t inner) {
+    return !SplitOption(knob, (extent + inner - 1) / inner, inner).empty();
+  };
+  std::vector<Tile> tiles;
+  for (int64_t v = 1; v <= 4 && v * lanes <= 64; ++v) {
+    if (v > 1 && (v - 1) * lanes >= wl.n) break;  // (no wider than N needs)
+    if (!offered("tile_n", wl.n, v * lanes)) continue;
+    int64_t rows = std::min({kMaxRegisterRows, (registers - v - 1) / v, wl.m});
+    while (rows > 1 && !offered("tile_m", wl.m, rows)) --rows;
+    if (rows >= 1) tiles.push_back({rows, v, wl.n % (v * lanes) == 0});
+  }
+  std::stable_sort(tiles.begin(), tiles.end(), [](const Tile& a, const Tile& b) {
+    return a.divides != b.divides ? a.divides : a.rows * a.vectors > b.rows * b.vectors;
+  });
+  if (tiles.size() > 2) tiles.resize(2);
+  std::vector<search::Config> out;
+  // The widest inner K chunk offered (at most 64).
+  int64_t kc = 1;
+  for (const std::vector<int64_t>& o : space_.knobs()[space_.KnobIndex("tile_k")].options) kc = std::max(kc, o.back());
+  for (const Tile& t : tiles) {
+    const int64_t nr = t.vectors * lanes;
+    for (int64_t pack_a : {1, 0}) {
+      std::vector<std::pair<std::string, std::vector<int64_t>>> values = {
+          {"tile_m", SplitOption("tile_m", (wl.m + t.rows - 1) / t.rows, t.rows)},
+          {"tile_n", SplitOption("tile_n", (wl.n + nr - 1) / nr, nr)},
+          {"tile_k", SplitOption("tile_k", (wl.k + kc - 1) / kc, kc)},
+          {"order", {kNMOuterNM}},
+          {"vectorize", {1}},
+          {"unroll_m", {1}},
+          {"unroll_k", {0}},
+          {"pack_b", {1}},
+          {"acc_tile", {1}},
+          {"parallel", {0}},
+          {"pack_a", {pack_a}}};
+      if (wl.op == OpKind::kDense) values.push_back({"prepack", {1}});
+      AddStartConfig(values, &out);
+    }
+  }
+  return out;
+}
+
 Schedule GemmTemplate::Build(const search::Config& c) const {
   const Workload& wl = workload_;
   const auto& s = space_;

@@ -31,6 +31,13 @@ class GemmTemplate : public Template {
   /// blocks fused; not an option of batch_matmul) where parallel_balance keeps it, else 1 (the
   /// outer loop), else none.
   search::Config ParallelFormOf(const search::Config& config) const override;
+  /// The two register tiles of the most accumulators that fit the vector registers beside
+  /// their B vectors and one broadcast A value, tiles whose width divides N first (AVX-512:
+  /// 14x32 and 6x64; AVX2: 14x8 and 6x16; rows at most M), each over B packed by panels of its
+  /// width in the N-outer order (a panel stays in cache while every row block uses it),
+  /// vectorized, rows unrolled, inner K chunks of up to 64, with A packed and in place; dense's
+  /// weight packed once; in parallel form where cpu.threads > 1.
+  std::vector<search::Config> StartConfigs() const override;
 
  protected:
   Schedule Build(const search::Config& config) const override;

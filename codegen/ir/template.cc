@@ -24,6 +24,25 @@ search::Config Template::ConfigOf(
   return c;
 }
 
+std::vector<int64_t> Template::SplitOption(const std::string& knob, int64_t outer, int64_t inner) const {
+  const std::vector<int64_t>* best = nullptr;
+  for (const std::vector<int64_t>& o : space_.knobs()[space_.KnobIndex(knob)].options) {
+    if (o.back() != inner) continue;
+    if (o.front() == outer) return o;
+    if (best == nullptr || o.front() < best->front()) best = &o;
+  }
+  return best != nullptr ? *best : std::vector<int64_t>{};
+}
+
+void Template::AddStartConfig(const std::vector<std::pair<std::string, std::vector<int64_t>>>& values,
+                              std::vector<search::Config>* out) const {
+  search::Config c = ConfigOf(values);
+  if (c.empty()) return;
+  c = ParallelFormOf(space_.Canonical(c));
+  if (!space_.IsValid(c) || c == DefaultConfig() || std::find(out->begin(), out->end(), c) != out->end()) return;
+  out->push_back(std::move(c));
+}
+
 search::Config Template::ParallelDefault(search::Config config, int threads,
                                          const std::vector<int64_t>& parallel_options) const {
   if (threads <= 1 || config.empty() || space_.GetInt(config, "parallel") != 0) return config;

@@ -82,6 +82,14 @@ class Template {
   /// The config choosing, for each named knob, the option equal to the given values; knobs
   /// not named keep option 0. Empty when a value is not an option.
   search::Config ConfigOf(const std::vector<std::pair<std::string, std::vector<int64_t>>>& values) const;
+  /// The option of split knob `knob` with inner factor `inner` and outer factor `outer`, or
+  /// where none has that outer factor (a tail: the inner levels may not exceed the extent),
+  /// the one of the fewest outer iterations; empty when no option has that inner factor.
+  std::vector<int64_t> SplitOption(const std::string& knob, int64_t outer, int64_t inner) const;
+  /// For StartConfigs: ConfigOf(values), made canonical and put in its ParallelFormOf, appended
+  /// to `out` where it is valid, not DefaultConfig() and not in `out` already.
+  void AddStartConfig(const std::vector<std::pair<std::string, std::vector<int64_t>>>& values,
+                      std::vector<search::Config>* out) const;
 
   /// Where `threads` > 1 and `config` runs every loop on the calling thread (knob "parallel"
   /// 0): `config` with "parallel" set to the first of `parallel_options` that the space keeps;

@@ -1,6 +1,7 @@
 // Tuner options for tests that count records: random search over a quick measurement protocol
-// (candidates are tiny and timings are not under test), no finalists and no cutoff, so every
-// measured trial is one record of the strategy that proposed it.
+// (candidates are tiny and timings are not under test), no finalists, no cutoff and no
+// template start configs, so every measured trial is one record of the strategy that proposed
+// it.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +25,7 @@ inline tuner::TuneOptions FastTuneOptions(int trials, int batch, const std::stri
   o.protocol.timeout_s = 30;
   o.finalists = 0;
   o.cutoff_factor = 0;
+  o.start_configs = false;
   o.command = command;
   return o;
 }
