@@ -160,6 +160,7 @@ absl::StatusOr<std::vector<CollectedTask>> CollectDataset(dataset::RecordDatabas
       o.resume = true;
       o.finalists = 0;
       o.given_configs.clear();
+      o.start_configs = false;  // (the dataset is the phases' own draws and proposals)
       o.early_stop = 0;
       o.task_scheduler = "round-robin";
       // Each task and phase draws from its own stream; the same seed gives the same dataset.

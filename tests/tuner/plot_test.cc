@@ -33,7 +33,8 @@ test::ProcessResult RunPlotTune(const test::TempDir& dir, std::vector<std::strin
 void TuneMatmul(const test::TempDir& dir, const std::string& shape, int trials, const std::string& strategy) {
   test::ProcessResult r =
       RunPlotTune(dir, {"op", "matmul", "--shape", shape, "--target", "llvm", "--trials", std::to_string(trials),
-                        "--db", "a.db", "--repeats", "1", "--min-repeat-ms", "1", "--strategy", strategy, "--resume"});
+                        "--db", "a.db", "--repeats", "1", "--min-repeat-ms", "1", "--strategy", strategy, "--resume",
+                        "--no-start-configs"});
   ASSERT_TRUE(r.exited && r.exit_code == 0) << r;
 }
 
