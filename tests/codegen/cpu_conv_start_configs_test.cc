@@ -23,27 +23,13 @@ namespace {
 using codegen::Conv2dTemplate;
 using codegen::Workload;
 
-// The limits of `features` at `threads` threads.
-codegen::CpuLimits StartLimits(const std::string& features, int threads) {
-  codegen::CpuLimits cpu = codegen::CpuLimitsOf(features);
-  cpu.threads = threads;
-  return cpu;
-}
-
-// The start configs of `tmpl` as their JSON texts.
-std::vector<std::string> StartTexts(const Conv2dTemplate& tmpl) {
-  std::vector<std::string> out;
-  for (const search::Config& c : tmpl.StartConfigs()) out.push_back(tmpl.space().ToJson(c));
-  return out;
-}
-
 // Every start config is valid, none twice, none the default; for 128 channels of 28x28 in
 // nChw16c on AVX-512 they hold the 14-column tile of two vectors (31 of the 32 registers) in
 // order 0 and in order 3 with the accumulator tile, and the 28-column tile of one vector; on
 // AVX2 the tiles fit its 16 registers (6 columns of two vectors, 14 of one).
 TEST(CpuConvStartConfigsTest, RegisterFillingTilesInBothOrders) {
   const Workload w = ConvWorkloadForTest("1,128,28,28,128,3,3,1,1,nchw16c", true, true);
-  const Conv2dTemplate avx512(w, StartLimits("+avx512f,+avx512vl,+avx2,+fma", 1));
+  const Conv2dTemplate avx512(w, CpuLimitsAt("+avx512f,+avx512vl,+avx2,+fma", 1));
   const std::vector<search::Config> configs = avx512.StartConfigs();
   ASSERT_GE(configs.size(), 4u);
   for (size_t i = 0; i < configs.size(); ++i) {
@@ -51,11 +37,9 @@ TEST(CpuConvStartConfigsTest, RegisterFillingTilesInBothOrders) {
     EXPECT_NE(configs[i], avx512.DefaultConfig());
     for (size_t j = 0; j < i; ++j) EXPECT_NE(configs[i], configs[j]);
   }
-  const std::vector<std::string> texts = StartTexts(avx512);
-  auto has = [&](const std::vector<std::string>& list, const std::vector<std::string>& parts) {
-    return std::any_of(list.begin(), list.end(), [&](const std::string& t) {
-      return std::all_of(parts.begin(), parts.end(), [&](const std::string& p) { return t.find(p) != std::string::npos; });
-    });
+  const std::vector<std::string> texts = ConfigTexts(avx512, configs);
+  auto has = [](const std::vector<std::string>& list, const std::vector<std::string>& parts) {
+    return AnyContainsAll(list, parts);
   };
   EXPECT_TRUE(has(texts, {R"("tile_oc":[1,4,32])", R"("tile_ow":[1,2,14])", R"("order":[0])"}))
       << ::testing::PrintToString(texts);
@@ -63,8 +47,8 @@ TEST(CpuConvStartConfigsTest, RegisterFillingTilesInBothOrders) {
       << ::testing::PrintToString(texts);
   EXPECT_TRUE(has(texts, {R"("tile_oc":[1,8,16])", R"("tile_ow":[1,1,28])"})) << ::testing::PrintToString(texts);
 
-  const Conv2dTemplate avx2(ConvWorkloadForTest("1,128,28,28,128,3,3,1,1", false, false), StartLimits("+avx2,+fma", 1));
-  const std::vector<std::string> avx2_texts = StartTexts(avx2);
+  const Conv2dTemplate avx2(ConvWorkloadForTest("1,128,28,28,128,3,3,1,1", false, false), CpuLimitsAt("+avx2,+fma", 1));
+  const std::vector<std::string> avx2_texts = ConfigTexts(avx2, avx2.StartConfigs());
   ASSERT_FALSE(avx2_texts.empty());
   for (const search::Config& c : avx2.StartConfigs()) EXPECT_TRUE(avx2.space().IsValid(c)) << avx2.space().ToJson(c);
   EXPECT_TRUE(has(avx2_texts, {R"("tile_oc":[1,8,16])", R"("tile_ow":[1,7,4])"})) << ::testing::PrintToString(avx2_texts);
@@ -76,7 +60,7 @@ TEST(CpuConvStartConfigsTest, RegisterFillingTilesInBothOrders) {
 // no start configs (the blocked layout's dense tiles do not apply).
 TEST(CpuConvStartConfigsTest, ParallelFormAndDenseOnly) {
   const Conv2dTemplate two(ConvWorkloadForTest("1,512,7,7,512,3,3,1,1,nchw16c", false, false),
-                           StartLimits("+avx512f,+avx512vl,+avx2,+fma", 2));
+                           CpuLimitsAt("+avx512f,+avx512vl,+avx2,+fma", 2));
   const std::vector<search::Config> configs = two.StartConfigs();
   ASSERT_FALSE(configs.empty());
   bool order3_split = false;
@@ -89,7 +73,7 @@ TEST(CpuConvStartConfigsTest, ParallelFormAndDenseOnly) {
   }
   EXPECT_TRUE(order3_split);
 
-  const auto limits = StartLimits("+avx512f,+avx512vl,+avx2,+fma", 1);
+  const auto limits = CpuLimitsAt("+avx512f,+avx512vl,+avx2,+fma", 1);
   EXPECT_TRUE(Conv2dTemplate(ConvWorkloadForTest("1,64,28,28,64,3,3,1,1,1,64", false, false), limits)
                   .StartConfigs()
                   .empty());
@@ -104,31 +88,21 @@ TEST(CpuConvStartConfigsTest, ParallelFormAndDenseOnly) {
 TEST(CpuConvStartConfigsTest, HostStartConfigsMatchReference) {
   const codegen::CpuLimits host = codegen::HostCpuLimits();
   std::mt19937_64 rng(std::random_device{}());
-  int runs = 0, failures = 0;
+  int failures = 0;
   for (int threads : {1, 2}) {
     codegen::CpuLimits cpu = host;
     cpu.threads = threads;
     codegen::runtime::SetNumThreads(threads);
     for (const std::string& shape : {"1,32,9,17,48,3,3,1,1,nchw16c", "1,24,19,19,40,3,3,2,1", "2,32,14,14,64,1,1,2,0",
                                      "1,3,23,23,16,3,3,1,1"}) {
-      const Workload w = ConvWorkloadForTest(shape, true, true);
-      const Conv2dTemplate tmpl(w, cpu);
+      const Conv2dTemplate tmpl(ConvWorkloadForTest(shape, true, true), cpu);
       const std::vector<search::Config> configs = tmpl.StartConfigs();
       if (host.vector_lanes >= 4) EXPECT_FALSE(configs.empty()) << shape;
-      const CompiledConfigs compiled = CompileConfigs(tmpl, configs, "start_conv_");
-      for (size_t i = 0; i < configs.size(); ++i) {
-        const std::string context = absl::StrCat(w.Key(), " threads ", threads, " ", tmpl.space().ToJson(configs[i]));
-        ASSERT_TRUE(compiled.kernels[i].ok()) << compiled.kernels[i].status() << "\n" << context;
-        auto loaded = codegen::LoadedKernel::Load(*compiled.kernels[i]);
-        ASSERT_TRUE(loaded.ok()) << loaded.status();
-        const std::string why = RunFencedAgainstReference((*loaded)->fn(), w, rng);
-        ++runs;
-        if (!why.empty() && ++failures <= 2) ADD_FAILURE() << why << "\n" << context;
-      }
+      failures += ConfigsFailingReference(tmpl, configs, "start_conv_", absl::StrCat("threads ", threads), rng);
     }
   }
   codegen::runtime::SetNumThreads(1);
-  EXPECT_EQ(failures, 0) << "of " << runs;
+  EXPECT_EQ(failures, 0);
 }
 
 }  // namespace

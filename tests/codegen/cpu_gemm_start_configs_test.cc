@@ -23,31 +23,13 @@ namespace {
 
 using codegen::GemmTemplate;
 
-codegen::CpuLimits GemmStartLimits(const std::string& features, int threads) {
-  codegen::CpuLimits cpu = codegen::CpuLimitsOf(features);
-  cpu.threads = threads;
-  return cpu;
-}
-
-std::vector<std::string> GemmStartTexts(const GemmTemplate& tmpl) {
-  std::vector<std::string> out;
-  for (const search::Config& c : tmpl.StartConfigs()) out.push_back(tmpl.space().ToJson(c));
-  return out;
-}
-
-bool GemmStartHas(const std::vector<std::string>& texts, const std::vector<std::string>& parts) {
-  return std::any_of(texts.begin(), texts.end(), [&](const std::string& t) {
-    return std::all_of(parts.begin(), parts.end(), [&](const std::string& p) { return t.find(p) != std::string::npos; });
-  });
-}
-
 // SGEMM 1024 on AVX-512: 14x32 and 6x64 (28 and 24 accumulators; 9x48 has more than 6x64 but
 // 48 does not divide 1024), each with A packed and in place, B packed, N outer; on AVX2 14x8
 // and 6x16. All valid, distinct, none the default; at 2 threads all parallel; a dense layer
 // of one row gets one-row tiles with its weight packed once.
 TEST(CpuGemmStartConfigsTest, CanonicalTilesOfTheIsa) {
   const codegen::Workload sgemm = ToyWorkload(codegen::OpKind::kMatmul, "1024,1024,1024");
-  const GemmTemplate avx512(sgemm, GemmStartLimits("+avx512f,+avx512vl,+avx2,+fma", 1));
+  const GemmTemplate avx512(sgemm, CpuLimitsAt("+avx512f,+avx512vl,+avx2,+fma", 1));
   const std::vector<search::Config> configs = avx512.StartConfigs();
   ASSERT_EQ(configs.size(), 4u);
   for (size_t i = 0; i < configs.size(); ++i) {
@@ -55,21 +37,21 @@ TEST(CpuGemmStartConfigsTest, CanonicalTilesOfTheIsa) {
     EXPECT_NE(configs[i], avx512.DefaultConfig());
     for (size_t j = 0; j < i; ++j) EXPECT_NE(configs[i], configs[j]);
   }
-  const std::vector<std::string> texts = GemmStartTexts(avx512);
-  EXPECT_TRUE(GemmStartHas(texts, {R"("tile_m":[74,1,14])", R"("tile_n":[32,1,32])", R"("order":[1])",
+  const std::vector<std::string> texts = ConfigTexts(avx512, configs);
+  EXPECT_TRUE(AnyContainsAll(texts, {R"("tile_m":[74,1,14])", R"("tile_n":[32,1,32])", R"("order":[1])",
                                    R"("pack_b":[1])", R"("pack_a":[1])"}))
       << ::testing::PrintToString(texts);
-  EXPECT_TRUE(GemmStartHas(texts, {R"("tile_m":[171,1,6])", R"("tile_n":[16,1,64])", R"("pack_a":[0])"}))
+  EXPECT_TRUE(AnyContainsAll(texts, {R"("tile_m":[171,1,6])", R"("tile_n":[16,1,64])", R"("pack_a":[0])"}))
       << ::testing::PrintToString(texts);
 
-  const GemmTemplate avx2(sgemm, GemmStartLimits("+avx2,+fma", 1));
-  const std::vector<std::string> avx2_texts = GemmStartTexts(avx2);
-  EXPECT_TRUE(GemmStartHas(avx2_texts, {R"("tile_m":[74,1,14])", R"("tile_n":[128,1,8])"}))
+  const GemmTemplate avx2(sgemm, CpuLimitsAt("+avx2,+fma", 1));
+  const std::vector<std::string> avx2_texts = ConfigTexts(avx2, avx2.StartConfigs());
+  EXPECT_TRUE(AnyContainsAll(avx2_texts, {R"("tile_m":[74,1,14])", R"("tile_n":[128,1,8])"}))
       << ::testing::PrintToString(avx2_texts);
-  EXPECT_TRUE(GemmStartHas(avx2_texts, {R"("tile_m":[171,1,6])", R"("tile_n":[64,1,16])"}))
+  EXPECT_TRUE(AnyContainsAll(avx2_texts, {R"("tile_m":[171,1,6])", R"("tile_n":[64,1,16])"}))
       << ::testing::PrintToString(avx2_texts);
 
-  const GemmTemplate two(sgemm, GemmStartLimits("+avx512f,+avx512vl,+avx2,+fma", 2));
+  const GemmTemplate two(sgemm, CpuLimitsAt("+avx512f,+avx512vl,+avx2,+fma", 2));
   const std::vector<search::Config> parallel = two.StartConfigs();
   ASSERT_FALSE(parallel.empty());
   for (const search::Config& c : parallel) {
@@ -78,8 +60,8 @@ TEST(CpuGemmStartConfigsTest, CanonicalTilesOfTheIsa) {
   }
 
   const GemmTemplate dense(ToyWorkload(codegen::OpKind::kDense, "1,1000,2048"),
-                           GemmStartLimits("+avx512f,+avx512vl,+avx2,+fma", 1));
-  const std::vector<std::string> dense_texts = GemmStartTexts(dense);
+                           CpuLimitsAt("+avx512f,+avx512vl,+avx2,+fma", 1));
+  const std::vector<std::string> dense_texts = ConfigTexts(dense, dense.StartConfigs());
   ASSERT_FALSE(dense_texts.empty());
   for (const std::string& t : dense_texts) {
     EXPECT_THAT(t, ::testing::HasSubstr(R"("tile_m":[1,1,1])"));
@@ -93,7 +75,7 @@ TEST(CpuGemmStartConfigsTest, CanonicalTilesOfTheIsa) {
 TEST(CpuGemmStartConfigsTest, HostStartConfigsMatchReference) {
   const codegen::CpuLimits host = codegen::HostCpuLimits();
   std::mt19937_64 rng(std::random_device{}());
-  int runs = 0, failures = 0;
+  int failures = 0;
   for (int threads : {1, 2}) {
     codegen::CpuLimits cpu = host;
     cpu.threads = threads;
@@ -108,20 +90,11 @@ TEST(CpuGemmStartConfigsTest, HostStartConfigsMatchReference) {
       const GemmTemplate tmpl(w, cpu);
       const std::vector<search::Config> configs = tmpl.StartConfigs();
       if (host.vector_lanes >= 4) EXPECT_FALSE(configs.empty()) << shape;
-      const CompiledConfigs compiled = CompileConfigs(tmpl, configs, "start_gemm_");
-      for (size_t i = 0; i < configs.size(); ++i) {
-        const std::string context = absl::StrCat(w.Key(), " threads ", threads, " ", tmpl.space().ToJson(configs[i]));
-        ASSERT_TRUE(compiled.kernels[i].ok()) << compiled.kernels[i].status() << "\n" << context;
-        auto loaded = codegen::LoadedKernel::Load(*compiled.kernels[i]);
-        ASSERT_TRUE(loaded.ok()) << loaded.status();
-        const std::string why = RunFencedAgainstReference((*loaded)->fn(), w, rng);
-        ++runs;
-        if (!why.empty() && ++failures <= 2) ADD_FAILURE() << why << "\n" << context;
-      }
+      failures += ConfigsFailingReference(tmpl, configs, "start_gemm_", absl::StrCat("threads ", threads), rng);
     }
   }
   codegen::runtime::SetNumThreads(1);
-  EXPECT_EQ(failures, 0) << "of " << runs;
+  EXPECT_EQ(failures, 0);
 }
 
 }  // namespace

@@ -17,10 +17,12 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "codegen/cpu/cpu_limits.h"
 #include "codegen/cpu/llvm_codegen.h"
 #include "codegen/ir/ir_printer.h"
 #include "codegen/ir/template.h"
 #include "codegen/ir/workload.h"
+#include "codegen/runtime/loaded_kernel.h"
 #include "codegen/runtime/runtime.h"
 #include "gtest/gtest.h"
 #include "search/space.h"
@@ -263,6 +265,49 @@ inline std::vector<search::Config> RandomPrepackConfigs(const codegen::Template&
   }
   EXPECT_EQ(static_cast<int>(out.size()), count) << "too few prepack configs of " << tmpl.workload().Key();
   return out;
+}
+
+/// Compiles `configs` of `tmpl` and runs each once on fresh random inputs against the
+/// reference (RunFencedAgainstReference): the number that failed (did not compile, load or
+/// match), the first two reported as test failures with `context` and the config.
+inline int ConfigsFailingReference(const codegen::Template& tmpl, const std::vector<search::Config>& configs,
+                                   const std::string& prefix, const std::string& context, std::mt19937_64& rng) {
+  const CompiledConfigs compiled = CompileConfigs(tmpl, configs, prefix);
+  int failures = 0;
+  for (size_t i = 0; i < configs.size(); ++i) {
+    const std::string where = absl::StrCat(tmpl.workload().Key(), " ", context, " ", tmpl.space().ToJson(configs[i]));
+    std::string why;
+    if (!compiled.kernels[i].ok()) {
+      why = absl::StrCat("compile: ", compiled.kernels[i].status().ToString());
+    } else if (auto loaded = codegen::LoadedKernel::Load(*compiled.kernels[i]); !loaded.ok()) {
+      why = absl::StrCat("load: ", loaded.status().ToString());
+    } else {
+      why = RunFencedAgainstReference((*loaded)->fn(), tmpl.workload(), rng);
+    }
+    if (!why.empty() && ++failures <= 2) ADD_FAILURE() << why << "\n" << where;
+  }
+  return failures;
+}
+
+/// The limits of a CPU with `features` (codegen::CpuLimitsOf) running `threads` threads.
+inline codegen::CpuLimits CpuLimitsAt(const std::string& features, int threads) {
+  codegen::CpuLimits cpu = codegen::CpuLimitsOf(features);
+  cpu.threads = threads;
+  return cpu;
+}
+
+/// `configs` of `tmpl` as their JSON texts.
+inline std::vector<std::string> ConfigTexts(const codegen::Template& tmpl, const std::vector<search::Config>& configs) {
+  std::vector<std::string> out;
+  for (const search::Config& c : configs) out.push_back(tmpl.space().ToJson(c));
+  return out;
+}
+
+/// Whether one of `texts` contains every one of `parts`.
+inline bool AnyContainsAll(const std::vector<std::string>& texts, const std::vector<std::string>& parts) {
+  return std::any_of(texts.begin(), texts.end(), [&](const std::string& t) {
+    return std::all_of(parts.begin(), parts.end(), [&](const std::string& p) { return t.find(p) != std::string::npos; });
+  });
 }
 
 }  // namespace tune::test
