@@ -216,23 +216,22 @@ int TuneTasks(const std::string& raw_title, const std::vector<TuneTask>& tasks, 
       std::printf("%s: %s\n", base::EscapeControl(out.task.name).c_str(), base::EscapeControl(out.model_note).c_str());
     }
   }
-  int seeded = 0, seeded_tasks = 0;
-  for (const auto& out : *outcomes) {
-    seeded += out.transferred;
-    seeded_tasks += out.transferred > 0 ? 1 : 0;
-  }
-  if (seeded > 0) {
+  // The configs a count of each outcome says were seeded, and the tasks with any.
+  auto seeded = [&](int TaskOutcome::*count) {
+    std::pair<int, int> sum{0, 0};
+    for (const auto& out : *outcomes) {
+      sum.first += out.*count;
+      sum.second += out.*count > 0 ? 1 : 0;
+    }
+    return sum;
+  };
+  if (const auto [configs, tasks] = seeded(&TaskOutcome::transferred); configs > 0) {
     std::printf("config transfer: %d configs seeded into %d task(s) from similar recorded tasks (strategy \"transfer\")\n",
-                seeded, seeded_tasks);
+                configs, tasks);
   }
-  int started = 0, started_tasks = 0;
-  for (const auto& out : *outcomes) {
-    started += out.started;
-    started_tasks += out.started > 0 ? 1 : 0;
-  }
-  if (started > 0) {
+  if (const auto [configs, tasks] = seeded(&TaskOutcome::started); configs > 0) {
     std::printf("start configs: %d of the templates' start points measured first in %d task(s) (strategy \"start\")\n",
-                started, started_tasks);
+                configs, tasks);
   }
   if (f.show_kernel) {
     auto factory = measure::TaskFactory::Create(*target);

@@ -204,10 +204,6 @@ std::vector<search::Config> Conv2dTemplate::StartConfigs() const {
   const int64_t lb = wl.layout_block, ow = wl.out_w(), oh = wl.out_h();
   const int64_t threads = std::max(cpu_.threads, 1);
   std::vector<search::Config> out;
-  auto split = [&](const std::string& knob, int64_t outer, int64_t inner) { return SplitOption(knob, outer, inner); };
-  auto add = [&](const std::vector<std::pair<std::string, std::vector<int64_t>>>& values) {
-    AddStartConfig(values, &out);
-  };
   for (int64_t v : {2, 1}) {
     const int64_t ob = v * lanes;
     // (An NCHWc tile holds whole blocks of the layout; two vectors only where OC fills them.)
@@ -226,7 +222,7 @@ std::vector<search::Config> Conv2dTemplate::StartConfigs() const {
     const int64_t col_tiles = (ow + cols - 1) / cols;
     const int64_t icb = lb > 0 ? lb : std::min(lanes, wl.in_c);
     const std::vector<std::pair<std::string, std::vector<int64_t>>> common = {
-        {"tile_ow", split("tile_ow", 1, cols)}, {"tile_ic", split("tile_ic", (wl.in_c + icb - 1) / icb, icb)},
+        {"tile_ow", SplitOption("tile_ow", 1, cols)}, {"tile_ic", SplitOption("tile_ic", (wl.in_c + icb - 1) / icb, icb)},
         {"unroll", {1}},                        {"layout", {kBlocked}},
         {"prepack", {1}},                       {"in_block", {1}},
         {"parallel", {0}},                      {"fold_broadcast", {0}}};
@@ -236,10 +232,12 @@ std::vector<search::Config> Conv2dTemplate::StartConfigs() const {
     };
     // (Several threads: the channel blocks split among them where they divide evenly.)
     const int64_t oc0 = threads > 1 && blocks % threads == 0 ? threads : 1;
-    const std::vector<int64_t> oc = split("tile_oc", oc0, ob);
-    add(with({{"tile_oc", oc}, {"tile_oh", {oh, 1}}, {"order", {0}}, {"acc_tile", {1}}}));
-    add(with({{"tile_oc", oc}, {"tile_oh", {1, oh}}, {"order", {3}}, {"acc_tile", {1}}}));
-    if (col_tiles == 1) add(with({{"tile_oc", oc}, {"tile_oh", {1, oh}}, {"order", {3}}, {"acc_tile", {0}}}));
+    const std::vector<int64_t> oc = SplitOption("tile_oc", oc0, ob);
+    AddStartConfig(with({{"tile_oc", oc}, {"tile_oh", {oh, 1}}, {"order", {0}}, {"acc_tile", {1}}}), &out);
+    AddStartConfig(with({{"tile_oc", oc}, {"tile_oh", {1, oh}}, {"order", {3}}, {"acc_tile", {1}}}), &out);
+    if (col_tiles == 1) {
+      AddStartConfig(with({{"tile_oc", oc}, {"tile_oh", {1, oh}}, {"order", {3}}, {"acc_tile", {0}}}), &out);
+    }
   }
   return out;
 }

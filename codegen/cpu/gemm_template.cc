@@ -124,18 +124,24 @@ std::vector<search::Config> GemmTemplate::StartConfigs() const {
   struct Tile {
     int64_t rows, vectors;
     bool divides;
+    std::vector<int64_t> tile_m, tile_n;  // the splits' options
   };
-  // (Only tiles the splits offer: with a tail, a tile much wider than what is left is not.)
-  auto offered = [&](const std::string& knob, int64_t extent, int64_t inner) {
-    return !SplitOption(knob, (extent + inner - 1) / inner, inner).empty();
+  // The split of `knob` over `extent` with inner factor `inner` and the fewest outer
+  // iterations; empty where the splits do not offer it (with a tail, a tile much wider than
+  // what is left is not).
+  auto split = [&](const std::string& knob, int64_t extent, int64_t inner) {
+    return SplitOption(knob, (extent + inner - 1) / inner, inner);
   };
   std::vector<Tile> tiles;
   for (int64_t v = 1; v <= 4 && v * lanes <= 64; ++v) {
     if (v > 1 && (v - 1) * lanes >= wl.n) break;  // (no wider than N needs)
-    if (!offered("tile_n", wl.n, v * lanes)) continue;
+    std::vector<int64_t> tile_n = split("tile_n", wl.n, v * lanes);
+    if (tile_n.empty()) continue;
     int64_t rows = std::min({kMaxRegisterRows, (registers - v - 1) / v, wl.m});
-    while (rows > 1 && !offered("tile_m", wl.m, rows)) --rows;
-    if (rows >= 1) tiles.push_back({rows, v, wl.n % (v * lanes) == 0});
+    std::vector<int64_t> tile_m = split("tile_m", wl.m, rows);
+    while (rows > 1 && tile_m.empty()) tile_m = split("tile_m", wl.m, --rows);
+    // (A tile whose rows the splits do not offer keeps its place and gives no config.)
+    tiles.push_back({rows, v, wl.n % (v * lanes) == 0, std::move(tile_m), std::move(tile_n)});
   }
   std::stable_sort(tiles.begin(), tiles.end(), [](const Tile& a, const Tile& b) {
     return a.divides != b.divides ? a.divides : a.rows * a.vectors > b.rows * b.vectors;
@@ -146,12 +152,11 @@ std::vector<search::Config> GemmTemplate::StartConfigs() const {
   int64_t kc = 1;
   for (const std::vector<int64_t>& o : space_.knobs()[space_.KnobIndex("tile_k")].options) kc = std::max(kc, o.back());
   for (const Tile& t : tiles) {
-    const int64_t nr = t.vectors * lanes;
     for (int64_t pack_a : {1, 0}) {
       std::vector<std::pair<std::string, std::vector<int64_t>>> values = {
-          {"tile_m", SplitOption("tile_m", (wl.m + t.rows - 1) / t.rows, t.rows)},
-          {"tile_n", SplitOption("tile_n", (wl.n + nr - 1) / nr, nr)},
-          {"tile_k", SplitOption("tile_k", (wl.k + kc - 1) / kc, kc)},
+          {"tile_m", t.tile_m},
+          {"tile_n", t.tile_n},
+          {"tile_k", split("tile_k", wl.k, kc)},
           {"order", {kNMOuterNM}},
           {"vectorize", {1}},
           {"unroll_m", {1}},

@@ -348,14 +348,18 @@ Stmt Stage::LowerNest() const {
     if (!loops_[l].reduce) spatial.push_back(l);
   }
 
-  if (!cache_write_) {
+  // A reduction accumulating in the output: the output zeroed before it and, with an
+  // epilogue, rewritten through it after.
+  auto in_output = [&](const Stmt& reduction) {
     Stmt init = nest(spatial, false, Store(output_, out_index, FloatImm(0.0)));
-    Stmt main = nest(leaves_, true, Store(output_, out_index, Load(output_, out_index) + value));
     Stmt epi;
     if (epilogue_.defined()) {
       epi = nest(spatial, false, Store(output_, out_index, epilogue(Load(output_, out_index))));
     }
-    return Seq({init, main, epi});
+    return Seq({init, reduction, epi});
+  };
+  if (!cache_write_) {
+    return in_output(nest(leaves_, true, Store(output_, out_index, Load(output_, out_index) + value)));
   }
 
   // cache_write: leaves up to and including the attach point stay outside the tile.
@@ -384,12 +388,13 @@ Stmt Stage::LowerNest() const {
   const bool outer_reduce =
       std::any_of(outer.begin(), outer.end(), [&](int l) { return loops_[l].reduce; });
   Stmt update = Store(acc, local_index, Load(acc, local_index) + value);
+  Stmt zero_tile = Store(acc, local_index, FloatImm(0.0));
   Stmt load = Store(acc, local_index, Load(output_, out_index));
   Stmt write_back = Store(output_, out_index, outer_reduce ? Load(acc, local_index) : epilogue(Load(acc, local_index)));
   Stmt tiled;
   if (tails.empty()) {
     // The tile's initialization touches the local tile only, so it needs no guard.
-    Stmt init = Nest(inner_spatial, outer_reduce ? load : Store(acc, local_index, FloatImm(0.0)));
+    Stmt init = Nest(inner_spatial, outer_reduce ? load : zero_tile);
     tiled = Nest(outer, Allocate(acc, Seq({init, Nest(inner, update), Nest(inner_spatial, write_back)})));
   } else {
     tiled = tails.Build(outer, true, start, [&](const TailLowering::State& st) {
@@ -397,20 +402,14 @@ Stmt Stage::LowerNest() const {
       // (Loading the output is guarded like the write-back; the zeroed tile is not.)
       Stmt init = outer_reduce ? tails.Build(inner_spatial, false, st,
                                              [&](const TailLowering::State& s2) { return body(s2, load); })
-                               : Nest(inner_spatial, Store(acc, local_index, FloatImm(0.0)));
+                               : Nest(inner_spatial, zero_tile);
       Stmt main = tails.Build(inner, true, st, [&](const TailLowering::State& s2) { return body(s2, update); });
       Stmt write = tails.Build(inner_spatial, false, st,
                                [&](const TailLowering::State& s2) { return body(s2, write_back); });
       return Allocate(acc, Seq({init, main, write}));
     }, /*statements=*/false);
   }
-  if (!outer_reduce) return tiled;
-  Stmt zero = nest(spatial, false, Store(output_, out_index, FloatImm(0.0)));
-  Stmt epi;
-  if (epilogue_.defined()) {
-    epi = nest(spatial, false, Store(output_, out_index, epilogue(Load(output_, out_index))));
-  }
-  return Seq({zero, tiled, epi});
+  return outer_reduce ? in_output(tiled) : tiled;
 }
 
 LoweredFunc Schedule::Lower() const {
