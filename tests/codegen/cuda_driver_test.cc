@@ -16,6 +16,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/common/codegen_cuda_kernels.h"
+#include "tests/common/cuda_test_device.h"
 
 namespace tune::codegen {
 namespace {
@@ -97,9 +98,8 @@ TEST(CudaDriverTest, ArchNamesTheComputeCapability) {
 class GpuDriverTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    absl::StatusOr<std::unique_ptr<CudaDevice>> device = CudaDevice::Open(0);
-    if (!device.ok()) GTEST_SKIP() << "no CUDA device: " << device.status();
-    if (!NvrtcAvailable()) GTEST_SKIP() << "this build has no NVRTC";
+    absl::StatusOr<std::unique_ptr<CudaDevice>> device = test::OpenTestGpu();
+    if (!device.ok()) GTEST_SKIP() << device.status().message();
     device_ = std::move(*device);
     std::random_device seed_source;
     seed_ = seed_source();

@@ -25,6 +25,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/common/cpu_kernel_check.h"
+#include "tests/common/cuda_test_device.h"
 #include "tests/common/gpu_interpreter.h"
 #include "tests/common/measure_cuda_configs.h"
 #include "tests/common/nvrtc_compile.h"
@@ -388,9 +389,8 @@ TEST(CudaGemmRasterTest, RasterKernelsCompileForSm90) {
 class GpuRasterTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    absl::StatusOr<std::unique_ptr<CudaDevice>> device = CudaDevice::Open(0);
-    if (!device.ok()) GTEST_SKIP() << "no CUDA device: " << device.status();
-    if (!NvrtcAvailable()) GTEST_SKIP() << "this build has no NVRTC";
+    absl::StatusOr<std::unique_ptr<CudaDevice>> device = test::OpenTestGpu();
+    if (!device.ok()) GTEST_SKIP() << device.status().message();
     device_ = std::move(*device);
     const CudaDeviceInfo& info = device_->info();
     limits_.max_threads_per_block = info.max_threads_per_block;
