@@ -143,6 +143,8 @@ class Subprocess {
       ADD_FAILURE() << "cannot open " << out_path << " or " << err_path;
       return false;
     }
+    reaped_ = false;  // a Subprocess may run a child again once the last one ended
+    result_ = {};
     pid_ = internal::Spawn(argv, cwd, out_fd, err_fd);
     ::close(out_fd);
     ::close(err_fd);

@@ -82,7 +82,7 @@ TEST_F(JobProcess, ThreeWorkersTuneAModelToCompletionWithOneRecordPerConfig) {
       {"name": "mm", "op": "matmul", "shape": "32,32,32"},
       {"name": "conv", "op": "conv2d", "shape": "1,8,10,10,8,3,3,1,1", "relu": true}]})");
   Subprocess serve, w1, w2, w3;
-  ASSERT_FALSE(StartServe(serve, dir_, "serve", address_, {"--db", dir_.Join("r.db"), "--token-file", dir_.Join("token")})
+  ASSERT_FALSE(StartServeOnFreePort(serve, dir_, "serve", &address_, {"--db", dir_.Join("r.db"), "--token-file", dir_.Join("token")})
                    .empty());
   ASSERT_TRUE(StartWorker(w1, "w1") && StartWorker(w2, "w2") && StartWorker(w3, "w3"));
   ProcessResult r = Submit(dir_.Join("tiny.json"), 6, 3);
@@ -115,7 +115,7 @@ TEST_F(JobProcess, TwoWorkersOfOneTargetFinishAJobWhoseRoundsSplitUnevenly) {
       {"name": "mm", "op": "matmul", "shape": "24,40,16"},
       {"name": "conv", "op": "conv2d", "shape": "1,6,9,9,8,3,3,1,1", "relu": true}]})");
   Subprocess serve, w1, w2;
-  ASSERT_FALSE(StartServe(serve, dir_, "serve", address_, {"--db", dir_.Join("r.db"), "--token-file", dir_.Join("token")})
+  ASSERT_FALSE(StartServeOnFreePort(serve, dir_, "serve", &address_, {"--db", dir_.Join("r.db"), "--token-file", dir_.Join("token")})
                    .empty());
   ASSERT_TRUE(StartWorker(w1, "gpu0") && StartWorker(w2, "gpu1"));
   ASSERT_FALSE(WaitForMatch(dir_.Join("gpu0.out"), "registered as worker").empty()) << ReadFileBytes(dir_.Join("gpu0.err"));
@@ -159,7 +159,7 @@ TEST_F(JobProcess, AWorkerKilledMidBatchLosesNothing) {
   WriteFileBytes(dir_.Join("one.json"), R"({"name": "one", "layers": [
       {"name": "mm", "op": "matmul", "shape": "192,192,192"}]})");
   Subprocess serve, victim, survivor;
-  ASSERT_FALSE(StartServe(serve, dir_, "serve", address_, {"--db", dir_.Join("r.db"), "--token-file", dir_.Join("token")})
+  ASSERT_FALSE(StartServeOnFreePort(serve, dir_, "serve", &address_, {"--db", dir_.Join("r.db"), "--token-file", dir_.Join("token")})
                    .empty());
   ASSERT_TRUE(StartWorker(victim, "victim"));
   // The victim registers alone so the first search batch is leased to it.
@@ -218,7 +218,7 @@ TEST_F(JobProcess, ADaemonKilledMidJobResumesItAfterARestart) {
 
 TEST_F(JobProcess, CancelEndsAQueuedJobAndJobsShowsNamesEscaped) {
   Subprocess serve;
-  ASSERT_FALSE(StartServe(serve, dir_, "serve", address_, {"--db", dir_.Join("r.db"), "--token-file", dir_.Join("token")})
+  ASSERT_FALSE(StartServeOnFreePort(serve, dir_, "serve", &address_, {"--db", dir_.Join("r.db"), "--token-file", dir_.Join("token")})
                    .empty());
   WriteFileBytes(dir_.Join("one.json"), R"({"name": "one", "layers": [{"op": "matmul", "shape": "8,8,8"}]})");
   // No worker: the job waits, and says so.
@@ -257,7 +257,7 @@ TEST_F(JobProcess, CancelEndsAQueuedJobAndJobsShowsNamesEscaped) {
 
 TEST_F(JobProcess, BadSubmissionsAreRejectedWithAReason) {
   Subprocess serve;
-  ASSERT_FALSE(StartServe(serve, dir_, "serve", address_, {"--db", dir_.Join("r.db"), "--token-file", dir_.Join("token")})
+  ASSERT_FALSE(StartServeOnFreePort(serve, dir_, "serve", &address_, {"--db", dir_.Join("r.db"), "--token-file", dir_.Join("token")})
                    .empty());
   ProcessResult unknown = Submit("no-such-model", 4, 2);
   EXPECT_EQ(unknown.exit_code, 2) << unknown;

@@ -271,10 +271,11 @@ TEST(RetrainProcessTest, ServeRetrainsAndTheNextJobStartsFromItsModel) {
   test::WriteFileBytes(dir.Join("token"), "retrain-test-token\n");
   test::WriteFileBytes(dir.Join("one.json"),
                        R"({"name": "one", "layers": [{"name": "mm", "op": "matmul", "shape": "16,16,16"}]})");
-  const std::string address = "127.0.0.1:" + std::to_string(test::FreePort());
+  std::string address;
   test::Subprocess serve, worker;
-  ASSERT_FALSE(test::StartServe(serve, dir, "serve", address,
-                                {"--db", dir.Join("r.db"), "--token-file", dir.Join("token"), "--retrain-every", "8"})
+  ASSERT_FALSE(test::StartServeOnFreePort(serve, dir, "serve", &address,
+                                          {"--db", dir.Join("r.db"), "--token-file", dir.Join("token"),
+                                           "--retrain-every", "8"})
                    .empty());
   ASSERT_TRUE(worker.Start({test::TuneBinary(), "worker", "--server", address, "--target", "llvm", "--threads", "1",
                             "--token-file", dir.Join("token")},

@@ -49,13 +49,37 @@ inline int FreePort() {
 }
 
 /// Starts `tune serve` on `listen` with `extra` flags, output in dir/NAME.out|err; returns
-/// the port it printed, or "" when it did not come up.
+/// the port it printed, or "" when it did not come up (at once when it exited).
 inline std::string StartServe(Subprocess& p, const TempDir& dir, const std::string& name, const std::string& listen,
                               const std::vector<std::string>& extra) {
   std::vector<std::string> argv = {TuneBinary(), "serve", "--listen", listen};
   argv.insert(argv.end(), extra.begin(), extra.end());
   if (!p.Start(argv, dir.path(), dir.Join(name + ".out"), dir.Join(name + ".err"))) return "";
-  return WaitForMatch(dir.Join(name + ".out"), "listening on 127\\.0\\.0\\.1:([0-9]+)");
+  const std::regex listening("listening on 127\\.0\\.0\\.1:([0-9]+)");
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(30);  // a safety limit
+  while (std::chrono::steady_clock::now() < end) {
+    std::smatch m;
+    const std::string text = ReadFileBytes(dir.Join(name + ".out"));
+    if (std::regex_search(text, m, listening)) return m[1].str();
+    if (p.Finished()) return "";
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return "";
+}
+
+/// Starts `tune serve` as StartServe does on a loopback port that was free a moment ago, and
+/// on another when a process took that one meanwhile (parallel tests bind and connect on
+/// loopback too); `address` becomes "127.0.0.1:PORT". For daemons started before anything
+/// else knows their address. "" when the daemon did not come up.
+inline std::string StartServeOnFreePort(Subprocess& p, const TempDir& dir, const std::string& name,
+                                        std::string* address, const std::vector<std::string>& extra) {
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    *address = "127.0.0.1:" + std::to_string(FreePort());
+    std::string port = StartServe(p, dir, name, *address, extra);
+    if (!port.empty()) return port;
+    if (!p.Finished() || ReadFileBytes(dir.Join(name + ".err")).find("already in use") == std::string::npos) return "";
+  }
+  return "";
 }
 
 }  // namespace tune::test

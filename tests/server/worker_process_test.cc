@@ -28,6 +28,14 @@ class WorkerProcess : public ::testing::Test {
     address_ = "127.0.0.1:" + port_;
   }
 
+  /// The daemon started before anything knows its address: on a port free at that moment
+  /// (port_ and address_ follow it).
+  bool ServeFirst(Subprocess& serve, const std::vector<std::string>& flags) {
+    port_ = StartServeOnFreePort(serve, dir_, "serve", &address_, flags);
+    if (port_.empty()) ADD_FAILURE() << ReadFileBytes(dir_.Join("serve.err"));
+    return !port_.empty();
+  }
+
   std::vector<std::string> ServeFlags() const {
     return {"--db", dir_.Join("r.db"), "--token-file", dir_.Join("token"), "--expire-after", "1"};
   }
@@ -50,7 +58,7 @@ class WorkerProcess : public ::testing::Test {
 
 TEST_F(WorkerProcess, RegistersIsListedAndIsGoneAtOnceAfterSigterm) {
   Subprocess serve, worker;
-  ASSERT_EQ(StartServe(serve, dir_, "serve", address_, ServeFlags()), port_) << ReadFileBytes(dir_.Join("serve.err"));
+  ASSERT_TRUE(ServeFirst(serve, ServeFlags())) << ReadFileBytes(dir_.Join("serve.err"));
   ASSERT_TRUE(StartWorker(worker, "w-one", dir_.Join("token")));
   ASSERT_FALSE(WaitForMatch(dir_.Join("w-one.out"), "registered as worker 1").empty())
       << ReadFileBytes(dir_.Join("w-one.err"));
@@ -77,9 +85,7 @@ TEST_F(WorkerProcess, SigtermEndsAWorkerInBoundedTimeWhateverItWaitsFor) {
   WriteFileBytes(dir_.Join("one.json"), R"({"name": "one", "layers": [
       {"name": "mm", "op": "matmul", "shape": "192,192,192"}]})");
   Subprocess serve, leaver, frozen, measuring;
-  ASSERT_EQ(StartServe(serve, dir_, "serve", address_,
-                       {"--db", dir_.Join("r.db"), "--token-file", dir_.Join("token"), "--expire-after", "600"}),
-            port_);
+  ASSERT_TRUE(ServeFirst(serve, {"--db", dir_.Join("r.db"), "--token-file", dir_.Join("token"), "--expire-after", "600"}));
   ASSERT_TRUE(StartWorker(leaver, "leaver", dir_.Join("token")));
   ASSERT_FALSE(WaitForMatch(dir_.Join("leaver.out"), "registered as worker").empty());
   leaver.Kill(SIGTERM);
@@ -244,7 +250,7 @@ TEST(PerDeviceAgents, SlotsMakeSeveralWorkersPerGpu) {
 TEST_F(WorkerProcess, CudaAllWithoutAGpuFailsWithAClearMessage) {
   if (measure::Target::CudaDeviceCount().value_or(0) > 0) GTEST_SKIP() << "this host has a GPU";
   Subprocess serve;
-  ASSERT_EQ(StartServe(serve, dir_, "serve", address_, ServeFlags()), port_);
+  ASSERT_TRUE(ServeFirst(serve, ServeFlags()));
   ProcessResult r = RunProcess({TuneBinary(), "worker", "--server", address_, "--target", "cuda:all", "--token-file",
                                 dir_.Join("token")},
                                dir_.path(), 60);
@@ -262,7 +268,7 @@ TEST_F(WorkerProcess, CudaAllWithoutAGpuFailsWithAClearMessage) {
 
 TEST_F(WorkerProcess, AWrongTokenEndsTheWorkerWithAClearError) {
   Subprocess serve, worker;
-  ASSERT_EQ(StartServe(serve, dir_, "serve", address_, ServeFlags()), port_);
+  ASSERT_TRUE(ServeFirst(serve, ServeFlags()));
   WriteFileBytes(dir_.Join("wrong"), "not-the-token\n");
   ASSERT_TRUE(StartWorker(worker, "w-bad", dir_.Join("wrong")));
   const ProcessResult& r = worker.Wait();

@@ -203,7 +203,7 @@ TEST(ConfigTransferTest, SeedsATaskFromItsOwnRecordsAtAnotherThreadCount) {
   auto info = db->FindTask(task.workload.Key(), test::MakeTemplate(task.workload)->version());
   auto t1_info = db->FindTarget(t1);
   ASSERT_TRUE(info.ok() && info->has_value() && t1_info.ok() && t1_info->has_value());
-  auto best = db->Best((*info)->id, (*t1_info)->id, 1);
+  auto best = db->Best((*info)->id, (*t1_info)->id, 10);
   ASSERT_TRUE(best.ok() && !best->empty());
   const auto records = test::RecordsOf(*db, (*outcomes)[0].task_id, t2);
   std::vector<std::string> transferred;
@@ -211,10 +211,15 @@ TEST(ConfigTransferTest, SeedsATaskFromItsOwnRecordsAtAnotherThreadCount) {
     if (r.strategy == "transfer") transferred.push_back(r.config_json);
   }
   ASSERT_EQ(transferred.size(), 2u);
+  // The fastest tuned record at 1 thread: the untuned default is never seeded (on a noisy host
+  // it may be the fastest of a short run), it is measured first anyway.
+  auto first = std::find_if(best->begin(), best->end(), [](const dataset::Record& r) { return r.strategy != "default"; });
+  ASSERT_NE(first, best->end());
   auto tmpl = test::MakeTemplate(task.workload);
-  auto mapped = MapConfig((*best)[0].config_json, tmpl->space());
+  auto mapped = MapConfig(first->config_json, tmpl->space());
   ASSERT_TRUE(mapped.ok()) << mapped.status();
-  EXPECT_EQ(transferred[0], tmpl->space().ToJson(*mapped));
+  const std::string expected = tmpl->space().ToJson(*mapped);
+  EXPECT_EQ(transferred[0], expected);
 }
 
 // `config` with choice knob `name` set to `value`; empty when `value` is not an option.
