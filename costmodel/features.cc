@@ -10,6 +10,7 @@
 
 #include "base/check.h"
 #include "codegen/ir/ir_analysis.h"
+#include "costmodel/warp_access.h"
 
 namespace tune::costmodel {
 namespace {
@@ -96,6 +97,12 @@ class Walker {
       }
       case StmtKind::kStore: {
         auto* n = static_cast<const StoreNode*>(s.get());
+        if (InsideThreads()) {
+          CountWarpAccess(n->buffer.get(), n->indices, /*load=*/false);
+          for (const LoadNode* load : codegen::CollectLoads(n->value)) {
+            CountWarpAccess(load->buffer.get(), load->indices, /*load=*/true);
+          }
+        }
         const double lanes = InnermostVectorLanes();
         if (lanes > 0) {
           if (n->buffer->scope == BufferScope::kShared) shared_copy_lanes = std::max(shared_copy_lanes, lanes);
@@ -132,6 +139,10 @@ class Walker {
       case StmtKind::kAsyncCopy: {  // a global -> shared move: counted with the stores
         store_execs += execs_;
         auto* n = static_cast<const codegen::AsyncCopyNode*>(s.get());
+        if (InsideThreads()) {
+          CountWarpAccess(n->dst.get(), n->dst_indices, /*load=*/false);
+          CountWarpAccess(n->src.get(), n->src_indices, /*load=*/true);
+        }
         const double lanes = InnermostVectorLanes();
         if (n->dst->scope == BufferScope::kShared) shared_copy_lanes = std::max(shared_copy_lanes, lanes);
         if (n->src->scope == BufferScope::kArg) arg_load_lanes = std::max(arg_load_lanes, lanes);
@@ -178,6 +189,9 @@ class Walker {
   double shared_bytes = 0;
   double local_floats = 0;  // elements of all distinct kLocal buffers (per thread on a GPU)
   double shared_copy_lanes = 0, arg_load_lanes = 0;  // see AstFeatures
+  // Warp transactions weighted by executions (see AstFeatures::global_load_efficiency).
+  double load_sectors = 0, load_min_sectors = 0, store_sectors = 0, store_min_sectors = 0;
+  double shared_wavefronts = 0, shared_min_wavefronts = 0;
   double block_dims[3] = {1, 1, 1}, thread_dims[3] = {1, 1, 1};
   int num_syncs = 0;
   bool gpu = false;  // the kernel has GPU bindings
@@ -190,6 +204,47 @@ class Walker {
   size_t main_alloc_depth = 0;  // loops outside the allocation of the main statement's buffer
 
  private:
+  /// True when a GPU thread binding encloses the current statement.
+  bool InsideThreads() const {
+    return std::any_of(stack_.begin(), stack_.end(), [](const Loop& l) {
+      return codegen::IsGpuBinding(l.kind) && !codegen::IsGpuBlockBinding(l.kind);
+    });
+  }
+
+  /// Adds the first warp's access to `buffer` at `indices` (global or shared memory only) to
+  /// the transaction sums, weighted by the statement's executions.
+  void CountWarpAccess(const BufferNode* buffer, const std::vector<Expr>& indices, bool load) {
+    const bool global = buffer->scope == BufferScope::kArg, shared = buffer->scope == BufferScope::kShared;
+    if (!global && !shared) return;
+    WarpShape warp;
+    for (const Loop& l : stack_) {
+      if (codegen::IsGpuBinding(l.kind) && !codegen::IsGpuBlockBinding(l.kind)) {
+        const int axis = codegen::GpuBindingAxis(l.kind);
+        warp.thread_vars[axis] = l.var;
+        warp.thread_extents[axis] = l.extent;
+      }
+    }
+    for (size_t i = stack_.size(); i-- > 0;) {
+      if (stack_[i].kind == ForKind::kVectorized) {
+        warp.vector_var = stack_[i].var;
+        warp.vector_lanes = stack_[i].extent;
+        break;
+      }
+    }
+    const WarpAccess a = AnalyzeWarpAccess(buffer->shape, indices, warp);
+    if (!a.known) return;
+    if (shared) {
+      shared_wavefronts += execs_ * a.wavefronts;
+      shared_min_wavefronts += execs_ * a.min_wavefronts;
+    } else if (load) {
+      load_sectors += execs_ * a.sectors;
+      load_min_sectors += execs_ * a.min_sectors;
+    } else {
+      store_sectors += execs_ * a.sectors;
+      store_min_sectors += execs_ * a.min_sectors;
+    }
+  }
+
   /// Extent of the innermost vectorized loop enclosing the current statement; 0 when none.
   double InnermostVectorLanes() const {
     for (size_t i = stack_.size(); i-- > 0;) {
@@ -554,7 +609,7 @@ std::vector<std::string> BuildNames() {
   names.push_back("shared_copy_lanes");
   names.push_back("arg_load_lanes");
   for (const char* n : {"log_thread_local_floats", "log_register_excess", "lane_fill", "resident_blocks", "occupancy",
-                        "wave_fill"}) {
+                        "wave_fill", "global_load_efficiency", "global_store_efficiency", "log_shared_conflict"}) {
     names.push_back(n);
   }
   TUNE_CHECK(names.size() == kNumFeatures) << names.size() << " names for " << kNumFeatures << " features";
@@ -610,6 +665,11 @@ AstFeatures ExtractAstFeatures(const codegen::LoweredFunc& func) {
     f.resident_blocks = static_cast<float>(launch.resident_blocks);
     f.occupancy = static_cast<float>(launch.occupancy);
     f.wave_fill = static_cast<float>(launch.wave_fill);
+    if (w.load_sectors > 0) f.global_load_efficiency = static_cast<float>(w.load_min_sectors / w.load_sectors);
+    if (w.store_sectors > 0) f.global_store_efficiency = static_cast<float>(w.store_min_sectors / w.store_sectors);
+    if (w.shared_min_wavefronts > 0) {
+      f.log_shared_conflict = static_cast<float>(std::log2(w.shared_wavefronts / w.shared_min_wavefronts));
+    }
   }
   Stmt top = func.body;
   while (top->kind == StmtKind::kAllocate) top = static_cast<const AllocateNode*>(top.get())->body;

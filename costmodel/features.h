@@ -11,8 +11,9 @@ namespace tune::costmodel {
 
 /// Bumped whenever the meaning, order or number of features changes; saved models record it
 /// and refuse to load against another version.
-inline constexpr int kFeatureVersion = 4;  // 2: GPU bindings, shared memory, barriers; 3: copy widths;
-                                           // 4: GPU occupancy, wave fill, registers
+inline constexpr int kFeatureVersion = 5;  // 2: GPU bindings, shared memory, barriers; 3: copy widths;
+                                           // 4: GPU occupancy, wave fill, registers; 5: coalescing,
+                                           // bank conflicts
 
 /// Loops of the main statement described one by one, innermost first.
 inline constexpr int kLoopSlots = 8;
@@ -154,6 +155,15 @@ struct AstFeatures {
   float wave_fill;         // blocks / (ceil(waves) x kGpuSms x resident blocks), waves = blocks
                            // / (kGpuSms x resident blocks): how full the waves are on average,
                            // 1 when the last is full, 0 when no block fits [0..1]
+  // --- GPU memory transactions of the first warp of a block (warp_access.h), every statement
+  //     weighted by its executions; 0 for CPU kernels and where no such access is computable ---
+  float global_load_efficiency;   // sum of the fewest 32-byte sectors that hold the elements a
+                                  // warp loads from global memory (loads and cp.async sources)
+                                  // / sum of the sectors it touches: 1 when coalesced [0..1]
+  float global_store_efficiency;  // the same for the stores to global memory [0..1]
+  float log_shared_conflict;      // log2(sum of shared-memory wavefronts / sum of conflict-free
+                                  // wavefronts) over the loads and stores of shared memory: 0
+                                  // without bank conflicts, 5 when 32 lanes hit one bank [log2 ways]
   // Tried and left out (held-out networks of cuda-h100, xgb and xgb ensembles): the wave
   // count itself (the program graph carries it), flops per barrier, stores to global memory
   // per flop, and global / shared element loads per flop (pairwise +0.005 to +0.015, but the

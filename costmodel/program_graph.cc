@@ -8,6 +8,7 @@
 #include "base/check.h"
 #include "codegen/ir/ir_analysis.h"
 #include "costmodel/features.h"
+#include "costmodel/warp_access.h"
 
 namespace tune::costmodel {
 
@@ -79,6 +80,13 @@ namespace tune::costmodel {
 //  66 occupancy          resident warps per SM / 64 [0..1]
 //  67 log_waves          log2(1 + blocks / (SMs x resident blocks)) [waves]
 //  68 wave_fill          blocks / (ceil(waves) x SMs x resident blocks) [0..1]
+//  --- statements inside GPU thread loops: the first warp's memory transactions (warp_access.h;
+//      0 elsewhere and where no access is computable) ---
+//  69 global_load_efficiency   fewest 32-byte sectors holding the elements the warp loads from
+//                              global memory / sectors it touches [0..1]
+//  70 global_store_efficiency  the same for its store to global memory [0..1]
+//  71 log_shared_conflict      log2(shared-memory wavefronts / conflict-free wavefronts) of its
+//                              shared loads and store [log2 ways]
 //
 // Unique elements of an access: per index dimension, affine coefficients of the nest's loop
 // variables give a span (1 + sum |coeff| (extent - 1)), capped by the product of the extents
@@ -109,7 +117,8 @@ constexpr int kAccessFields = 11;
 constexpr int kFirstAccess = 24;
 constexpr int kFirstBuffer = kFirstAccess + kAccessSlots * kAccessFields;  // 57
 constexpr int kFirstLaunch = kFirstBuffer + 7;  // 64
-static_assert(kFirstLaunch + 5 == kNodeFeatures, "node feature layout and kNodeFeatures disagree");
+constexpr int kFirstWarp = kFirstLaunch + 5;     // 69
+static_assert(kFirstWarp + 3 == kNodeFeatures, "node feature layout and kNodeFeatures disagree");
 
 constexpr double kBytes = 4.0;
 
@@ -388,6 +397,41 @@ class GraphBuilder {
     return id;
   }
 
+  /// Fields 69-71 of a statement with `accesses` (the destination first), inside GPU thread
+  /// loops; left 0 elsewhere.
+  void WarpFields(const std::vector<GraphAccess>& accesses, float* out) const {
+    WarpShape warp;
+    bool threads = false;
+    for (const NestLoop& l : stack_) {
+      if (codegen::IsGpuBinding(l.kind) && !codegen::IsGpuBlockBinding(l.kind)) {
+        threads = true;
+        warp.thread_vars[codegen::GpuBindingAxis(l.kind)] = l.var;
+        warp.thread_extents[codegen::GpuBindingAxis(l.kind)] = l.extent;
+      }
+    }
+    if (!threads) return;
+    for (size_t i = stack_.size(); i-- > 0;) {
+      if (stack_[i].kind == ForKind::kVectorized) {
+        warp.vector_var = stack_[i].var;
+        warp.vector_lanes = stack_[i].extent;
+        break;
+      }
+    }
+    double load[2] = {0, 0}, store[2] = {0, 0}, shared[2] = {0, 0};  // {fewest, actual}
+    for (const GraphAccess& a : accesses) {
+      const bool global = a.buffer->scope == BufferScope::kArg, in_shared = a.buffer->scope == BufferScope::kShared;
+      if (!global && !in_shared) continue;
+      const WarpAccess w = AnalyzeWarpAccess(a.buffer->shape, *a.indices, warp);
+      if (!w.known) continue;
+      double* sum = in_shared ? shared : a.write ? store : load;
+      sum[0] += in_shared ? w.min_wavefronts : w.min_sectors;
+      sum[1] += in_shared ? w.wavefronts : w.sectors;
+    }
+    if (load[1] > 0) out[0] = static_cast<float>(load[0] / load[1]);
+    if (store[1] > 0) out[1] = static_cast<float>(store[0] / store[1]);
+    if (shared[0] > 0) out[2] = static_cast<float>(std::log2(shared[1] / shared[0]));
+  }
+
   void Statement(const BufferNode* dst, const std::vector<Expr>* dst_indices, const Expr& value,
                  const BufferNode* src, const std::vector<Expr>* src_indices) {
     const int flops = value.defined() ? CountGraphFlops(value) : 0;
@@ -455,6 +499,8 @@ class GraphBuilder {
     }
     f[21] = depth > 0 && stack_.back().kind == ForKind::kVectorized;
     f[23] = Lg(lanes);
+
+    WarpFields(accesses, f + kFirstWarp);
 
     double unique_bytes = 0;
     for (const auto& a : accesses)
@@ -538,7 +584,8 @@ std::vector<std::string> BuildNodeFeatureNames() {
   }
   for (const char* n : {"buffer.scope_arg", "buffer.scope_heap", "buffer.scope_local", "buffer.scope_shared",
                         "buffer.log_bytes", "buffer.dims", "buffer.log_readers", "launch.log_thread_local_floats",
-                        "launch.resident_blocks", "launch.occupancy", "launch.log_waves", "launch.wave_fill"}) {
+                        "launch.resident_blocks", "launch.occupancy", "launch.log_waves", "launch.wave_fill",
+                        "stmt.global_load_efficiency", "stmt.global_store_efficiency", "stmt.log_shared_conflict"}) {
     names.push_back(n);
   }
   TUNE_CHECK(static_cast<int>(names.size()) == kNodeFeatures) << names.size() << " names for " << kNodeFeatures;

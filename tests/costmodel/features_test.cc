@@ -49,7 +49,7 @@ TEST(FeaturesTest, NamesMatchTheVector) {
   ASSERT_EQ(names.size(), kNumFeatures);
   EXPECT_EQ(std::set<std::string>(names.begin(), names.end()).size(), names.size()) << "duplicate names";
   EXPECT_EQ(names.front(), "log_total_flops");
-  EXPECT_EQ(names.back(), "wave_fill");
+  EXPECT_EQ(names.back(), "log_shared_conflict");
   EXPECT_EQ(FeatureIndex("log_intensity.l" + std::to_string(kLevels - 1)) + 1, FeatureIndex("shared_copy_lanes"));
   EXPECT_EQ(FeatureIndex("shared_copy_lanes"), offsetof(AstFeatures, shared_copy_lanes) / sizeof(float));
   for (size_t i = 0; i < names.size(); ++i) EXPECT_EQ(FeatureIndex(names[i]), i);
@@ -366,6 +366,50 @@ TEST(FeaturesTest, GpuOccupancyFieldsOverRandomConfigs) {
                              "wave_fill"}) {
       EXPECT_EQ(Get(f, name), 0.0f) << name;
     }
+  }
+}
+
+// The warp transaction fields on a CUDA GEMM (warp_access.h): the tile copies move float4
+// rows of the global operands (coalesced) and the padding knob decides the shared tiles'
+// bank conflicts; CPU kernels have none of the fields.
+TEST(FeaturesTest, GpuMemoryTransactions) {
+  auto t = MakeTemplate(::tune::test::ToyWorkload(OpKind::kMatmul, "256,256,256"), codegen::Backend::kCuda);
+  ASSERT_NE(t, nullptr);
+  for (int vector : {4, 1}) {
+    std::vector<float> conflict;
+    for (int pad : {0, 4}) {
+      search::Config c = FromJson(*t, R"({"tile_m":[4,8,8],"tile_n":[4,16,4],"tile_k":[16,16],"vector":[)" +
+                                          std::to_string(vector) + R"(],"double_buffer":[0],"pad":[)" +
+                                          std::to_string(pad) + R"(],"unroll_k":[0],"interleave":[0],"k_slices":[1]})");
+      std::vector<float> f = Features(*t, c);
+      SCOPED_TRACE(t->space().ToJson(c));
+      EXPECT_FLOAT_EQ(Get(f, "global_load_efficiency"), 1.0f);  // 16 consecutive floats a row at least
+      EXPECT_GT(Get(f, "global_store_efficiency"), 0.0f);
+      conflict.push_back(Get(f, "log_shared_conflict"));
+    }
+    EXPECT_GT(conflict[0], 0.0f) << "unpadded tiles: the transposed A tile's column stores conflict";
+    EXPECT_LT(conflict[1], conflict[0]) << "padding the rows spreads them over the banks";
+  }
+  std::mt19937_64 rng(std::random_device{}());
+  std::set<float> efficiencies;
+  for (int i = 0; i < 30; ++i) {
+    auto c = t->space().Sample(rng);
+    ASSERT_TRUE(c.ok());
+    std::vector<float> f = Features(*t, *c);
+    SCOPED_TRACE(t->space().ToJson(*c));
+    for (const char* name : {"global_load_efficiency", "global_store_efficiency"}) {
+      EXPECT_GT(Get(f, name), 0.0f) << name;
+      EXPECT_LE(Get(f, name), 1.0f) << name;
+    }
+    EXPECT_GE(Get(f, "log_shared_conflict"), 0.0f);
+    EXPECT_LE(Get(f, "log_shared_conflict"), 5.0f);
+    efficiencies.insert(Get(f, "global_load_efficiency"));
+  }
+  EXPECT_GT(efficiencies.size(), 1u) << "random configs should differ in coalescing";
+  auto cpu = MakeTemplate(OpKind::kMatmul, "64,64,64");
+  std::vector<float> g = Features(*cpu, FromJson(*cpu, kVectorGemm));
+  for (const char* name : {"global_load_efficiency", "global_store_efficiency", "log_shared_conflict"}) {
+    EXPECT_EQ(Get(g, name), 0.0f) << name;
   }
 }
 

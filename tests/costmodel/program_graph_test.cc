@@ -303,6 +303,54 @@ TEST(ProgramGraphTest, GpuLaunchFieldsOnTheBlockLoops) {
   }
 }
 
+// The warp transaction fields sit on statements inside GPU thread loops only, in range; the
+// CUDA GEMM's unpadded shared tiles show bank conflicts that padding removes or lowers, and
+// the per-statement sums agree with the kernel-wide AST feature's direction.
+TEST(ProgramGraphTest, GpuWarpFieldsOnStatements) {
+  auto t = MakeTemplate(::tune::test::ToyWorkload(OpKind::kMatmul, "256,256,256"), codegen::Backend::kCuda);
+  ASSERT_NE(t, nullptr);
+  const std::vector<std::string> warp = {"stmt.global_load_efficiency", "stmt.global_store_efficiency",
+                                         "stmt.log_shared_conflict"};
+  std::vector<float> conflict;
+  for (int pad : {0, 4}) {
+    auto c = t->space().FromJson(R"({"tile_m":[4,8,8],"tile_n":[4,16,4],"tile_k":[16,16],"vector":[4],)"
+                                 R"("double_buffer":[0],"pad":[)" + std::to_string(pad) +
+                                 R"(],"unroll_k":[0],"interleave":[0],"k_slices":[1]})");
+    ASSERT_TRUE(c.ok()) << c.status();
+    auto func = t->Lower(*c, "k");
+    ASSERT_TRUE(func.ok()) << func.status();
+    ProgramGraph g = ExtractProgramGraph(*func);
+    float most = 0, load = 0, store = 0;
+    for (int v = 0; v < g.num_nodes; ++v) {
+      if (g.kinds[v] != NodeKind::kStatement) {
+        for (const std::string& name : warp) EXPECT_EQ(NodeFeature(g, v, name), 0.0f) << name << " of node " << v;
+        continue;
+      }
+      most = std::max(most, NodeFeature(g, v, "stmt.log_shared_conflict"));
+      load = std::max(load, NodeFeature(g, v, "stmt.global_load_efficiency"));
+      store = std::max(store, NodeFeature(g, v, "stmt.global_store_efficiency"));
+      for (const std::string& name : warp) {
+        EXPECT_GE(NodeFeature(g, v, name), 0.0f) << name;
+        EXPECT_LE(NodeFeature(g, v, name), name == warp[2] ? 5.0f : 1.0f) << name;
+      }
+    }
+    EXPECT_FLOAT_EQ(load, 1.0f);  // the float4 tile copies
+    EXPECT_GT(store, 0.0f);       // the output's write-back
+    conflict.push_back(most);
+  }
+  EXPECT_GT(conflict[0], 0.0f);
+  EXPECT_LT(conflict[1], conflict[0]);
+  // CPU kernels: none.
+  std::mt19937_64 rng(std::random_device{}());
+  auto cpu = MakeTemplate(OpKind::kMatmul, "64,64,64");
+  auto func = cpu->Lower(*cpu->space().Sample(rng), "k");
+  ASSERT_TRUE(func.ok());
+  ProgramGraph g = ExtractProgramGraph(*func);
+  for (int v = 0; v < g.num_nodes; ++v) {
+    for (const std::string& name : warp) EXPECT_EQ(NodeFeature(g, v, name), 0.0f) << name;
+  }
+}
+
 TEST(ProgramGraphTest, EmptyKernelGivesOneZeroStatement) {
   codegen::LoweredFunc func;
   func.name = "empty";
