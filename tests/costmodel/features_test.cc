@@ -390,6 +390,17 @@ TEST(FeaturesTest, GpuMemoryTransactions) {
     EXPECT_GT(conflict[0], 0.0f) << "unpadded tiles: the transposed A tile's column stores conflict";
     EXPECT_LT(conflict[1], conflict[0]) << "padding the rows spreads them over the banks";
   }
+  // Two output columns a thread (tile_n [4,32,2]), stored one float at a time: a warp's store
+  // spans 64 floats, 8 sectors for 4 sectors' worth of elements; its tile copies stay coalesced.
+  {
+    search::Config c = FromJson(*t, R"({"tile_m":[8,4,8],"tile_n":[4,32,2],"tile_k":[16,16],"vector":[1],)"
+                                    R"("double_buffer":[1],"pad":[4],"unroll_k":[1],"interleave":[1],"k_slices":[1],)"
+                                    R"("k_split":[1],"cp_async":[3],"cp_async_a":[0],"unroll_stages":[0],)"
+                                    R"("fma_order":[2],"raster":[1]})");
+    std::vector<float> f = Features(*t, c);
+    EXPECT_FLOAT_EQ(Get(f, "global_load_efficiency"), 1.0f);
+    EXPECT_FLOAT_EQ(Get(f, "global_store_efficiency"), 0.5f);
+  }
   std::mt19937_64 rng(std::random_device{}());
   std::set<float> efficiencies;
   for (int i = 0; i < 30; ++i) {

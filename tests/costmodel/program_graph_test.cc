@@ -340,6 +340,26 @@ TEST(ProgramGraphTest, GpuWarpFieldsOnStatements) {
   }
   EXPECT_GT(conflict[0], 0.0f);
   EXPECT_LT(conflict[1], conflict[0]);
+  // Two output columns a thread stored one float at a time: the write-back statement uses
+  // half of each sector it touches; every load of the global operands is coalesced.
+  {
+    auto c = t->space().FromJson(R"({"tile_m":[8,4,8],"tile_n":[4,32,2],"tile_k":[16,16],"vector":[1],)"
+                                 R"("double_buffer":[1],"pad":[4],"unroll_k":[1],"interleave":[1],"k_slices":[1],)"
+                                 R"("k_split":[1],"cp_async":[3],"cp_async_a":[0],"unroll_stages":[0],)"
+                                 R"("fma_order":[2],"raster":[1]})");
+    ASSERT_TRUE(c.ok()) << c.status();
+    auto func = t->Lower(*c, "k");
+    ASSERT_TRUE(func.ok()) << func.status();
+    ProgramGraph g = ExtractProgramGraph(*func);
+    int half_stores = 0;
+    for (int v = 0; v < g.num_nodes; ++v) {
+      if (g.kinds[v] != NodeKind::kStatement) continue;
+      const float load = NodeFeature(g, v, "stmt.global_load_efficiency");
+      EXPECT_TRUE(load == 0.0f || load == 1.0f) << "node " << v << ": " << load;
+      half_stores += NodeFeature(g, v, "stmt.global_store_efficiency") == 0.5f;
+    }
+    EXPECT_GE(half_stores, 1);
+  }
   // CPU kernels: none.
   std::mt19937_64 rng(std::random_device{}());
   auto cpu = MakeTemplate(OpKind::kMatmul, "64,64,64");
