@@ -97,10 +97,10 @@ class Walker {
       }
       case StmtKind::kStore: {
         auto* n = static_cast<const StoreNode*>(s.get());
-        if (InsideThreads()) {
-          CountWarpAccess(n->buffer.get(), n->indices, /*load=*/false);
+        if (const std::optional<WarpShape> warp = WarpShapeOf(stack_)) {
+          CountWarpAccess(*warp, n->buffer.get(), n->indices, /*load=*/false);
           for (const LoadNode* load : codegen::CollectLoads(n->value)) {
-            CountWarpAccess(load->buffer.get(), load->indices, /*load=*/true);
+            CountWarpAccess(*warp, load->buffer.get(), load->indices, /*load=*/true);
           }
         }
         const double lanes = InnermostVectorLanes();
@@ -139,9 +139,9 @@ class Walker {
       case StmtKind::kAsyncCopy: {  // a global -> shared move: counted with the stores
         store_execs += execs_;
         auto* n = static_cast<const codegen::AsyncCopyNode*>(s.get());
-        if (InsideThreads()) {
-          CountWarpAccess(n->dst.get(), n->dst_indices, /*load=*/false);
-          CountWarpAccess(n->src.get(), n->src_indices, /*load=*/true);
+        if (const std::optional<WarpShape> warp = WarpShapeOf(stack_)) {
+          CountWarpAccess(*warp, n->dst.get(), n->dst_indices, /*load=*/false);
+          CountWarpAccess(*warp, n->src.get(), n->src_indices, /*load=*/true);
         }
         const double lanes = InnermostVectorLanes();
         if (n->dst->scope == BufferScope::kShared) shared_copy_lanes = std::max(shared_copy_lanes, lanes);
@@ -204,33 +204,11 @@ class Walker {
   size_t main_alloc_depth = 0;  // loops outside the allocation of the main statement's buffer
 
  private:
-  /// True when a GPU thread binding encloses the current statement.
-  bool InsideThreads() const {
-    return std::any_of(stack_.begin(), stack_.end(), [](const Loop& l) {
-      return codegen::IsGpuBinding(l.kind) && !codegen::IsGpuBlockBinding(l.kind);
-    });
-  }
-
-  /// Adds the first warp's access to `buffer` at `indices` (global or shared memory only) to
-  /// the transaction sums, weighted by the statement's executions.
-  void CountWarpAccess(const BufferNode* buffer, const std::vector<Expr>& indices, bool load) {
+  /// Adds the access of `warp` to `buffer` at `indices` (global or shared memory only) to the
+  /// transaction sums, weighted by the statement's executions.
+  void CountWarpAccess(const WarpShape& warp, const BufferNode* buffer, const std::vector<Expr>& indices, bool load) {
     const bool global = buffer->scope == BufferScope::kArg, shared = buffer->scope == BufferScope::kShared;
     if (!global && !shared) return;
-    WarpShape warp;
-    for (const Loop& l : stack_) {
-      if (codegen::IsGpuBinding(l.kind) && !codegen::IsGpuBlockBinding(l.kind)) {
-        const int axis = codegen::GpuBindingAxis(l.kind);
-        warp.thread_vars[axis] = l.var;
-        warp.thread_extents[axis] = l.extent;
-      }
-    }
-    for (size_t i = stack_.size(); i-- > 0;) {
-      if (stack_[i].kind == ForKind::kVectorized) {
-        warp.vector_var = stack_[i].var;
-        warp.vector_lanes = stack_[i].extent;
-        break;
-      }
-    }
     const WarpAccess a = AnalyzeWarpAccess(buffer->shape, indices, warp);
     if (!a.known) return;
     if (shared) {

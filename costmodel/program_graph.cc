@@ -400,28 +400,13 @@ class GraphBuilder {
   /// Fields 69-71 of a statement with `accesses` (the destination first), inside GPU thread
   /// loops; left 0 elsewhere.
   void WarpFields(const std::vector<GraphAccess>& accesses, float* out) const {
-    WarpShape warp;
-    bool threads = false;
-    for (const NestLoop& l : stack_) {
-      if (codegen::IsGpuBinding(l.kind) && !codegen::IsGpuBlockBinding(l.kind)) {
-        threads = true;
-        warp.thread_vars[codegen::GpuBindingAxis(l.kind)] = l.var;
-        warp.thread_extents[codegen::GpuBindingAxis(l.kind)] = l.extent;
-      }
-    }
-    if (!threads) return;
-    for (size_t i = stack_.size(); i-- > 0;) {
-      if (stack_[i].kind == ForKind::kVectorized) {
-        warp.vector_var = stack_[i].var;
-        warp.vector_lanes = stack_[i].extent;
-        break;
-      }
-    }
+    const std::optional<WarpShape> warp = WarpShapeOf(stack_);
+    if (!warp) return;
     double load[2] = {0, 0}, store[2] = {0, 0}, shared[2] = {0, 0};  // {fewest, actual}
     for (const GraphAccess& a : accesses) {
       const bool global = a.buffer->scope == BufferScope::kArg, in_shared = a.buffer->scope == BufferScope::kShared;
       if (!global && !in_shared) continue;
-      const WarpAccess w = AnalyzeWarpAccess(a.buffer->shape, *a.indices, warp);
+      const WarpAccess w = AnalyzeWarpAccess(a.buffer->shape, *a.indices, *warp);
       if (!w.known) continue;
       double* sum = in_shared ? shared : a.write ? store : load;
       sum[0] += in_shared ? w.min_wavefronts : w.min_sectors;

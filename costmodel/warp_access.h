@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "codegen/ir/ir.h"
@@ -19,6 +20,31 @@ struct WarpShape {
   const codegen::VarNode* vector_var = nullptr;  // the vectorized loop around the access (null: none)
   int64_t vector_lanes = 1;                      // its extent: elements one thread moves at once
 };
+
+/// The warp of a statement nested in `loops` (outermost first; each has `var`, `extent` and
+/// `kind`): its threadIdx loops and the innermost vectorized loop. Nullopt outside GPU thread
+/// loops.
+template <typename Loop>
+std::optional<WarpShape> WarpShapeOf(const std::vector<Loop>& loops) {
+  WarpShape warp;
+  bool threads = false;
+  for (const Loop& l : loops) {
+    if (codegen::IsGpuBinding(l.kind) && !codegen::IsGpuBlockBinding(l.kind)) {
+      threads = true;
+      warp.thread_vars[codegen::GpuBindingAxis(l.kind)] = l.var;
+      warp.thread_extents[codegen::GpuBindingAxis(l.kind)] = l.extent;
+    }
+  }
+  if (!threads) return std::nullopt;
+  for (size_t i = loops.size(); i-- > 0;) {
+    if (loops[i].kind == codegen::ForKind::kVectorized) {
+      warp.vector_var = loops[i].var;
+      warp.vector_lanes = loops[i].extent;
+      break;
+    }
+  }
+  return warp;
+}
 
 /// One warp-wide access of fp32 elements (4 bytes each).
 struct WarpAccess {
