@@ -1,4 +1,5 @@
 // `tune train`: trains an offline cost model on a dataset with held-out networks, or evaluates trained ones side by side.
+#include <malloc.h>
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -6,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -360,6 +362,11 @@ nlohmann::json EnsembleReport(const costmodel::EnsembleModel& e, const TrainingD
 }  // namespace
 
 int TrainCommand(int argc, char** argv) {
+  // One training a process: freed tensors stay in the heap for the next batch instead of being
+  // unmapped and faulted in (zeroed) again, which took about a fifth of a gnn epoch
+  // (docs/BENCHMARKS.md). Allocations up to glibc's largest threshold (32 MiB) come from the heap.
+  mallopt(M_MMAP_THRESHOLD, 32 * 1024 * 1024);
+  mallopt(M_TRIM_THRESHOLD, std::numeric_limits<int>::max());
   CLI::App app{"tune train: train an offline cost model (xgb, lstm, gnn, or an ensemble of them) on a dataset's records, holding out whole "
                "networks, and write it as a .tcm artifact with its held-out metrics (TenSet's top-1/top-5 scores, "
                "pairwise accuracy, Kendall tau); with --eval, the held-out metrics of trained models side by side.\n"
