@@ -2,10 +2,10 @@
 #include "costmodel/warp_access.h"
 
 #include <algorithm>
-#include <map>
 #include <optional>
-#include <set>
-#include <unordered_map>
+#include <utility>
+#include <vector>
+
 
 namespace tune::costmodel {
 namespace {
@@ -23,46 +23,106 @@ constexpr int64_t kBanks = 32;  // 4-byte banks
 
 int64_t FloorDiv(int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0)) ? 1 : 0); }
 
-/// The integer value of index expression `e` with the variables of `env` set and every other
-/// one 0; nullopt when it reads memory or divides by zero.
-std::optional<int64_t> Eval(const Expr& e, const std::unordered_map<const VarNode*, int64_t>& env) {
-  switch (e->kind) {
-    case ExprKind::kIntImm:
-      return static_cast<const codegen::IntImmNode*>(e.get())->value;
-    case ExprKind::kVar: {
-      auto it = env.find(static_cast<const VarNode*>(e.get()));
-      return it == env.end() ? 0 : it->second;
+/// The lane variables' values: a warp's threadIdx.x/y/z and the vector lane (null: unused).
+struct LaneEnv {
+  const VarNode* vars[4] = {nullptr, nullptr, nullptr, nullptr};
+  int64_t values[4] = {0, 0, 0, 0};
+};
+
+/// An index expression folded for one warp: subtrees without lane variables become constants
+/// (evaluated once, every other variable 0), the rest a small tree over the lane variables
+/// that Run evaluates once a lane.
+class LaneProgram {
+ public:
+  /// Adds `e`; the node to Run, or -1 when a part it must evaluate reads memory or divides by 0.
+  int Compile(const Expr& e, const LaneEnv& lanes) {
+    switch (e->kind) {
+      case ExprKind::kIntImm:
+        return Constant(static_cast<const codegen::IntImmNode*>(e.get())->value);
+      case ExprKind::kVar:
+        for (int k = 0; k < 4; ++k) {
+          if (lanes.vars[k] == e.get()) return Push({ExprKind::kVar, 0, k, -1, -1, -1});
+        }
+        return Constant(0);
+      case ExprKind::kFloatImm:
+      case ExprKind::kLoad:
+        return -1;
+      case ExprKind::kSelect: {
+        auto* n = static_cast<const SelectNode*>(e.get());
+        const int c = Compile(n->cond, lanes);
+        if (c < 0) return -1;
+        if (IsConstant(c)) return Compile(ops_[c].value != 0 ? n->true_value : n->false_value, lanes);
+        const int t = Compile(n->true_value, lanes), f = Compile(n->false_value, lanes);
+        if (t < 0 || f < 0) return -1;
+        return Push({ExprKind::kSelect, 0, -1, c, t, f});
+      }
+      default:
+        break;
     }
-    case ExprKind::kFloatImm:
-    case ExprKind::kLoad:
-      return std::nullopt;
-    case ExprKind::kSelect: {
-      auto* n = static_cast<const SelectNode*>(e.get());
-      auto c = Eval(n->cond, env);
-      if (!c) return std::nullopt;
-      return Eval(*c != 0 ? n->true_value : n->false_value, env);
+    auto* n = static_cast<const BinaryNode*>(e.get());
+    const int a = Compile(n->a, lanes), b = Compile(n->b, lanes);
+    if (a < 0 || b < 0) return -1;
+    if (IsConstant(a) && IsConstant(b)) {
+      auto v = Apply(e->kind, ops_[a].value, ops_[b].value);
+      return v ? Constant(*v) : -1;
     }
-    default:
-      break;
+    return Push({e->kind, 0, -1, a, b, -1});
   }
-  auto* n = static_cast<const BinaryNode*>(e.get());
-  auto a = Eval(n->a, env), b = Eval(n->b, env);
-  if (!a || !b) return std::nullopt;
-  switch (e->kind) {
-    case ExprKind::kAdd: return *a + *b;
-    case ExprKind::kSub: return *a - *b;
-    case ExprKind::kMul: return *a * *b;
-    case ExprKind::kDiv: return *b == 0 ? std::nullopt : std::optional<int64_t>(FloorDiv(*a, *b));
-    case ExprKind::kMod: return *b == 0 ? std::nullopt : std::optional<int64_t>(*a - FloorDiv(*a, *b) * *b);
-    case ExprKind::kMin: return std::min(*a, *b);
-    case ExprKind::kMax: return std::max(*a, *b);
-    case ExprKind::kLT: return *a < *b ? 1 : 0;
-    case ExprKind::kLE: return *a <= *b ? 1 : 0;
-    case ExprKind::kEQ: return *a == *b ? 1 : 0;
-    case ExprKind::kAnd: return (*a != 0 && *b != 0) ? 1 : 0;
-    default: return std::nullopt;
+
+  /// The value of node `i` with the lane variables at `values`; nullopt on a division by 0.
+  std::optional<int64_t> Run(int i, const int64_t values[4]) const {
+    const Op& op = ops_[i];
+    switch (op.kind) {
+      case ExprKind::kIntImm:
+        return op.value;
+      case ExprKind::kVar:
+        return values[op.var];
+      case ExprKind::kSelect: {
+        auto c = Run(op.a, values);
+        if (!c) return std::nullopt;
+        return Run(*c != 0 ? op.b : op.c, values);
+      }
+      default: {
+        auto a = Run(op.a, values), b = Run(op.b, values);
+        if (!a || !b) return std::nullopt;
+        return Apply(op.kind, *a, *b);
+      }
+    }
   }
-}
+
+ private:
+  struct Op {
+    ExprKind kind;
+    int64_t value;  // kIntImm
+    int var;        // kVar: index into the lane values
+    int a, b, c;    // operands (kSelect: condition, true, false)
+  };
+
+  static std::optional<int64_t> Apply(ExprKind kind, int64_t a, int64_t b) {
+    switch (kind) {
+      case ExprKind::kAdd: return a + b;
+      case ExprKind::kSub: return a - b;
+      case ExprKind::kMul: return a * b;
+      case ExprKind::kDiv: return b == 0 ? std::nullopt : std::optional<int64_t>(FloorDiv(a, b));
+      case ExprKind::kMod: return b == 0 ? std::nullopt : std::optional<int64_t>(a - FloorDiv(a, b) * b);
+      case ExprKind::kMin: return std::min(a, b);
+      case ExprKind::kMax: return std::max(a, b);
+      case ExprKind::kLT: return a < b ? 1 : 0;
+      case ExprKind::kLE: return a <= b ? 1 : 0;
+      case ExprKind::kEQ: return a == b ? 1 : 0;
+      case ExprKind::kAnd: return (a != 0 && b != 0) ? 1 : 0;
+      default: return std::nullopt;
+    }
+  }
+  bool IsConstant(int i) const { return ops_[i].kind == ExprKind::kIntImm; }
+  int Constant(int64_t v) { return Push({ExprKind::kIntImm, v, -1, -1, -1, -1}); }
+  int Push(const Op& op) {
+    ops_.push_back(op);
+    return static_cast<int>(ops_.size()) - 1;
+  }
+
+  std::vector<Op> ops_;
+};
 
 }  // namespace
 
@@ -78,39 +138,62 @@ WarpAccess AnalyzeWarpAccess(const std::vector<int64_t>& shape, const std::vecto
   // A request is served in phases: 128-bit accesses 8 threads at a time, 64-bit 16, else 32.
   const int64_t phase_threads = vector >= 4 ? 8 : vector == 2 ? 16 : kWarp;
 
-  std::unordered_map<const VarNode*, int64_t> env;
-  std::set<int64_t> sectors, elements;
-  // Per phase, per bank: the distinct words.
-  std::map<int64_t, std::map<int64_t, std::set<int64_t>>> banks;
+  // Each index folded once (what does not depend on the lanes is a constant), then run a lane.
+  LaneEnv env;
+  env.vars[0] = warp.thread_vars[0];
+  env.vars[1] = warp.thread_vars[1];
+  env.vars[2] = warp.thread_vars[2];
+  env.vars[3] = warp.vector_var;
+  LaneProgram program;
+  std::vector<int> roots;
+  for (const Expr& index : indices) {
+    roots.push_back(program.Compile(index, env));
+    if (roots.back() < 0) return out;
+  }
+  // (phase, offset) of every element the warp touches.
+  std::vector<std::pair<int64_t, int64_t>> touched;
+  touched.reserve(static_cast<size_t>(lanes * vector));
   for (int64_t t = 0; t < lanes; ++t) {
     const int64_t tid[3] = {t % warp.thread_extents[0], (t / warp.thread_extents[0]) % warp.thread_extents[1],
                             t / (warp.thread_extents[0] * warp.thread_extents[1])};
-    for (int a = 0; a < 3; ++a) {
-      if (warp.thread_vars[a] != nullptr) env[warp.thread_vars[a]] = tid[a];
-    }
+    for (int a = 0; a < 3; ++a) env.values[a] = tid[a];
     for (int64_t v = 0; v < vector; ++v) {
-      if (warp.vector_var != nullptr) env[warp.vector_var] = v;
+      env.values[3] = v;
       int64_t offset = 0;
       for (size_t d = 0; d < indices.size(); ++d) {
-        auto value = Eval(indices[d], env);
+        auto value = program.Run(roots[d], env.values);
         if (!value) return out;
         offset += *value * strides[d];
       }
-      elements.insert(offset);
-      sectors.insert(FloorDiv(offset * kBytesPerElement, kSectorBytes));
-      const int64_t bank = ((offset % kBanks) + kBanks) % kBanks;
-      banks[t / phase_threads][bank].insert(offset);
+      touched.emplace_back(t / phase_threads, offset);
     }
   }
   out.known = true;
+  std::sort(touched.begin(), touched.end());
+  touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
+  std::vector<int64_t> elements, sectors;
+  for (const auto& [phase, offset] : touched) {
+    elements.push_back(offset);
+    sectors.push_back(FloorDiv(offset * kBytesPerElement, kSectorBytes));
+  }
+  for (std::vector<int64_t>* v : {&elements, &sectors}) {
+    std::sort(v->begin(), v->end());
+    v->erase(std::unique(v->begin(), v->end()), v->end());
+  }
   out.sectors = static_cast<double>(sectors.size());
   out.min_sectors =
       static_cast<double>((static_cast<int64_t>(elements.size()) * kBytesPerElement + kSectorBytes - 1) / kSectorBytes);
-  for (const auto& [phase, by_bank] : banks) {
-    size_t most = 0;
-    for (const auto& [bank, words] : by_bank) most = std::max(most, words.size());
-    out.wavefronts += static_cast<double>(most);
+  // Per phase (touched is sorted by phase, its offsets distinct): the most words in one bank.
+  for (size_t i = 0; i < touched.size();) {
+    size_t j = i;
+    int per_bank[kBanks] = {};
+    int most = 0;
+    for (; j < touched.size() && touched[j].first == touched[i].first; ++j) {
+      most = std::max(most, ++per_bank[((touched[j].second % kBanks) + kBanks) % kBanks]);
+    }
+    out.wavefronts += most;
     out.min_wavefronts += 1;
+    i = j;
   }
   return out;
 }

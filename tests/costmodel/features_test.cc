@@ -437,6 +437,9 @@ TEST(FeaturesTest, ReportsFeaturizationCost) {
   std::vector<std::unique_ptr<Template>> templates;
   templates.push_back(MakeTemplate(OpKind::kMatmul, "512,512,512"));
   templates.push_back(MakeTemplate(OpKind::kConv2d, "1,64,56,56,64,3,3,1,1"));
+  templates.push_back(MakeTemplate(::tune::test::ToyWorkload(OpKind::kMatmul, "1024,1024,1024"), codegen::Backend::kCuda));
+  templates.push_back(
+      MakeTemplate(::tune::test::ToyWorkload(OpKind::kConv2d, "1,64,56,56,64,3,3,1,1"), codegen::Backend::kCuda));
   std::mt19937_64 rng(3);
   for (auto& t : templates) {
     std::vector<search::Config> configs;
