@@ -2,6 +2,7 @@
 #include "costmodel/warp_access.h"
 
 #include <algorithm>
+#include <bit>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -21,7 +22,16 @@ constexpr int64_t kBytesPerElement = 4;  // fp32
 constexpr int64_t kSectorBytes = 32;
 constexpr int64_t kBanks = 32;  // 4-byte banks
 
-int64_t FloorDiv(int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0)) ? 1 : 0); }
+// Floor division and modulo (b != 0). Index divisors are mostly powers of two: a shift and a
+// mask there (an arithmetic shift floors), a division elsewhere.
+int64_t FloorDiv(int64_t a, int64_t b) {
+  if (b > 0 && std::has_single_bit(static_cast<uint64_t>(b))) return a >> std::countr_zero(static_cast<uint64_t>(b));
+  return a / b - ((a % b != 0) && ((a < 0) != (b < 0)) ? 1 : 0);
+}
+int64_t FloorMod(int64_t a, int64_t b) {
+  if (b > 0 && std::has_single_bit(static_cast<uint64_t>(b))) return a & (b - 1);
+  return a - FloorDiv(a, b) * b;
+}
 
 /// The lane variables' values: a warp's threadIdx.x/y/z and the vector lane (null: unused).
 struct LaneEnv {
@@ -30,11 +40,11 @@ struct LaneEnv {
 };
 
 /// An index expression folded for one warp: subtrees without lane variables become constants
-/// (evaluated once, every other variable 0), the rest a small tree over the lane variables
-/// that Run evaluates once a lane.
+/// (evaluated once, every other variable 0), the rest a small program over the lane variables
+/// that RunLanes evaluates for all lanes at once.
 class LaneProgram {
  public:
-  /// Adds `e`; the node to Run, or -1 when a part it must evaluate reads memory or divides by 0.
+  /// Adds `e`; its node, or -1 when a part it must evaluate reads memory or divides by 0.
   int Compile(const Expr& e, const LaneEnv& lanes) {
     switch (e->kind) {
       case ExprKind::kIntImm:
@@ -69,26 +79,67 @@ class LaneProgram {
     return Push({e->kind, 0, -1, a, b, -1});
   }
 
-  /// The value of node `i` with the lane variables at `values`; nullopt on a division by 0.
-  std::optional<int64_t> Run(int i, const int64_t values[4]) const {
-    const Op& op = ops_[i];
-    switch (op.kind) {
-      case ExprKind::kIntImm:
-        return op.value;
-      case ExprKind::kVar:
-        return values[op.var];
-      case ExprKind::kSelect: {
-        auto c = Run(op.a, values);
-        if (!c) return std::nullopt;
-        return Run(*c != 0 ? op.b : op.c, values);
-      }
-      default: {
-        auto a = Run(op.a, values), b = Run(op.b, values);
-        if (!a || !b) return std::nullopt;
-        return Apply(op.kind, *a, *b);
+  /// Evaluates every node for `lanes` lanes at once (`lane_values[k]` holds lane variable k of
+  /// each lane), in the order Compile added them (operands first): `values` gets node i's value
+  /// of lane l at i * lanes + l, `valid` whether it is defined (a division by 0 is not; a
+  /// select takes the validity of the branch it picks, as evaluating only that branch would).
+  void RunLanes(size_t lanes, const std::vector<int64_t> lane_values[4], std::vector<int64_t>* values,
+                std::vector<char>* valid) const {
+    values->assign(ops_.size() * lanes, 0);
+    valid->assign(ops_.size() * lanes, 1);
+    for (size_t i = 0; i < ops_.size(); ++i) {
+      const Op& op = ops_[i];
+      int64_t* v = values->data() + i * lanes;
+      char* ok = valid->data() + i * lanes;
+      switch (op.kind) {
+        case ExprKind::kIntImm:
+          std::fill(v, v + lanes, op.value);
+          break;
+        case ExprKind::kVar:
+          std::copy(lane_values[op.var].begin(), lane_values[op.var].begin() + static_cast<std::ptrdiff_t>(lanes), v);
+          break;
+        case ExprKind::kSelect: {
+          const int64_t* c = values->data() + op.a * lanes;
+          const char* c_ok = valid->data() + op.a * lanes;
+          for (size_t l = 0; l < lanes; ++l) {
+            const size_t pick = (c[l] != 0 ? op.b : op.c) * lanes + l;
+            v[l] = (*values)[pick];
+            ok[l] = c_ok[l] && (*valid)[pick];
+          }
+          break;
+        }
+        default: {
+          const int64_t* a = values->data() + op.a * lanes;
+          const int64_t* b = values->data() + op.b * lanes;
+          const char* a_ok = valid->data() + op.a * lanes;
+          const char* b_ok = valid->data() + op.b * lanes;
+          for (size_t l = 0; l < lanes; ++l) ok[l] = a_ok[l] & b_ok[l];
+          // One loop per operation, so the common ones vectorize.
+          switch (op.kind) {
+            case ExprKind::kAdd: for (size_t l = 0; l < lanes; ++l) v[l] = a[l] + b[l]; break;
+            case ExprKind::kSub: for (size_t l = 0; l < lanes; ++l) v[l] = a[l] - b[l]; break;
+            case ExprKind::kMul: for (size_t l = 0; l < lanes; ++l) v[l] = a[l] * b[l]; break;
+            case ExprKind::kMin: for (size_t l = 0; l < lanes; ++l) v[l] = std::min(a[l], b[l]); break;
+            case ExprKind::kMax: for (size_t l = 0; l < lanes; ++l) v[l] = std::max(a[l], b[l]); break;
+            case ExprKind::kLT: for (size_t l = 0; l < lanes; ++l) v[l] = a[l] < b[l]; break;
+            case ExprKind::kLE: for (size_t l = 0; l < lanes; ++l) v[l] = a[l] <= b[l]; break;
+            case ExprKind::kEQ: for (size_t l = 0; l < lanes; ++l) v[l] = a[l] == b[l]; break;
+            case ExprKind::kAnd: for (size_t l = 0; l < lanes; ++l) v[l] = a[l] != 0 && b[l] != 0; break;
+            default:  // kDiv, kMod
+              for (size_t l = 0; l < lanes; ++l) {
+                auto r = Apply(op.kind, a[l], b[l]);
+                v[l] = r.value_or(0);
+                ok[l] &= r.has_value();
+              }
+              break;
+          }
+          break;
+        }
       }
     }
   }
+
+  void Clear() { ops_.clear(); }
 
  private:
   struct Op {
@@ -104,7 +155,7 @@ class LaneProgram {
       case ExprKind::kSub: return a - b;
       case ExprKind::kMul: return a * b;
       case ExprKind::kDiv: return b == 0 ? std::nullopt : std::optional<int64_t>(FloorDiv(a, b));
-      case ExprKind::kMod: return b == 0 ? std::nullopt : std::optional<int64_t>(a - FloorDiv(a, b) * b);
+      case ExprKind::kMod: return b == 0 ? std::nullopt : std::optional<int64_t>(FloorMod(a, b));
       case ExprKind::kMin: return std::min(a, b);
       case ExprKind::kMax: return std::max(a, b);
       case ExprKind::kLT: return a < b ? 1 : 0;
@@ -138,40 +189,65 @@ WarpAccess AnalyzeWarpAccess(const std::vector<int64_t>& shape, const std::vecto
   // A request is served in phases: 128-bit accesses 8 threads at a time, 64-bit 16, else 32.
   const int64_t phase_threads = vector >= 4 ? 8 : vector == 2 ? 16 : kWarp;
 
-  // Each index folded once (what does not depend on the lanes is a constant), then run a lane.
+  // Each index folded once (what does not depend on the lanes is a constant).
   LaneEnv env;
   env.vars[0] = warp.thread_vars[0];
   env.vars[1] = warp.thread_vars[1];
   env.vars[2] = warp.thread_vars[2];
   env.vars[3] = warp.vector_var;
-  LaneProgram program;
-  std::vector<int> roots;
+  // Buffers kept across calls (one set a thread): featurizing calls this for every access of
+  // every candidate a search ranks, and allocating them anew each time cost a quarter of it.
+  struct Scratch {
+    LaneProgram program;
+    std::vector<int> roots;
+    std::vector<int64_t> lane_values[4], values, elements, sectors;
+    std::vector<char> valid;
+    std::vector<std::pair<int64_t, int64_t>> touched;
+  };
+  thread_local Scratch scratch;
+  LaneProgram& program = scratch.program;
+  std::vector<int>& roots = scratch.roots;
+  program.Clear();
+  roots.clear();
   for (const Expr& index : indices) {
     roots.push_back(program.Compile(index, env));
     if (roots.back() < 0) return out;
   }
-  // (phase, offset) of every element the warp touches.
-  std::vector<std::pair<int64_t, int64_t>> touched;
-  touched.reserve(static_cast<size_t>(lanes * vector));
+  // Every lane of the warp (thread t, vector lane v at t * vector + v) evaluated at once.
+  const size_t count = static_cast<size_t>(lanes * vector);
+  std::vector<int64_t>* lane_values = scratch.lane_values;
+  for (int k = 0; k < 4; ++k) lane_values[k].resize(count);
   for (int64_t t = 0; t < lanes; ++t) {
-    const int64_t tid[3] = {t % warp.thread_extents[0], (t / warp.thread_extents[0]) % warp.thread_extents[1],
-                            t / (warp.thread_extents[0] * warp.thread_extents[1])};
-    for (int a = 0; a < 3; ++a) env.values[a] = tid[a];
     for (int64_t v = 0; v < vector; ++v) {
-      env.values[3] = v;
-      int64_t offset = 0;
-      for (size_t d = 0; d < indices.size(); ++d) {
-        auto value = program.Run(roots[d], env.values);
-        if (!value) return out;
-        offset += *value * strides[d];
-      }
-      touched.emplace_back(t / phase_threads, offset);
+      const size_t l = static_cast<size_t>(t * vector + v);
+      lane_values[0][l] = t % warp.thread_extents[0];
+      lane_values[1][l] = (t / warp.thread_extents[0]) % warp.thread_extents[1];
+      lane_values[2][l] = t / (warp.thread_extents[0] * warp.thread_extents[1]);
+      lane_values[3][l] = v;
     }
+  }
+  std::vector<int64_t>& values = scratch.values;
+  std::vector<char>& valid = scratch.valid;
+  program.RunLanes(count, lane_values, &values, &valid);
+  // (phase, offset) of every element the warp touches.
+  std::vector<std::pair<int64_t, int64_t>>& touched = scratch.touched;
+  touched.resize(count);
+  for (size_t l = 0; l < count; ++l) {
+    int64_t offset = 0;
+    for (size_t d = 0; d < indices.size(); ++d) {
+      const size_t at = static_cast<size_t>(roots[d]) * count + l;
+      if (!valid[at]) return out;
+      offset += values[at] * strides[d];
+    }
+    touched[l] = {static_cast<int64_t>(l) / vector / phase_threads, offset};
   }
   out.known = true;
   std::sort(touched.begin(), touched.end());
   touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
-  std::vector<int64_t> elements, sectors;
+  std::vector<int64_t>& elements = scratch.elements;
+  std::vector<int64_t>& sectors = scratch.sectors;
+  elements.clear();
+  sectors.clear();
   for (const auto& [phase, offset] : touched) {
     elements.push_back(offset);
     sectors.push_back(FloorDiv(offset * kBytesPerElement, kSectorBytes));
