@@ -73,6 +73,35 @@ TEST(WarpAccessTest, SharedMemoryColumnsConflictUnlessPadded) {
   EXPECT_EQ(divmod.sectors, 4);
 }
 
+TEST(WarpAccessTest, SelectsTakeTheirLanesBranchAndNegativeOffsetsFloor) {
+  Expr tx = codegen::MakeVar("tx"), ty = codegen::MakeVar("ty"), k = codegen::MakeVar("k");
+  // The first 16 lanes read column tx, the others column tx + 32 (a second run of 16 floats);
+  // the branch a lane does not take may divide by zero (k is 0): still known.
+  Expr split = codegen::Select(tx < Expr(int64_t{16}), tx, tx + Expr(int64_t{32}));
+  WarpAccess two_runs = AnalyzeWarpAccess({4, 128}, {k, split}, Warp(tx, 32, ty, 1));
+  ASSERT_TRUE(two_runs.known);
+  EXPECT_EQ(two_runs.sectors, 4);  // 0-15 and 48-63: two sectors each
+  EXPECT_EQ(two_runs.min_sectors, 4);
+  Expr guarded = codegen::Select(tx < Expr(int64_t{64}), tx, tx / k);
+  WarpAccess taken = AnalyzeWarpAccess({4, 64}, {k, guarded}, Warp(tx, 32, ty, 1));
+  ASSERT_TRUE(taken.known);
+  EXPECT_EQ(taken.sectors, 4);
+  // Where a lane takes the division by zero, unknown.
+  EXPECT_FALSE(AnalyzeWarpAccess({4, 64}, {k, tx / k}, Warp(tx, 32, ty, 1)).known);
+  // Offsets 8 floats before the buffer's start still floor into sectors: -8..23 spans four.
+  WarpAccess shifted = AnalyzeWarpAccess({64}, {tx - Expr(int64_t{8})}, Warp(tx, 32, ty, 1));
+  EXPECT_EQ(shifted.sectors, 4);
+  // Lanes that straddle sectors: 1..32 touch five.
+  WarpAccess straddle = AnalyzeWarpAccess({64}, {tx + Expr(int64_t{1})}, Warp(tx, 32, ty, 1));
+  EXPECT_EQ(straddle.sectors, 5);
+  EXPECT_EQ(straddle.min_sectors, 4);
+  // A column of rows of 24 floats (not a power of two) with tx % 3 and tx / 3 indices.
+  WarpAccess mixed = AnalyzeWarpAccess({16, 24}, {tx / Expr(int64_t{3}), tx % Expr(int64_t{3})}, Warp(tx, 32, ty, 1));
+  ASSERT_TRUE(mixed.known);
+  EXPECT_EQ(mixed.min_sectors, 4);  // 32 distinct floats
+  EXPECT_EQ(mixed.sectors, 11);     // rows 0..10, 3 floats each, one sector a row (24 floats = 3 sectors a row)
+}
+
 TEST(WarpAccessTest, IndicesThatReadMemoryAreUnknown) {
   Expr tx = codegen::MakeVar("tx"), ty = codegen::MakeVar("ty");
   codegen::Buffer table = codegen::MakeBuffer("table", {32}, codegen::BufferScope::kArg, 0);
