@@ -7,7 +7,6 @@
 #include <utility>
 #include <vector>
 
-
 namespace tune::costmodel {
 namespace {
 
@@ -33,10 +32,9 @@ int64_t FloorMod(int64_t a, int64_t b) {
   return a - FloorDiv(a, b) * b;
 }
 
-/// The lane variables' values: a warp's threadIdx.x/y/z and the vector lane (null: unused).
+/// The lane variables: a warp's threadIdx.x/y/z and the vector lane (null: unused).
 struct LaneEnv {
   const VarNode* vars[4] = {nullptr, nullptr, nullptr, nullptr};
-  int64_t values[4] = {0, 0, 0, 0};
 };
 
 /// An index expression folded for one warp: subtrees without lane variables become constants
