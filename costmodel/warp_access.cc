@@ -23,12 +23,13 @@ constexpr int64_t kBanks = 32;  // 4-byte banks
 
 // Floor division and modulo (b != 0). Index divisors are mostly powers of two: a shift and a
 // mask there (an arithmetic shift floors), a division elsewhere.
+bool PowerOfTwo(int64_t b) { return b > 0 && (b & (b - 1)) == 0; }  // no popcount call without -mpopcnt
 int64_t FloorDiv(int64_t a, int64_t b) {
-  if (b > 0 && std::has_single_bit(static_cast<uint64_t>(b))) return a >> std::countr_zero(static_cast<uint64_t>(b));
+  if (PowerOfTwo(b)) return a >> std::countr_zero(static_cast<uint64_t>(b));
   return a / b - ((a % b != 0) && ((a < 0) != (b < 0)) ? 1 : 0);
 }
 int64_t FloorMod(int64_t a, int64_t b) {
-  if (b > 0 && std::has_single_bit(static_cast<uint64_t>(b))) return a & (b - 1);
+  if (PowerOfTwo(b)) return a & (b - 1);
   return a - FloorDiv(a, b) * b;
 }
 
