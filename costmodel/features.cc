@@ -2,6 +2,7 @@
 #include "costmodel/features.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <set>
@@ -98,9 +99,9 @@ class Walker {
       case StmtKind::kStore: {
         auto* n = static_cast<const StoreNode*>(s.get());
         if (const std::optional<WarpShape> warp = WarpShapeOf(stack_)) {
-          CountWarpAccess(*warp, n->buffer.get(), n->indices, /*load=*/false);
+          warp_transactions.Add(*warp, *n->buffer, n->indices, /*write=*/true, execs_);
           for (const LoadNode* load : codegen::CollectLoads(n->value)) {
-            CountWarpAccess(*warp, load->buffer.get(), load->indices, /*load=*/true);
+            warp_transactions.Add(*warp, *load->buffer, load->indices, /*write=*/false, execs_);
           }
         }
         const double lanes = InnermostVectorLanes();
@@ -140,8 +141,8 @@ class Walker {
         store_execs += execs_;
         auto* n = static_cast<const codegen::AsyncCopyNode*>(s.get());
         if (const std::optional<WarpShape> warp = WarpShapeOf(stack_)) {
-          CountWarpAccess(*warp, n->dst.get(), n->dst_indices, /*load=*/false);
-          CountWarpAccess(*warp, n->src.get(), n->src_indices, /*load=*/true);
+          warp_transactions.Add(*warp, *n->dst, n->dst_indices, /*write=*/true, execs_);
+          warp_transactions.Add(*warp, *n->src, n->src_indices, /*write=*/false, execs_);
         }
         const double lanes = InnermostVectorLanes();
         if (n->dst->scope == BufferScope::kShared) shared_copy_lanes = std::max(shared_copy_lanes, lanes);
@@ -189,9 +190,7 @@ class Walker {
   double shared_bytes = 0;
   double local_floats = 0;  // elements of all distinct kLocal buffers (per thread on a GPU)
   double shared_copy_lanes = 0, arg_load_lanes = 0;  // see AstFeatures
-  // Warp transactions weighted by executions (see AstFeatures::global_load_efficiency).
-  double load_sectors = 0, load_min_sectors = 0, store_sectors = 0, store_min_sectors = 0;
-  double shared_wavefronts = 0, shared_min_wavefronts = 0;
+  WarpTransactions warp_transactions;  // weighted by executions
   double block_dims[3] = {1, 1, 1}, thread_dims[3] = {1, 1, 1};
   int num_syncs = 0;
   bool gpu = false;  // the kernel has GPU bindings
@@ -204,25 +203,6 @@ class Walker {
   size_t main_alloc_depth = 0;  // loops outside the allocation of the main statement's buffer
 
  private:
-  /// Adds the access of `warp` to `buffer` at `indices` (global or shared memory only) to the
-  /// transaction sums, weighted by the statement's executions.
-  void CountWarpAccess(const WarpShape& warp, const BufferNode* buffer, const std::vector<Expr>& indices, bool load) {
-    const bool global = buffer->scope == BufferScope::kArg, shared = buffer->scope == BufferScope::kShared;
-    if (!global && !shared) return;
-    const WarpAccess a = AnalyzeWarpAccess(buffer->shape, indices, warp);
-    if (!a.known) return;
-    if (shared) {
-      shared_wavefronts += execs_ * a.wavefronts;
-      shared_min_wavefronts += execs_ * a.min_wavefronts;
-    } else if (load) {
-      load_sectors += execs_ * a.sectors;
-      load_min_sectors += execs_ * a.min_sectors;
-    } else {
-      store_sectors += execs_ * a.sectors;
-      store_min_sectors += execs_ * a.min_sectors;
-    }
-  }
-
   /// Extent of the innermost vectorized loop enclosing the current statement; 0 when none.
   double InnermostVectorLanes() const {
     for (size_t i = stack_.size(); i-- > 0;) {
@@ -643,11 +623,10 @@ AstFeatures ExtractAstFeatures(const codegen::LoweredFunc& func) {
     f.resident_blocks = static_cast<float>(launch.resident_blocks);
     f.occupancy = static_cast<float>(launch.occupancy);
     f.wave_fill = static_cast<float>(launch.wave_fill);
-    if (w.load_sectors > 0) f.global_load_efficiency = static_cast<float>(w.load_min_sectors / w.load_sectors);
-    if (w.store_sectors > 0) f.global_store_efficiency = static_cast<float>(w.store_min_sectors / w.store_sectors);
-    if (w.shared_min_wavefronts > 0) {
-      f.log_shared_conflict = static_cast<float>(std::log2(w.shared_wavefronts / w.shared_min_wavefronts));
-    }
+    const std::array<float, 3> warp = w.warp_transactions.Fields();
+    f.global_load_efficiency = warp[0];
+    f.global_store_efficiency = warp[1];
+    f.log_shared_conflict = warp[2];
   }
   Stmt top = func.body;
   while (top->kind == StmtKind::kAllocate) top = static_cast<const AllocateNode*>(top.get())->body;

@@ -402,19 +402,10 @@ class GraphBuilder {
   void WarpFields(const std::vector<GraphAccess>& accesses, float* out) const {
     const std::optional<WarpShape> warp = WarpShapeOf(stack_);
     if (!warp) return;
-    double load[2] = {0, 0}, store[2] = {0, 0}, shared[2] = {0, 0};  // {fewest, actual}
-    for (const GraphAccess& a : accesses) {
-      const bool global = a.buffer->scope == BufferScope::kArg, in_shared = a.buffer->scope == BufferScope::kShared;
-      if (!global && !in_shared) continue;
-      const WarpAccess w = AnalyzeWarpAccess(a.buffer->shape, *a.indices, *warp);
-      if (!w.known) continue;
-      double* sum = in_shared ? shared : a.write ? store : load;
-      sum[0] += in_shared ? w.min_wavefronts : w.min_sectors;
-      sum[1] += in_shared ? w.wavefronts : w.sectors;
-    }
-    if (load[1] > 0) out[0] = static_cast<float>(load[0] / load[1]);
-    if (store[1] > 0) out[1] = static_cast<float>(store[0] / store[1]);
-    if (shared[0] > 0) out[2] = static_cast<float>(std::log2(shared[1] / shared[0]));
+    WarpTransactions sums;
+    for (const GraphAccess& a : accesses) sums.Add(*warp, *a.buffer, *a.indices, a.write, 1.0);
+    const std::array<float, 3> fields = sums.Fields();
+    std::copy(fields.begin(), fields.end(), out);
   }
 
   void Statement(const BufferNode* dst, const std::vector<Expr>* dst_indices, const Expr& value,

@@ -2,7 +2,9 @@
 #include "costmodel/warp_access.h"
 
 #include <algorithm>
+#include <array>
 #include <bit>
+#include <cmath>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -34,9 +36,7 @@ int64_t FloorMod(int64_t a, int64_t b) {
 }
 
 /// The lane variables: a warp's threadIdx.x/y/z and the vector lane (null: unused).
-struct LaneEnv {
-  const VarNode* vars[4] = {nullptr, nullptr, nullptr, nullptr};
-};
+using LaneVars = std::array<const VarNode*, 4>;
 
 /// An index expression folded for one warp: subtrees without lane variables become constants
 /// (evaluated once, every other variable 0), the rest a small program over the lane variables
@@ -44,13 +44,13 @@ struct LaneEnv {
 class LaneProgram {
  public:
   /// Adds `e`; its node, or -1 when a part it must evaluate reads memory or divides by 0.
-  int Compile(const Expr& e, const LaneEnv& lanes) {
+  int Compile(const Expr& e, const LaneVars& lanes) {
     switch (e->kind) {
       case ExprKind::kIntImm:
         return Constant(static_cast<const codegen::IntImmNode*>(e.get())->value);
       case ExprKind::kVar:
         for (int k = 0; k < 4; ++k) {
-          if (lanes.vars[k] == e.get()) return Push({ExprKind::kVar, 0, k, -1, -1, -1});
+          if (lanes[k] == e.get()) return Push({ExprKind::kVar, 0, k, -1, -1, -1});
         }
         return Constant(0);
       case ExprKind::kFloatImm:
@@ -189,11 +189,7 @@ WarpAccess AnalyzeWarpAccess(const std::vector<int64_t>& shape, const std::vecto
   const int64_t phase_threads = vector >= 4 ? 8 : vector == 2 ? 16 : kWarp;
 
   // Each index folded once (what does not depend on the lanes is a constant).
-  LaneEnv env;
-  env.vars[0] = warp.thread_vars[0];
-  env.vars[1] = warp.thread_vars[1];
-  env.vars[2] = warp.thread_vars[2];
-  env.vars[3] = warp.vector_var;
+  const LaneVars lane_vars = {warp.thread_vars[0], warp.thread_vars[1], warp.thread_vars[2], warp.vector_var};
   // Buffers kept across calls (one set a thread): featurizing calls this for every access of
   // every candidate a search ranks, and allocating them anew each time cost a quarter of it.
   struct Scratch {
@@ -209,7 +205,7 @@ WarpAccess AnalyzeWarpAccess(const std::vector<int64_t>& shape, const std::vecto
   program.Clear();
   roots.clear();
   for (const Expr& index : indices) {
-    roots.push_back(program.Compile(index, env));
+    roots.push_back(program.Compile(index, lane_vars));
     if (roots.back() < 0) return out;
   }
   // Every lane of the warp (thread t, vector lane v at t * vector + v) evaluated at once.
@@ -270,6 +266,25 @@ WarpAccess AnalyzeWarpAccess(const std::vector<int64_t>& shape, const std::vecto
     out.min_wavefronts += 1;
     i = j;
   }
+  return out;
+}
+
+void WarpTransactions::Add(const WarpShape& warp, const codegen::BufferNode& buffer,
+                           const std::vector<Expr>& indices, bool write, double weight) {
+  const bool global = buffer.scope == codegen::BufferScope::kArg, shared = buffer.scope == codegen::BufferScope::kShared;
+  if (!global && !shared) return;
+  const WarpAccess a = AnalyzeWarpAccess(buffer.shape, indices, warp);
+  if (!a.known) return;
+  double* sum = shared ? shared_ : write ? store_ : load_;
+  sum[0] += weight * (shared ? a.min_wavefronts : a.min_sectors);
+  sum[1] += weight * (shared ? a.wavefronts : a.sectors);
+}
+
+std::array<float, 3> WarpTransactions::Fields() const {
+  std::array<float, 3> out = {0, 0, 0};
+  if (load_[1] > 0) out[0] = static_cast<float>(load_[0] / load_[1]);
+  if (store_[1] > 0) out[1] = static_cast<float>(store_[0] / store_[1]);
+  if (shared_[0] > 0) out[2] = static_cast<float>(std::log2(shared_[1] / shared_[0]));
   return out;
 }
 

@@ -65,4 +65,22 @@ struct WarpAccess {
 WarpAccess AnalyzeWarpAccess(const std::vector<int64_t>& shape, const std::vector<codegen::Expr>& indices,
                              const WarpShape& warp);
 
+/// Weighted sums of a warp's accesses by kind (global loads, global stores, shared memory),
+/// and the three feature values they give (AstFeatures::global_load_efficiency and the two
+/// after it; the program graph's statement fields 69-71).
+class WarpTransactions {
+ public:
+  /// Adds the access of `warp` to `buffer` at `indices` with `weight` (executions); only
+  /// global (kArg) and shared buffers count, and only accesses whose index is computable.
+  void Add(const WarpShape& warp, const codegen::BufferNode& buffer, const std::vector<codegen::Expr>& indices,
+           bool write, double weight);
+  /// Fewest sectors / touched sectors of the global loads and of the global stores [0..1], and
+  /// log2(wavefronts / conflict-free wavefronts) of the shared accesses; 0 where none counted.
+  std::array<float, 3> Fields() const;
+
+ private:
+  // {fewest, actual}: sectors for global memory, wavefronts for shared memory.
+  double load_[2] = {0, 0}, store_[2] = {0, 0}, shared_[2] = {0, 0};
+};
+
 }  // namespace tune::costmodel

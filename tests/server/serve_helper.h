@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <functional>
 #include <regex>
 #include <string>
 #include <thread>
@@ -19,14 +20,17 @@ namespace tune::test {
 inline std::string TuneBinary() { return std::string(TUNE_BIN_DIR) + "/tune"; }
 
 /// Polls `path` until `pattern` matches its contents (returning the first group, or the whole
-/// match) or `limit_s` passes (returning ""). A safety limit, not a timing assertion.
-inline std::string WaitForMatch(const std::string& path, const std::string& pattern, double limit_s = 30) {
+/// match) or `limit_s` passes or `gave_up` (when given) says there is no point waiting
+/// (returning ""). A safety limit, not a timing assertion.
+inline std::string WaitForMatch(const std::string& path, const std::string& pattern, double limit_s = 30,
+                                const std::function<bool()>& gave_up = {}) {
   std::regex re(pattern);
   auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(limit_s * 1000));
   while (std::chrono::steady_clock::now() < end) {
     std::smatch m;
     std::string text = ReadFileBytes(path);
     if (std::regex_search(text, m, re)) return m.size() > 1 ? m[1].str() : m[0].str();
+    if (gave_up && gave_up()) return "";
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   return "";
@@ -55,16 +59,8 @@ inline std::string StartServe(Subprocess& p, const TempDir& dir, const std::stri
   std::vector<std::string> argv = {TuneBinary(), "serve", "--listen", listen};
   argv.insert(argv.end(), extra.begin(), extra.end());
   if (!p.Start(argv, dir.path(), dir.Join(name + ".out"), dir.Join(name + ".err"))) return "";
-  const std::regex listening("listening on 127\\.0\\.0\\.1:([0-9]+)");
-  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(30);  // a safety limit
-  while (std::chrono::steady_clock::now() < end) {
-    std::smatch m;
-    const std::string text = ReadFileBytes(dir.Join(name + ".out"));
-    if (std::regex_search(text, m, listening)) return m[1].str();
-    if (p.Finished()) return "";
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return "";
+  return WaitForMatch(dir.Join(name + ".out"), "listening on 127\\.0\\.0\\.1:([0-9]+)", 30,
+                      [&p] { return p.Finished(); });
 }
 
 /// Starts `tune serve` as StartServe does on a loopback port that was free a moment ago, and
