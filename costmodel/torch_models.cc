@@ -25,10 +25,13 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
+#include <functional>
 #include <limits>
 #include <numeric>
 #include <random>
 #include <sstream>
+#include <thread>
 
 #include "costmodel/offline_model.h"
 #include "spdlog/spdlog.h"
@@ -42,6 +45,7 @@ constexpr int kGnnRounds = 3;
 constexpr int kChunk = 64;           // configs of one group per loss chunk
 constexpr int kBatchConfigs = 256;   // configs per minibatch (whole chunks)
 constexpr int kScoreBatch = 1024;    // configs per forward pass when scoring
+constexpr int kMaxWorkers = 16;      // parts a minibatch is split into (one thread each)
 constexpr int kDefaultLstmHidden = 64;
 constexpr int kDefaultGnnHidden = 32;  // its cost grows with hidden^2 per node and round (4x the LSTM's per row)
 constexpr int kDefaultEpochs = 15;     // 100k records: about 40 s an epoch (lstm), 50 s (gnn) on one busy core
@@ -61,27 +65,36 @@ struct Normalizer {
   }
 };
 
-/// LibTorch's intra-op threads (at::set_num_threads) for training: `threads`, except that more
-/// than one needs OMP_WAIT_POLICY=PASSIVE in the environment (read when the process starts).
-/// Without it the OpenMP workers spin between the many small operations of these models, and
-/// on a machine whose cores are shared that made an epoch 3-6x slower than on one thread
-/// (measured with 2 threads on a busy 2-core machine; with PASSIVE, 2 threads ran as fast as
-/// one): training then runs on one thread and says so once. The BLAS library under LibTorch
-/// (OpenBLAS here) always keeps one thread: these matrix products are a few MFLOP each and its
-/// workers busy-wait (sched_yield) the same way.
-void SetThreads(int threads) {
-  int n = std::max(1, threads);
-  if (n > 1 && std::getenv("OMP_WAIT_POLICY") == nullptr) {
-    static bool said = false;
-    if (!said) {
-      spdlog::info("lstm/gnn training on 1 thread instead of {}: set OMP_WAIT_POLICY=PASSIVE to use more", n);
-      said = true;
-    }
-    n = 1;
-  }
-  at::set_num_threads(n);
+/// The threads a training uses: LibTorch's intra-op threads and the BLAS library's stay at one
+/// (these models' operations are a few MFLOP each: OpenMP and OpenBLAS workers spin between
+/// them, and 2 intra-op threads trained no faster than one on a 2-core machine); instead each
+/// minibatch is split into `threads` parts by chunk, whose losses and gradients are computed
+/// side by side and summed in part order (deterministic for a given count). Returns that count.
+int SetThreads(int threads) {
+  at::set_num_threads(1);
   using SetBlasThreads = void (*)(int);
   if (auto* set_blas = reinterpret_cast<SetBlasThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) set_blas(1);
+  return std::clamp(threads, 1, kMaxWorkers);
+}
+
+/// Runs work(0) .. work(n - 1), work(0) on the calling thread and the others on threads of their
+/// own; rethrows the first exception (by part) once all have ended.
+void RunParts(int n, const std::function<void(int)>& work) {
+  std::vector<std::exception_ptr> errors(static_cast<size_t>(n));
+  auto guarded = [&](int i) {
+    try {
+      work(i);
+    } catch (...) {
+      errors[static_cast<size_t>(i)] = std::current_exception();
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int i = 1; i < n; ++i) threads.emplace_back(guarded, i);
+  guarded(0);
+  for (std::thread& t : threads) t.join();
+  for (const std::exception_ptr& e : errors) {
+    if (e) std::rethrow_exception(e);
+  }
 }
 
 /// A graph to feed: an empty ModelInput graph reads as one all-zero statement.
@@ -296,7 +309,7 @@ class TorchModel : public OfflineModel {
     if (usable.empty())
       return absl::InvalidArgumentError(kind_ + " training needs a group with two configs of different latency");
     const auto start = std::chrono::steady_clock::now();
-    SetThreads(options.threads);
+    workers_ = SetThreads(options.threads);
     std::mt19937_64 rng(options.seed);
     torch::manual_seed(options.seed);
 
@@ -377,7 +390,7 @@ class TorchModel : public OfflineModel {
   absl::Status FineTune(const TrainGroup& group, const TrainOptions& options) override {
     if (!trained_) return absl::FailedPreconditionError(kind_ + " model is not trained: nothing to fine-tune");
     if (!HasDistinctLatencies(group)) return absl::OkStatus();  // nothing to learn from
-    SetThreads(options.threads);
+    workers_ = SetThreads(options.threads);
     std::mt19937_64 rng(options.seed);
     const int epochs = options.fine_tune_epochs > 0 ? options.fine_tune_epochs : kDefaultFineTuneEpochs;
     const double lr = options.learning_rate > 0 ? options.learning_rate : kDefaultFineTuneLr;
@@ -395,15 +408,20 @@ class TorchModel : public OfflineModel {
   std::vector<double> Score(const std::vector<const ModelInput*>& inputs) const override {
     std::vector<double> out(inputs.size(), 0.0);
     if (!trained_ || inputs.empty()) return out;
-    torch::NoGradGuard no_grad;
-    for (size_t start = 0; start < inputs.size(); start += kScoreBatch) {
-      const size_t end = std::min(inputs.size(), start + kScoreBatch);
-      std::vector<const ModelInput*> part(inputs.begin() + static_cast<std::ptrdiff_t>(start),
-                                          inputs.begin() + static_cast<std::ptrdiff_t>(end));
-      auto s = net_->Forward(part, norm_).contiguous();
-      const float* p = s.data_ptr<float>();
-      for (size_t i = start; i < end; ++i) out[i] = p[i - start];
-    }
+    // Forward passes of up to kScoreBatch configs, spread over the training's threads.
+    const size_t passes = (inputs.size() + kScoreBatch - 1) / kScoreBatch;
+    const int parts = static_cast<int>(std::min<size_t>(passes, static_cast<size_t>(workers_)));
+    RunParts(parts, [&](int part) {
+      torch::NoGradGuard no_grad;  // per thread
+      for (size_t pass = static_cast<size_t>(part); pass < passes; pass += static_cast<size_t>(parts)) {
+        const size_t start = pass * kScoreBatch, end = std::min(inputs.size(), start + kScoreBatch);
+        std::vector<const ModelInput*> batch(inputs.begin() + static_cast<std::ptrdiff_t>(start),
+                                             inputs.begin() + static_cast<std::ptrdiff_t>(end));
+        auto s = net_->Forward(batch, norm_).contiguous();
+        const float* p = s.data_ptr<float>();
+        for (size_t i = start; i < end; ++i) out[i] = p[i - start];
+      }
+    });
     return out;
   }
 
@@ -520,70 +538,142 @@ class TorchModel : public OfflineModel {
   /// With `lambdarank`, each pair of a chunk is weighted by |delta NDCG| of swapping it under
   /// the current scores (gain: the chunk's best latency / latency, 0 for a failure), the
   /// weights of a chunk normalized to the same total as RankNet's.
+  /// With more than one worker, a minibatch's chunks are split into that many parts of about
+  /// the same number of configs; each part's loss and gradients are computed on a thread of its
+  /// own and the gradients summed in part order before the step (the loss is a sum over
+  /// chunks, so the parts' gradients add up to the whole minibatch's).
   double RunEpoch(const std::vector<const TrainGroup*>& groups, torch::optim::Adam* adam, std::mt19937_64& rng,
                   size_t chunk_size = kChunk, size_t batch_configs = kBatchConfigs, bool lambdarank = false) {
     std::vector<Chunk> chunks = MakeChunks(groups, chunk_size, rng);
+    auto params = net_->parameters();
     double total = 0;
     int batches = 0;
     size_t c = 0;
     while (c < chunks.size()) {
-      std::vector<const ModelInput*> inputs;
-      std::vector<int64_t> better, worse;
-      std::vector<float> weight;
-      int chunks_in_batch = 0;
-      std::vector<std::pair<size_t, size_t>> spans;  // [first weight, end) per chunk
-      std::vector<std::pair<size_t, size_t>> configs;  // [first input, end) per chunk with pairs
-      std::vector<double> gain;                        // per input: chunk best latency / latency
-      while (c < chunks.size() && (inputs.empty() || inputs.size() + chunks[c].size() <= batch_configs)) {
-        const Chunk& chunk = chunks[c++];
-        const int64_t base = static_cast<int64_t>(inputs.size());
-        const size_t first = weight.size();
-        double chunk_best = std::numeric_limits<double>::infinity();
-        for (const Item& item : chunk) chunk_best = std::min(chunk_best, item.latency);
-        for (const Item& item : chunk) {
-          gain.push_back(std::isfinite(item.latency) && item.latency > 0 ? chunk_best / item.latency : 0.0);
+      const size_t first = c;
+      size_t configs = 0;
+      int chunks_in_batch = 0;  // chunks with at least one pair
+      while (c < chunks.size() && (configs == 0 || configs + chunks[c].size() <= batch_configs)) {
+        configs += chunks[c].size();
+        if (HasPair(chunks[c])) ++chunks_in_batch;
+        ++c;
+      }
+      if (chunks_in_batch == 0) continue;
+      // The parts: [bounds[i], bounds[i + 1]) of the chunks, cut where the configs so far
+      // pass an equal share; a part may be empty.
+      const int parts = std::min<int>(workers_, static_cast<int>(c - first));
+      std::vector<size_t> bounds = {first};
+      size_t seen = 0;
+      for (size_t k = first; k < c && static_cast<int>(bounds.size()) < parts; ++k) {
+        seen += chunks[k].size();
+        if (seen * static_cast<size_t>(parts) >= configs * bounds.size()) bounds.push_back(k + 1);
+      }
+      while (static_cast<int>(bounds.size()) <= parts) bounds.push_back(c);
+      bounds.back() = c;
+      if (parts == 1) {
+        torch::Tensor loss = PartLoss(chunks, first, c, chunks_in_batch, lambdarank);
+        adam->zero_grad();
+        loss.backward();
+        torch::nn::utils::clip_grad_norm_(params, 5.0);
+        adam->step();
+        total += loss.item<double>();
+        ++batches;
+        continue;
+      }
+      std::vector<torch::Tensor> losses(static_cast<size_t>(parts));
+      std::vector<std::vector<torch::Tensor>> grads(static_cast<size_t>(parts));
+      RunParts(parts, [&](int i) {
+        const auto k = static_cast<size_t>(i);
+        losses[k] = PartLoss(chunks, bounds[k], bounds[k + 1], chunks_in_batch, lambdarank);
+        if (losses[k].defined()) {
+          grads[k] = torch::autograd::grad({losses[k]}, params, {}, /*retain_graph=*/false, /*create_graph=*/false,
+                                           /*allow_unused=*/true);
         }
-        for (size_t i = 0; i < chunk.size(); ++i) {
-          inputs.push_back(chunk[i].input);
-          for (size_t j = i + 1; j < chunk.size(); ++j) {
-            const double a = chunk[i].latency, b = chunk[j].latency;
-            if (a == b) continue;
-            better.push_back(base + static_cast<int64_t>(a < b ? i : j));
-            worse.push_back(base + static_cast<int64_t>(a < b ? j : i));
-            weight.push_back(1.0f);
+      });
+      double loss = 0;
+      {
+        torch::NoGradGuard no_grad;
+        for (size_t p = 0; p < params.size(); ++p) {
+          torch::Tensor sum;
+          for (int i = 0; i < parts; ++i) {
+            const auto& g = grads[static_cast<size_t>(i)];
+            if (g.empty() || !g[p].defined()) continue;
+            sum = sum.defined() ? sum + g[p] : g[p].clone();
           }
-        }
-        if (weight.size() > first) {
-          spans.emplace_back(first, weight.size());
-          configs.emplace_back(static_cast<size_t>(base), inputs.size());
-          ++chunks_in_batch;
+          params[p].mutable_grad() = sum.defined() ? sum : torch::zeros_like(params[p]);
         }
       }
-      if (weight.empty()) continue;
-      auto scores = net_->Forward(inputs, norm_);
-      if (lambdarank) LambdaWeights(scores, gain, better, worse, spans, configs, weight);
-      // Every chunk weighs the same whatever its number of pairs.
-      for (auto [first, end] : spans) {
-        double sum = 0;
-        for (size_t i = first; i < end; ++i) sum += weight[i];
-        for (size_t i = first; i < end; ++i) {
-          weight[i] = sum > 0 ? static_cast<float>(weight[i] / (sum * chunks_in_batch))
-                              : 1.0f / static_cast<float>((end - first) * chunks_in_batch);
-        }
+      for (const torch::Tensor& l : losses) {
+        if (l.defined()) loss += l.item<double>();
       }
-      auto bt = torch::from_blob(better.data(), {static_cast<int64_t>(better.size())}, torch::kLong).clone();
-      auto wt = torch::from_blob(worse.data(), {static_cast<int64_t>(worse.size())}, torch::kLong).clone();
-      auto w = torch::from_blob(weight.data(), {static_cast<int64_t>(weight.size())}, torch::kFloat).clone();
-      auto diff = scores.index_select(0, bt) - scores.index_select(0, wt);
-      auto loss = (torch::softplus(-diff) * w).sum();
-      adam->zero_grad();
-      loss.backward();
-      torch::nn::utils::clip_grad_norm_(net_->parameters(), 5.0);
+      torch::nn::utils::clip_grad_norm_(params, 5.0);
       adam->step();
-      total += loss.item<double>();
+      total += loss;
       ++batches;
     }
     return batches ? total / batches : 0;
+  }
+
+  /// True when a chunk has two configs of different latency (a pair to learn from).
+  static bool HasPair(const Chunk& chunk) {
+    for (size_t i = 1; i < chunk.size(); ++i) {
+      if (!(chunk[i].latency == chunk[0].latency)) return true;
+    }
+    return false;
+  }
+
+  /// The loss of the chunks [begin, end) of a minibatch whose chunks with pairs number
+  /// `chunks_in_batch` (each such chunk's pair weights sum to 1 / chunks_in_batch, whatever its
+  /// number of pairs); undefined when these chunks hold no pair.
+  torch::Tensor PartLoss(const std::vector<Chunk>& chunks, size_t begin, size_t end, int chunks_in_batch,
+                         bool lambdarank) const {
+    std::vector<const ModelInput*> inputs;
+    std::vector<int64_t> better, worse;
+    std::vector<float> weight;
+    std::vector<std::pair<size_t, size_t>> spans;    // [first weight, end) per chunk
+    std::vector<std::pair<size_t, size_t>> configs;  // [first input, end) per chunk with pairs
+    std::vector<double> gain;                        // per input: chunk best latency / latency
+    for (size_t c = begin; c < end; ++c) {
+      const Chunk& chunk = chunks[c];
+      const int64_t base = static_cast<int64_t>(inputs.size());
+      const size_t first = weight.size();
+      double chunk_best = std::numeric_limits<double>::infinity();
+      for (const Item& item : chunk) chunk_best = std::min(chunk_best, item.latency);
+      for (const Item& item : chunk) {
+        gain.push_back(std::isfinite(item.latency) && item.latency > 0 ? chunk_best / item.latency : 0.0);
+      }
+      for (size_t i = 0; i < chunk.size(); ++i) {
+        inputs.push_back(chunk[i].input);
+        for (size_t j = i + 1; j < chunk.size(); ++j) {
+          const double a = chunk[i].latency, b = chunk[j].latency;
+          if (a == b) continue;
+          better.push_back(base + static_cast<int64_t>(a < b ? i : j));
+          worse.push_back(base + static_cast<int64_t>(a < b ? j : i));
+          weight.push_back(1.0f);
+        }
+      }
+      if (weight.size() > first) {
+        spans.emplace_back(first, weight.size());
+        configs.emplace_back(static_cast<size_t>(base), inputs.size());
+      }
+    }
+    if (weight.empty()) return torch::Tensor();
+    auto scores = net_->Forward(inputs, norm_);
+    if (lambdarank) LambdaWeights(scores, gain, better, worse, spans, configs, weight);
+    // Every chunk weighs the same whatever its number of pairs.
+    for (auto [first, stop] : spans) {
+      double sum = 0;
+      for (size_t i = first; i < stop; ++i) sum += weight[i];
+      for (size_t i = first; i < stop; ++i) {
+        weight[i] = sum > 0 ? static_cast<float>(weight[i] / (sum * chunks_in_batch))
+                            : 1.0f / static_cast<float>((stop - first) * chunks_in_batch);
+      }
+    }
+    auto bt = torch::from_blob(better.data(), {static_cast<int64_t>(better.size())}, torch::kLong).clone();
+    auto wt = torch::from_blob(worse.data(), {static_cast<int64_t>(worse.size())}, torch::kLong).clone();
+    auto w = torch::from_blob(weight.data(), {static_cast<int64_t>(weight.size())}, torch::kFloat).clone();
+    auto diff = scores.index_select(0, bt) - scores.index_select(0, wt);
+    return (torch::softplus(-diff) * w).sum();
   }
 
   /// LambdaRank's pair weights: for each chunk ([first, end) of `weight`, its configs
@@ -632,6 +722,7 @@ class TorchModel : public OfflineModel {
   Normalizer norm_;
   int hidden_ = 0;
   bool trained_ = false;
+  int workers_ = 1;  // threads of a minibatch's parts and of Score (SetThreads)
 };
 
 }  // namespace
