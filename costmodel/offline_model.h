@@ -57,7 +57,11 @@ struct TrainProgress {
 /// The settings of a training job. Zero means the model kind's default.
 struct TrainOptions {
   uint64_t seed = 0;      // everything random (init, shuffles, bootstrap) draws from it: same seed, same model
-  int threads = 1;        // intra-op threads (LibTorch, XGBoost)
+  int threads = 1;        // threads: XGBoost's; lstm/gnn: of a minibatch's parts and of scoring
+  /// lstm, gnn: the parts a minibatch's loss and gradients are computed in (whole chunks of one
+  /// task's configs, summed in order; the threads run parts side by side). 0: 4. The model
+  /// depends on it (the order of float additions), not on `threads`.
+  int minibatch_parts = 0;
   int max_epochs = 0;     // epochs (lstm, gnn) or boosting rounds (xgb)
   int patience = 0;       // stop when the validation score has not improved for this many epochs / round blocks
   double learning_rate = 0;

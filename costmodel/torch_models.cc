@@ -45,7 +45,8 @@ constexpr int kGnnRounds = 3;
 constexpr int kChunk = 64;           // configs of one group per loss chunk
 constexpr int kBatchConfigs = 256;   // configs per minibatch (whole chunks)
 constexpr int kScoreBatch = 1024;    // configs per forward pass when scoring
-constexpr int kMaxWorkers = 16;      // parts a minibatch is split into (one thread each)
+constexpr int kTrainParts = 4;       // default parts a minibatch is split into (TrainOptions::minibatch_parts)
+constexpr int kMaxWorkers = 16;      // threads of a training (parts and Score's passes)
 constexpr int kDefaultLstmHidden = 64;
 constexpr int kDefaultGnnHidden = 32;  // its cost grows with hidden^2 per node and round (4x the LSTM's per row)
 constexpr int kDefaultEpochs = 15;     // 100k records: about 40 s an epoch (lstm), 50 s (gnn) on one busy core
@@ -67,9 +68,9 @@ struct Normalizer {
 
 /// The threads a training uses: LibTorch's intra-op threads and the BLAS library's stay at one
 /// (these models' operations are a few MFLOP each: OpenMP and OpenBLAS workers spin between
-/// them, and 2 intra-op threads trained no faster than one on a 2-core machine); instead each
-/// minibatch is split into `threads` parts by chunk, whose losses and gradients are computed
-/// side by side and summed in part order (deterministic for a given count). Returns that count.
+/// them, and 2 intra-op threads trained no faster than one on a 2-core machine); instead the
+/// parts of each minibatch (RunEpoch) and Score's forward passes run side by side on up to
+/// `threads` threads of our own. Returns that count.
 int SetThreads(int threads) {
   at::set_num_threads(1);
   using SetBlasThreads = void (*)(int);
@@ -310,6 +311,7 @@ class TorchModel : public OfflineModel {
       return absl::InvalidArgumentError(kind_ + " training needs a group with two configs of different latency");
     const auto start = std::chrono::steady_clock::now();
     workers_ = SetThreads(options.threads);
+    parts_ = options.minibatch_parts > 0 ? options.minibatch_parts : kTrainParts;
     std::mt19937_64 rng(options.seed);
     torch::manual_seed(options.seed);
 
@@ -538,10 +540,10 @@ class TorchModel : public OfflineModel {
   /// With `lambdarank`, each pair of a chunk is weighted by |delta NDCG| of swapping it under
   /// the current scores (gain: the chunk's best latency / latency, 0 for a failure), the
   /// weights of a chunk normalized to the same total as RankNet's.
-  /// With more than one worker, a minibatch's chunks are split into that many parts of about
-  /// the same number of configs; each part's loss and gradients are computed on a thread of its
-  /// own and the gradients summed in part order before the step (the loss is a sum over
-  /// chunks, so the parts' gradients add up to the whole minibatch's).
+  /// A minibatch's chunks are split into `parts_` parts of about the same number of configs;
+  /// the parts' losses and gradients are computed on up to that many threads and the gradients
+  /// summed in part order before the step (the loss is a sum over chunks, so the parts'
+  /// gradients add up to the whole minibatch's): the same model on any number of threads.
   double RunEpoch(const std::vector<const TrainGroup*>& groups, torch::optim::Adam* adam, std::mt19937_64& rng,
                   size_t chunk_size = kChunk, size_t batch_configs = kBatchConfigs, bool lambdarank = false) {
     std::vector<Chunk> chunks = MakeChunks(groups, chunk_size, rng);
@@ -560,8 +562,9 @@ class TorchModel : public OfflineModel {
       }
       if (chunks_in_batch == 0) continue;
       // The parts: [bounds[i], bounds[i + 1]) of the chunks, cut where the configs so far
-      // pass an equal share; a part may be empty.
-      const int parts = std::min<int>(workers_, static_cast<int>(c - first));
+      // pass an equal share; a part may be empty. Their number does not depend on the
+      // threads, so neither does the model.
+      const int parts = std::min<int>(parts_, static_cast<int>(c - first));
       std::vector<size_t> bounds = {first};
       size_t seen = 0;
       for (size_t k = first; k < c && static_cast<int>(bounds.size()) < parts; ++k) {
@@ -582,12 +585,15 @@ class TorchModel : public OfflineModel {
       }
       std::vector<torch::Tensor> losses(static_cast<size_t>(parts));
       std::vector<std::vector<torch::Tensor>> grads(static_cast<size_t>(parts));
-      RunParts(parts, [&](int i) {
-        const auto k = static_cast<size_t>(i);
-        losses[k] = PartLoss(chunks, bounds[k], bounds[k + 1], chunks_in_batch, lambdarank);
-        if (losses[k].defined()) {
-          grads[k] = torch::autograd::grad({losses[k]}, params, {}, /*retain_graph=*/false, /*create_graph=*/false,
-                                           /*allow_unused=*/true);
+      const int threads = std::min(workers_, parts);
+      RunParts(threads, [&](int t) {
+        for (int i = t; i < parts; i += threads) {
+          const auto k = static_cast<size_t>(i);
+          losses[k] = PartLoss(chunks, bounds[k], bounds[k + 1], chunks_in_batch, lambdarank);
+          if (losses[k].defined()) {
+            grads[k] = torch::autograd::grad({losses[k]}, params, {}, /*retain_graph=*/false,
+                                             /*create_graph=*/false, /*allow_unused=*/true);
+          }
         }
       });
       double loss = 0;
@@ -723,6 +729,7 @@ class TorchModel : public OfflineModel {
   int hidden_ = 0;
   bool trained_ = false;
   int workers_ = 1;  // threads of a minibatch's parts and of Score (SetThreads)
+  int parts_ = kTrainParts;  // parts of a minibatch (TrainOptions::minibatch_parts)
 };
 
 }  // namespace

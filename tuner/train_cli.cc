@@ -431,6 +431,10 @@ int TrainCommand(int argc, char** argv) {
   app.add_option("--hidden", t.hidden, "hidden width (lstm, gnn); 0: the model's default")->check(CLI::Range(0, 65536));
   app.add_option("--threads", t.threads, "threads for featurizing and training (default: all cores)")
       ->check(CLI::Range(1, 256));
+  app.add_option("--minibatch-parts", t.minibatch_parts,
+                 "lstm, gnn: parts a minibatch's gradient is computed in, summed in order (the threads run "
+                 "them side by side; the model depends on the parts, not on the threads); 0: 4")
+      ->check(CLI::Range(0, 64));
   app.add_option("--max-per-task", d.max_per_task, "at most this many records per task (0: all)")
       ->check(CLI::Range(0, 100000000));
   app.add_option("--valid-share", d.valid_share, "share of the training tasks kept for early stopping")
@@ -566,6 +570,7 @@ int TrainCommand(int argc, char** argv) {
                             {"valid_share", d.valid_share}, {"command", JoinArgs(argc, argv)}};
   if (t.subsample > 0) options["subsample"] = t.subsample;
   if (t.colsample > 0) options["colsample"] = t.colsample;
+  if (t.minibatch_parts > 0) options["minibatch_parts"] = t.minibatch_parts;
   if (ensemble) {
     options["members"] = t.members;
     options["member_files"] = member_paths;
