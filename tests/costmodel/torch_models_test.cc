@@ -233,7 +233,9 @@ TEST_P(TorchModelTest, MinibatchPartsSumToTheWholeMinibatchsGradient) {
       gap = std::max(gap, std::abs(scores[i] - whole[i]));
     }
     EXPECT_GT(spread, 0.0);
-    EXPECT_LT(gap, 1e-2 * spread) << "the parts' gradients sum to the whole minibatch's";
+    // Float order alone moved the scores by 0.03-1.3% of their spread in trials; summing only
+    // the first part's gradients moved them by 12-60% of it (Adam hides the gradient's scale).
+    EXPECT_LT(gap, 0.05 * spread) << "the parts' gradients sum to the whole minibatch's";
   }
 }
 
