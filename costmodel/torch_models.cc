@@ -561,26 +561,15 @@ class TorchModel : public OfflineModel {
       }
       if (chunks_in_batch == 0) continue;
       // The parts: [bounds[i], bounds[i + 1]) of the chunks, cut where the configs so far
-      // pass an equal share; a part may be empty. Their number does not depend on the
+      // reach an equal share; a part may be empty. Their number does not depend on the
       // threads, so neither does the model.
       const int parts = std::min<int>(parts_, static_cast<int>(c - first));
-      std::vector<size_t> bounds = {first};
+      std::vector<size_t> bounds(static_cast<size_t>(parts) + 1, c);
+      bounds[0] = first;
       size_t seen = 0;
-      for (size_t k = first; k < c && static_cast<int>(bounds.size()) < parts; ++k) {
+      for (size_t k = first, cut = 1; k < c && cut < bounds.size() - 1; ++k) {
         seen += chunks[k].size();
-        if (seen * static_cast<size_t>(parts) >= configs * bounds.size()) bounds.push_back(k + 1);
-      }
-      while (static_cast<int>(bounds.size()) <= parts) bounds.push_back(c);
-      bounds.back() = c;
-      if (parts == 1) {
-        torch::Tensor loss = PartLoss(chunks, first, c, chunks_in_batch, lambdarank);
-        adam->zero_grad();
-        loss.backward();
-        torch::nn::utils::clip_grad_norm_(params, 5.0);
-        adam->step();
-        total += loss.item<double>();
-        ++batches;
-        continue;
+        if (seen * static_cast<size_t>(parts) >= configs * cut) bounds[cut++] = k + 1;
       }
       std::vector<torch::Tensor> losses(static_cast<size_t>(parts));
       std::vector<std::vector<torch::Tensor>> grads(static_cast<size_t>(parts));
