@@ -243,13 +243,13 @@ WarpAccess AnalyzeWarpAccess(const std::vector<int64_t>& shape, const std::vecto
   std::vector<int64_t>& sectors = scratch.sectors;
   elements.clear();
   sectors.clear();
-  for (const auto& [phase, offset] : touched) {
-    elements.push_back(offset);
-    sectors.push_back(FloorDiv(offset * kBytesPerElement, kSectorBytes));
-  }
-  for (std::vector<int64_t>* v : {&elements, &sectors}) {
-    std::sort(v->begin(), v->end());
-    v->erase(std::unique(v->begin(), v->end()), v->end());
+  for (const auto& [phase, offset] : touched) elements.push_back(offset);
+  std::sort(elements.begin(), elements.end());
+  elements.erase(std::unique(elements.begin(), elements.end()), elements.end());
+  // Sorted elements give sorted sectors (the floor is monotone): equal ones are neighbours.
+  for (int64_t offset : elements) {
+    const int64_t sector = FloorDiv(offset * kBytesPerElement, kSectorBytes);
+    if (sectors.empty() || sectors.back() != sector) sectors.push_back(sector);
   }
   out.sectors = static_cast<double>(sectors.size());
   out.min_sectors =
