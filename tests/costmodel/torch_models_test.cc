@@ -212,7 +212,7 @@ TEST_P(TorchModelTest, SameSeedSameScoresWithOneAndTwoThreads) {
 TEST_P(TorchModelTest, MinibatchPartsSumToTheWholeMinibatchsGradient) {
   const TorchData& data = TorchGemmData();
   std::vector<TrainGroup> train(data.train.begin(), data.train.begin() + 2);
-  // One part (the whole minibatch through one backward pass) against four parts whose
+  // One part (the whole minibatch's gradient at once) against four parts whose
   // gradients are summed: the same training up to the order of float additions.
   std::vector<double> whole;
   for (int parts : {1, 4}) {
