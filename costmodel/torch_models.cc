@@ -2,7 +2,7 @@
 //
 // Both models score one lowered kernel from its ProgramGraph (program_graph.h):
 //  * lstm: the rows of ProgramGraph::sequence (loops and statements in program order),
-//    normalized per feature, a linear embedding + ReLU, a one-layer LSTM, the last and the mean
+//    normalized per feature, a linear embedding + ReLU, a one-layer LSTM (lstm_layer.h), the last and the mean
 //    hidden state concatenated, an MLP -> score.
 //  * gnn: every node's row normalized and embedded, kGnnRounds rounds of message passing over
 //    the typed edges in both directions (a linear map per edge kind and direction, mean over
@@ -33,6 +33,7 @@
 #include <sstream>
 #include <thread>
 
+#include "costmodel/lstm_layer.h"
 #include "costmodel/offline_model.h"
 
 namespace tune::costmodel {
@@ -48,7 +49,7 @@ constexpr int kTrainParts = 4;       // default parts a minibatch is split into 
 constexpr int kMaxWorkers = 16;      // threads of a training (parts and Score's passes)
 constexpr int kDefaultLstmHidden = 64;
 constexpr int kDefaultGnnHidden = 32;  // its cost grows with hidden^2 per node and round (4x the LSTM's per row)
-constexpr int kDefaultEpochs = 15;     // 100k GPU records, 2 threads: about 105 s an epoch (lstm), 34 s (gnn)
+constexpr int kDefaultEpochs = 15;     // 100k GPU records, 2 threads: about 34 s an epoch (gnn); lstm see BENCHMARKS
 constexpr int kDefaultPatience = 4;
 constexpr double kDefaultLr = 2e-3;
 constexpr int kDefaultFineTuneEpochs = 8;
@@ -131,33 +132,35 @@ struct LstmNet : ScoringNet {
 
   bool SequenceOnly() const override { return true; }
 
+  /// The batch sorted longest first, its rows packed step by step (lstm_layer.h) and run
+  /// through LstmLastAndMean with the torch::nn::LSTM's own parameters (so artifacts of the
+  /// padded torch::nn::LSTM forward load and score the same).
   torch::Tensor Forward(const std::vector<const ModelInput*>& inputs, const Normalizer& norm) override {
     const int64_t b = static_cast<int64_t>(inputs.size());
-    int64_t t = 1;
-    for (const ModelInput* in : inputs) t = std::max<int64_t>(t, GraphOf(in).sequence.size());
-    std::vector<float> x(static_cast<size_t>(b * t * kNodeFeatures), 0.0f), mask(static_cast<size_t>(b * t), 0.0f),
-        inv_len(static_cast<size_t>(b));
-    std::vector<int64_t> last(static_cast<size_t>(b));
-    for (int64_t i = 0; i < b; ++i) {
-      const ProgramGraph& g = GraphOf(inputs[i]);
-      const int64_t n = static_cast<int64_t>(g.sequence.size());
-      for (int64_t s = 0; s < n; ++s) {
-        norm.Apply(&g.features[static_cast<size_t>(g.sequence[s]) * kNodeFeatures], &x[(i * t + s) * kNodeFeatures]);
-        mask[i * t + s] = 1;
-      }
-      last[i] = n - 1;
-      inv_len[i] = 1.0f / static_cast<float>(n);
+    std::vector<int64_t> order(static_cast<size_t>(b)), lengths(static_cast<size_t>(b)), unsort(static_cast<size_t>(b));
+    std::iota(order.begin(), order.end(), 0);
+    auto length = [&](int64_t i) { return static_cast<int64_t>(GraphOf(inputs[i]).sequence.size()); };
+    std::stable_sort(order.begin(), order.end(), [&](int64_t x, int64_t y) { return length(x) > length(y); });
+    for (int64_t r = 0; r < b; ++r) {
+      lengths[r] = length(order[r]);
+      unsort[order[r]] = r;
     }
-    auto xs = torch::from_blob(x.data(), {b, t, kNodeFeatures}, torch::kFloat).clone();
-    auto ms = torch::from_blob(mask.data(), {b, t, 1}, torch::kFloat).clone();
-    auto il = torch::from_blob(inv_len.data(), {b, 1}, torch::kFloat).clone();
-    auto li = torch::from_blob(last.data(), {b, 1, 1}, torch::kLong).clone();
-    auto e = torch::relu(embed(xs));
-    auto out = std::get<0>(lstm(e));  // [b, t, hidden]
-    auto last_h = out.gather(1, li.expand({b, 1, hidden_})).squeeze(1);
-    auto mean_h = (out * ms).sum(1) * il;
-    return head->forward(torch::cat({last_h, mean_h}, 1)).squeeze(1);
+    const std::vector<int64_t> offsets = PackedStepOffsets(lengths);
+    std::vector<float> x(static_cast<size_t>(offsets.back() * kNodeFeatures));
+    for (int64_t r = 0; r < b; ++r) {
+      const ProgramGraph& g = GraphOf(inputs[order[r]]);
+      for (int64_t s = 0; s < lengths[r]; ++s)
+        norm.Apply(&g.features[static_cast<size_t>(g.sequence[s]) * kNodeFeatures], &x[(offsets[s] + r) * kNodeFeatures]);
+    }
+    auto e = torch::relu(embed(torch::from_blob(x.data(), {offsets.back(), kNodeFeatures}, torch::kFloat).clone()));
+    auto xw = torch::addmm(Param("bias_ih_l0") + Param("bias_hh_l0"), e, Param("weight_ih_l0").t());
+    auto pooled = LstmLastAndMean(xw, Param("weight_hh_l0"), lengths);  // [b, 2 * hidden], sorted
+    auto unsort_t = torch::from_blob(unsort.data(), {b}, torch::kLong).clone();
+    return head->forward(pooled.index_select(0, unsort_t)).squeeze(1);
   }
+
+  /// The LSTM layer's parameter `name` (weight_ih_l0 [4h, h], weight_hh_l0, bias_ih_l0 [4h], bias_hh_l0).
+  torch::Tensor Param(const char* name) const { return *lstm->named_parameters(false).find(name); }
 
   int hidden_;
   torch::nn::Linear embed;
