@@ -62,7 +62,7 @@ class CpuBackend final : public Backend {
 
   absl::StatusOr<std::shared_ptr<void>> Allocate(int64_t bytes) const override {
     const size_t size = static_cast<size_t>((std::max<int64_t>(bytes, 64) + 63) / 64 * 64);
-    void* p = codegen::runtime::AllocateBuffer(size);  // as kernels are measured: huge pages for large ones
+    void* p = std::aligned_alloc(64, size);
     if (p == nullptr) return absl::ResourceExhaustedError(absl::StrCat("cannot allocate ", bytes, " bytes"));
     return std::shared_ptr<void>(p, std::free);
   }

@@ -37,7 +37,7 @@ using AlignedFloats = std::unique_ptr<float, FreeDeleter>;
 AlignedFloats AllocateAligned(size_t count) {
   size_t bytes = std::max<size_t>(count, 1) * sizeof(float);
   bytes = (bytes + 63) / 64 * 64;
-  void* ptr = codegen::runtime::AllocateBuffer(bytes);  // huge pages for large ones: see there
+  void* ptr = std::aligned_alloc(64, bytes);
   if (ptr == nullptr) {
     std::fputs("local runner child: out of memory\n", stderr);
     _exit(2);

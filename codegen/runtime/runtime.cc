@@ -6,10 +6,8 @@
 
 #include <pthread.h>
 #include <sched.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -20,7 +18,6 @@
 #include <memory>
 #include <mutex>
 #include <string>
-#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -294,19 +291,6 @@ extern "C" void tune_rt_parallel_for(int64_t n, void (*body)(int64_t, void*), vo
   t_in_parallel = false;
 }
 
-void* tune::codegen::runtime::AllocateBuffer(size_t bytes) {
-  static const bool huge = [] {
-    const char* v = std::getenv("TUNE_HUGE_PAGES");
-    return v == nullptr || std::string_view(v) != "0";
-  }();
-  size_t size = (std::max<size_t>(bytes, 64) + 63) / 64 * 64;
-  if (!huge || size < kHugeBlockBytes) return std::aligned_alloc(64, size);
-  size = (size + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes;
-  void* p = std::aligned_alloc(kHugePageBytes, size);
-  if (p != nullptr) madvise(p, size, MADV_HUGEPAGE);  // advice only: 4 KiB pages where refused
-  return p;
-}
-
 namespace {
 
 /// Scratch blocks freed by kernels on this thread, kept for the next call: a kernel that packs
@@ -330,7 +314,7 @@ class ScratchCache {
       bytes_ -= size;
       return block + kHeader;
     }
-    char* block = static_cast<char*>(tune::codegen::runtime::AllocateBuffer(kHeader + size));
+    char* block = static_cast<char*>(std::aligned_alloc(64, kHeader + size));
     if (block == nullptr) Fatal("out of memory allocating kernel scratch");
     std::memcpy(block, &size, sizeof size);
     return block + kHeader;
@@ -412,7 +396,7 @@ class PrepackedCache {
       if ((live < kMaxEntries && bytes_ + size <= kMaxBytes) || oldest == nullptr) break;
       Erase(oldest->data);
     }
-    char* data = static_cast<char*>(tune::codegen::runtime::AllocateBuffer(size));
+    char* data = static_cast<char*>(std::aligned_alloc(64, size));
     if (data == nullptr) Fatal("out of memory allocating a packed weight");
     entries_.push_back(Entry{kernel_id, weight, size, data, 1, false, false, ++clock_});
     bytes_ += size;

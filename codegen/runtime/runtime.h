@@ -2,7 +2,6 @@
 // and buffers of weights packed once per process.
 #pragma once
 
-#include <cstddef>
 #include <cstdint>
 
 namespace tune::codegen::runtime {
@@ -28,18 +27,6 @@ int SpinMicros();
 /// beside the gap before it, and short enough that an idle pool gives its CPUs back at once
 /// (OpenMP runtimes spin far longer: GOMP_SPINCOUNT 300k pauses, KMP_BLOCKTIME 200 ms).
 inline constexpr int kDefaultSpinMicros = 50;
-
-/// Memory for kernels' operands, packed weights and scratch; free it with std::free. Null when
-/// out of memory. 64-byte aligned; a block of kHugeBlockBytes or more is 2 MiB-aligned, its
-/// size rounded up to whole 2 MiB, and advised as transparent huge pages (MADV_HUGEPAGE; the
-/// system grants them where /sys/kernel/mm/transparent_hugepage/enabled is "madvise" or
-/// "always"). On 4 KiB pages a buffer's physical pages, and so the cache sets its lines map
-/// to, differ from process to process: on a Xeon the same conv kernel ran 20-40% slower or
-/// faster from one process to the next, and the search picked configs by that luck.
-/// TUNE_HUGE_PAGES=0 in the environment turns this off (plain 64-byte aligned blocks).
-void* AllocateBuffer(size_t bytes);
-inline constexpr size_t kHugeBlockBytes = size_t{256} << 10;
-inline constexpr size_t kHugePageBytes = size_t{2} << 20;
 
 /// How many times tune_rt_prepacked has handed out a buffer to be filled (fresh) in this
 /// process: a caller compares two readings to know whether kernels packed a weight in between.

@@ -123,8 +123,7 @@ using Floats = std::unique_ptr<float[], FreeDeleter>;
 
 Floats Allocate(size_t n) {
   size_t bytes = (std::max<size_t>(n, 16) * sizeof(float) + 63) / 64 * 64;
-  // The tuner's allocator for both sides (huge pages for large blocks, as kernels are measured).
-  auto* p = static_cast<float*>(codegen::runtime::AllocateBuffer(bytes));
+  auto* p = static_cast<float*>(std::aligned_alloc(64, bytes));
   if (p == nullptr) {
     std::fprintf(stderr, "out of memory\n");
     std::abort();
