@@ -54,13 +54,17 @@ struct TrainProgress {
   int member = 0, members = 0;    // ensemble: the member being trained (1-based) and how many; 0 otherwise
 };
 
+/// lstm, gnn: the parts a minibatch is split into when TrainOptions::minibatch_parts is 0.
+inline constexpr int kDefaultMinibatchParts = 4;
+
 /// The settings of a training job. Zero means the model kind's default.
 struct TrainOptions {
   uint64_t seed = 0;      // everything random (init, shuffles, bootstrap) draws from it: same seed, same model
   int threads = 1;        // threads: XGBoost's; lstm/gnn: of a minibatch's parts and of scoring
   /// lstm, gnn: the parts a minibatch's loss and gradients are computed in (whole chunks of one
-  /// task's configs, summed in order; the threads run parts side by side). 0: 4. The model
-  /// depends on it (the order of float additions), not on `threads`.
+  /// task's configs, summed in order; the threads run parts side by side). 0:
+  /// kDefaultMinibatchParts. The model depends on it (the order of float additions), not on
+  /// `threads`.
   int minibatch_parts = 0;
   int max_epochs = 0;     // epochs (lstm, gnn) or boosting rounds (xgb)
   int patience = 0;       // stop when the validation score has not improved for this many epochs / round blocks

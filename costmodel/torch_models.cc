@@ -45,11 +45,10 @@ constexpr int kGnnRounds = 3;
 constexpr int kChunk = 64;           // configs of one group per loss chunk
 constexpr int kBatchConfigs = 256;   // configs per minibatch (whole chunks)
 constexpr int kScoreBatch = 1024;    // configs per forward pass when scoring
-constexpr int kTrainParts = 4;       // default parts a minibatch is split into (TrainOptions::minibatch_parts)
 constexpr int kMaxWorkers = 16;      // threads of a training (parts and Score's passes)
 constexpr int kDefaultLstmHidden = 64;
 constexpr int kDefaultGnnHidden = 32;  // its cost grows with hidden^2 per node and round (4x the LSTM's per row)
-constexpr int kDefaultEpochs = 15;     // 100k GPU records, 2 threads: about 34 s an epoch (gnn); lstm see BENCHMARKS
+constexpr int kDefaultEpochs = 15;     // 100k GPU records, 2 threads: about 34 s an epoch (gnn), 23 s (lstm)
 constexpr int kDefaultPatience = 4;
 constexpr double kDefaultLr = 2e-3;
 constexpr int kDefaultFineTuneEpochs = 8;
@@ -313,7 +312,7 @@ class TorchModel : public OfflineModel {
       return absl::InvalidArgumentError(kind_ + " training needs a group with two configs of different latency");
     const auto start = std::chrono::steady_clock::now();
     workers_ = SetThreads(options.threads);
-    parts_ = options.minibatch_parts > 0 ? options.minibatch_parts : kTrainParts;
+    parts_ = options.minibatch_parts > 0 ? options.minibatch_parts : kDefaultMinibatchParts;
     std::mt19937_64 rng(options.seed);
     torch::manual_seed(options.seed);
 
@@ -720,7 +719,7 @@ class TorchModel : public OfflineModel {
   int hidden_ = 0;
   bool trained_ = false;
   int workers_ = 1;  // threads of a minibatch's parts and of Score (SetThreads)
-  int parts_ = kTrainParts;  // parts of a minibatch (TrainOptions::minibatch_parts)
+  int parts_ = kDefaultMinibatchParts;  // parts of a minibatch (TrainOptions::minibatch_parts)
 };
 
 }  // namespace

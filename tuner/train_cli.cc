@@ -433,7 +433,8 @@ int TrainCommand(int argc, char** argv) {
       ->check(CLI::Range(1, 256));
   app.add_option("--minibatch-parts", t.minibatch_parts,
                  "lstm, gnn: parts a minibatch's gradient is computed in, summed in order (the threads run "
-                 "them side by side; the model depends on the parts, not on the threads); 0: 4")
+                 "them side by side; the model depends on the parts, not on the threads); 0: " +
+                     std::to_string(costmodel::kDefaultMinibatchParts))
       ->check(CLI::Range(0, 64));
   app.add_option("--max-per-task", d.max_per_task, "at most this many records per task (0: all)")
       ->check(CLI::Range(0, 100000000));
@@ -570,7 +571,8 @@ int TrainCommand(int argc, char** argv) {
                             {"valid_share", d.valid_share}, {"command", JoinArgs(argc, argv)}};
   if (t.subsample > 0) options["subsample"] = t.subsample;
   if (t.colsample > 0) options["colsample"] = t.colsample;
-  if (t.minibatch_parts > 0) options["minibatch_parts"] = t.minibatch_parts;
+  if (model_kind == "lstm" || model_kind == "gnn")  // the value used, the default included
+    options["minibatch_parts"] = t.minibatch_parts > 0 ? t.minibatch_parts : costmodel::kDefaultMinibatchParts;
   if (ensemble) {
     options["members"] = t.members;
     options["member_files"] = member_paths;

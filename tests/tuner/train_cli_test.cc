@@ -74,6 +74,7 @@ TEST(TrainCliTest, TrainWritesArtifactAndEvalPrintsTheSameMetrics) {
   EXPECT_EQ(summary["records"].get<int>(), 600);
   EXPECT_EQ(summary["holdout"], nlohmann::json({"tiny-cnn-b", "tiny-mlp"}));
   EXPECT_EQ(nlohmann::json::parse(a->info.options_json)["seed"].get<int>(), 3);
+  EXPECT_FALSE(nlohmann::json::parse(a->info.options_json).contains("minibatch_parts"));  // lstm, gnn only
 
   // --eval of the written model on the same split prints the same table.
   auto eval = TcRun(dir, {"--eval", out, "--data", kTcData, "--networks", kTcNetworks, "--holdout", "tiny-cnn-b,tiny-mlp"});
@@ -87,6 +88,23 @@ TEST(TrainCliTest, TrainWritesArtifactAndEvalPrintsTheSameMetrics) {
   EXPECT_THAT(md.out, HasSubstr("| network | tasks | configs | xgb top-1 |"));
   EXPECT_THAT(md.out, HasSubstr("| again top-1 |"));
   EXPECT_THAT(md.out, HasSubstr("| overall | 8 | 320 |"));
+}
+
+TEST(TrainCliTest, TorchArtifactsRecordTheMinibatchPartsUsed) {
+  test::TempDir dir;
+  for (const auto& [args, parts] : std::vector<std::pair<std::vector<std::string>, int>>{
+           {{"--model", "lstm"}, costmodel::kDefaultMinibatchParts}, {{"--model", "gnn", "--minibatch-parts", "2"}, 2}}) {
+    const std::string out = dir.Join(args[1] + ".tcm");
+    std::vector<std::string> argv = args;
+    argv.insert(argv.end(), {"--data", kTcData, "--networks", kTcNetworks, "--holdout", "tiny-cnn-b,tiny-mlp",
+                             "--epochs", "1", "--threads", "2", "--out", out});
+    auto trained = TcRun(dir, argv);
+    if (trained.exit_code != 0 && trained.err.find("LibTorch") != std::string::npos) GTEST_SKIP() << trained.err;
+    ASSERT_EQ(trained.exit_code, 0) << trained;
+    auto a = costmodel::ReadArtifactFile(out);
+    ASSERT_TRUE(a.ok()) << a.status();
+    EXPECT_EQ(nlohmann::json::parse(a->info.options_json)["minibatch_parts"].get<int>(), parts) << args[1];
+  }
 }
 
 TEST(TrainCliTest, BadInputExitsTwoWithOneLineAndWritesNothing) {
