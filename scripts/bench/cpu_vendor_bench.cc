@@ -735,7 +735,7 @@ int main(int argc, char** argv) {
                               : "the search's best config");
   base::PrintTable({"workload", "tune GFLOP/s", "vendor", "vendor GFLOP/s", "tune/vendor", "oneDNN any GFLOP/s",
               "tune/any"},
-             rows, {.markdown = true});
+             rows, {.align = {}, .markdown = true});
   std::printf("\n");
   for (const auto& n : notes) std::printf("%s\n", n.c_str());
   return 0;
