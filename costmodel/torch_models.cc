@@ -14,7 +14,7 @@
 // of at most kChunk configs of one group) whose latencies differ, failed configs (+inf)
 // ranked below every ok one; Adam on minibatches of chunks, validation after every epoch
 // (ValidationObjective), early stopping keeping the best parameters. Deterministic for a seed
-// and a thread count.
+// and a number of minibatch parts, whatever the thread count.
 #ifdef TUNE_WITH_TORCH
 #include <torch/torch.h>
 
