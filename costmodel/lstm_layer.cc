@@ -90,23 +90,26 @@ torch::Tensor Forward(const Batch& batch, const float* xw, const float* w_hh, St
 
 class LstmFunction : public torch::autograd::Function<LstmFunction> {
  public:
+  /// `offsets`: PackedStepOffsets(lengths), computed once by the caller and kept for backward.
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& xw,
-                               const torch::Tensor& w_hh, const std::vector<int64_t>& lengths) {
-    Batch batch{lengths, PackedStepOffsets(lengths), w_hh.size(1)};
+                               const torch::Tensor& w_hh, const std::vector<int64_t>& lengths,
+                               const std::vector<int64_t>& offsets) {
+    Batch batch{lengths, offsets, w_hh.size(1)};
     StepRows rows{{}, {}, {}, /*keep=*/true};
     auto out = Forward(batch, xw.data_ptr<float>(), w_hh.data_ptr<float>(), &rows);
     ctx->save_for_backward({w_hh, rows.gates, rows.cells, rows.hiddens});
     ctx->saved_data["lengths"] = lengths;
+    ctx->saved_data["offsets"] = offsets;
     return out;
   }
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grad_outputs) {
     const std::vector<int64_t> lengths = ctx->saved_data["lengths"].toIntVector();
-    Batch batch{lengths, PackedStepOffsets(lengths), 0};
     auto saved = ctx->get_saved_variables();
     const torch::Tensor &w_hh = saved[0], &gates_t = saved[1], &cells_t = saved[2], &hiddens_t = saved[3];
-    const int64_t b = batch.size(), h = w_hh.size(1), h4 = 4 * h;
+    const Batch batch{lengths, ctx->saved_data["offsets"].toIntVector(), w_hh.size(1)};
+    const int64_t b = batch.size(), h = batch.hidden, h4 = 4 * h;
     auto d_out = grad_outputs[0].contiguous();
     auto d_xw = torch::empty({batch.offsets.back(), h4});
     auto d_w = torch::zeros({h4, h});
@@ -154,7 +157,7 @@ class LstmFunction : public torch::autograd::Function<LstmFunction> {
                     static_cast<int>(h));
       }
     }
-    return {d_xw, d_w, torch::Tensor()};
+    return {d_xw, d_w, torch::Tensor(), torch::Tensor()};
   }
 };
 
@@ -176,14 +179,14 @@ torch::Tensor LstmLastAndMean(const torch::Tensor& xw, const torch::Tensor& w_hh
     if (lengths[r] < 1 || (r > 0 && lengths[r] > lengths[r - 1]))
       throw std::invalid_argument("LstmLastAndMean: lengths must be >= 1 and non-increasing");
   }
-  const int64_t h = w_hh.size(1);
   const std::vector<int64_t> offsets = PackedStepOffsets(lengths);
-  if (w_hh.dim() != 2 || w_hh.size(0) != 4 * h || xw.dim() != 2 || xw.size(0) != offsets.back() || xw.size(1) != 4 * h)
+  const int64_t h = w_hh.dim() == 2 ? w_hh.size(1) : 0;
+  if (h == 0 || w_hh.size(0) != 4 * h || xw.dim() != 2 || xw.size(0) != offsets.back() || xw.size(1) != 4 * h)
     throw std::invalid_argument("LstmLastAndMean: xw must be [" + std::to_string(offsets.back()) + ", 4h] and w_hh [4h, h]");
   auto x = xw.contiguous();
   auto w = w_hh.contiguous();
   if (torch::GradMode::is_enabled() && (x.requires_grad() || w.requires_grad()))
-    return LstmFunction::apply(x, w, lengths);
+    return LstmFunction::apply(x, w, lengths, offsets);
   // Nothing to differentiate (scoring): two steps' rows are enough.
   torch::NoGradGuard no_grad;
   Batch batch{lengths, offsets, h};

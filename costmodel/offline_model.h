@@ -66,6 +66,8 @@ struct TrainOptions {
   /// kDefaultMinibatchParts. The model depends on it (the order of float additions), not on
   /// `threads`.
   int minibatch_parts = 0;
+  /// The parts a training uses: minibatch_parts, or kDefaultMinibatchParts for 0.
+  int MinibatchParts() const { return minibatch_parts > 0 ? minibatch_parts : kDefaultMinibatchParts; }
   int max_epochs = 0;     // epochs (lstm, gnn) or boosting rounds (xgb)
   int patience = 0;       // stop when the validation score has not improved for this many epochs / round blocks
   double learning_rate = 0;

@@ -312,7 +312,7 @@ class TorchModel : public OfflineModel {
       return absl::InvalidArgumentError(kind_ + " training needs a group with two configs of different latency");
     const auto start = std::chrono::steady_clock::now();
     workers_ = SetThreads(options.threads);
-    parts_ = options.minibatch_parts > 0 ? options.minibatch_parts : kDefaultMinibatchParts;
+    parts_ = options.MinibatchParts();
     std::mt19937_64 rng(options.seed);
     torch::manual_seed(options.seed);
 

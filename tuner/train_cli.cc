@@ -572,7 +572,7 @@ int TrainCommand(int argc, char** argv) {
   if (t.subsample > 0) options["subsample"] = t.subsample;
   if (t.colsample > 0) options["colsample"] = t.colsample;
   if (model_kind == "lstm" || model_kind == "gnn")  // the value used, the default included
-    options["minibatch_parts"] = t.minibatch_parts > 0 ? t.minibatch_parts : costmodel::kDefaultMinibatchParts;
+    options["minibatch_parts"] = t.MinibatchParts();
   if (ensemble) {
     options["members"] = t.members;
     options["member_files"] = member_paths;
