@@ -407,11 +407,14 @@ absl::StatusOr<int64_t> RecordDatabase::LastRecordId() const {
 
 absl::StatusOr<std::vector<Record>> RecordDatabase::Best(int64_t task_id, int64_t target_id, int k) const {
   if (k <= 0) return std::vector<Record>{};
+  // Each config once, at its fastest record: a config measured again (finalists, another run)
+  // would otherwise fill several of the k places.
   absl::StatusOr<Statement> query = PrepareBound(
       impl_->db,
-      absl::StrCat("SELECT ", kRecordColumns,
-                   " FROM records WHERE task_id = ?1 AND target_id = ?2 AND status = 'ok' "
-                   "AND median_s IS NOT NULL ORDER BY median_s, id LIMIT ?3"),
+      absl::StrCat("SELECT ", kRecordColumns, " FROM (SELECT ", kRecordColumns,
+                   ", median_s, ROW_NUMBER() OVER (PARTITION BY config_json ORDER BY median_s, id) AS nth "
+                   "FROM records WHERE task_id = ?1 AND target_id = ?2 AND status = 'ok' "
+                   "AND median_s IS NOT NULL) WHERE nth = 1 ORDER BY median_s, id LIMIT ?3"),
       task_id, target_id, k);
   if (!query.ok()) return query.status();
   return ReadRows(*query, ReadRecord);

@@ -162,7 +162,8 @@ class RecordDatabase {
                                                     const std::string& skip_strategy = "", int64_t offset = 0) const;
   /// The largest record id so far (0 when there is none).
   absl::StatusOr<int64_t> LastRecordId() const;
-  /// The `k` ok records with the lowest median cost, fastest first.
+  /// The `k` fastest configs (ok records, by median cost), fastest first: each config once, as
+  /// its fastest record (a config measured again, e.g. as a finalist, takes one place).
   absl::StatusOr<std::vector<Record>> Best(int64_t task_id, int64_t target_id, int k = 1) const;
 
   /// Every record of a task on a target (0: every task, every target) with its task, target and

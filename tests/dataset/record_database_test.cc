@@ -297,6 +297,33 @@ TEST_F(RecordDatabaseTest, BestOrdersOkRecordsAndIgnoresFailures) {
   EXPECT_TRUE(db->Best(task, target + 1)->empty());
 }
 
+// A config measured more than once (finalists, another run) takes one of the k places, as its
+// fastest record.
+TEST_F(RecordDatabaseTest, BestListsEachConfigOnceAtItsFastestRecord) {
+  auto db = MustOpen(DbPath());
+  ASSERT_NE(db, nullptr);
+  const int64_t task = *db->UpsertTask(Task("t"));
+  const int64_t target = *db->UpsertTarget(Target("k"));
+  std::vector<Record> batch = {
+      Rec(task, target, MeasureStatus::kOk, {2e-3}, 1),
+      Rec(task, target, MeasureStatus::kOk, {1e-3}, 1),  // config 1 again, faster
+      Rec(task, target, MeasureStatus::kOk, {3e-3}, 1),  // and slower
+      Rec(task, target, MeasureStatus::kOk, {1.5e-3}, 2),
+      Rec(task, target, MeasureStatus::kOk, {1.2e-3}, 2),
+      Rec(task, target, MeasureStatus::kOk, {4e-3}, 3),
+  };
+  ASSERT_TRUE(db->AddRecords(batch).ok());
+  absl::StatusOr<std::vector<Record>> best = db->Best(task, target, 3);
+  ASSERT_TRUE(best.ok()) << best.status();
+  ASSERT_EQ(best->size(), 3u);
+  EXPECT_EQ((*best)[0].config_index, 1u);
+  EXPECT_DOUBLE_EQ((*best)[0].result.Median(), 1e-3);
+  EXPECT_EQ((*best)[1].config_index, 2u);
+  EXPECT_DOUBLE_EQ((*best)[1].result.Median(), 1.2e-3);
+  EXPECT_EQ((*best)[2].config_index, 3u);
+  EXPECT_EQ(db->Best(task, target, 10)->size(), 3u);
+}
+
 // RecentRecords is the tail of Records (by timestamp, then id), newest first, without the
 // skipped strategy's records, the other tasks' and targets', cut to the limit after the offset:
 // pages of it put together are that whole tail.
