@@ -195,6 +195,14 @@ Stage::Stage(Buffer output, std::vector<IterVar> axes, std::vector<IterVar> redu
   for (auto& a : reduce_axes_) leaves_.push_back(AddLoop(AsVar(a.var)->name, a.extent, true));
 }
 
+void Stage::SkipWhereFalse(std::vector<Expr> conjuncts) {
+  TUNE_CHECK(is_reduce_);
+  for (Expr& c : conjuncts) {
+    TUNE_CHECK(c.defined());
+    skip_unless_.push_back(std::move(c));
+  }
+}
+
 void Stage::SetEpilogue(Expr acc, Expr epilogue) {
   TUNE_CHECK(AsVar(acc) != nullptr);
   acc_var_ = std::move(acc);
@@ -332,6 +340,62 @@ Stmt Stage::LowerNest() const {
     return Substitute(epilogue_, map);
   };
 
+  // SkipWhereFalse: each conjunct (over the leaf vars) wraps the rest of an accumulation nest
+  // in an If where the last of its vars is bound; `bound` holds the vars bound around the nest.
+  std::vector<Expr> skip;
+  for (const Expr& c : skip_unless_) skip.push_back(Substitute(c, root_map));
+  std::function<Stmt(const Stmt&, std::vector<Expr>, std::unordered_set<const VarNode*>)> place;
+  place = [&](const Stmt& s, std::vector<Expr> pending, std::unordered_set<const VarNode*> bound) -> Stmt {
+    if (pending.empty() || s == nullptr) return s;
+    std::vector<Expr> here, rest;
+    for (Expr& c : pending) {
+      bool all = true;
+      for (int l : leaves_) {
+        const VarNode* v = AsVar(loops_[l].var);
+        if (!bound.count(v) && UsesVar(c, v)) all = false;
+      }
+      (all ? here : rest).push_back(std::move(c));
+    }
+    Stmt body = s;
+    if (!rest.empty()) {
+      switch (s->kind) {
+        case StmtKind::kFor: {
+          const auto* f = static_cast<const ForNode*>(s.get());
+          // Nothing is placed in or below a vectorized loop (an If there would make it serial).
+          if (f->for_kind != ForKind::kVectorized) {
+            bound.insert(AsVar(f->var));
+            body = For(f->var, f->extent, f->for_kind, place(f->body, std::move(rest), bound));
+          }
+          break;
+        }
+        case StmtKind::kSeq: {
+          std::vector<Stmt> stmts;
+          for (const Stmt& c : static_cast<const SeqNode*>(s.get())->stmts) stmts.push_back(place(c, rest, bound));
+          body = Seq(std::move(stmts));
+          break;
+        }
+        case StmtKind::kIf: {
+          const auto* n = static_cast<const IfNode*>(s.get());
+          body = If(n->cond, place(n->then_case, std::move(rest), bound));
+          break;
+        }
+        default:
+          break;  // the statement itself: conjuncts still unbound are left out
+      }
+    }
+    if (here.empty()) return body;
+    Expr cond = here[0];
+    for (size_t i = 1; i < here.size(); ++i) cond = cond && here[i];
+    return If(cond, body);
+  };
+  // The vars of `leaves` (the loops around an accumulation nest), less those a tail's partial
+  // copy fixed (`subst`), for `place`.
+  auto vars_of = [&](const std::vector<int>& leaves) {
+    std::unordered_set<const VarNode*> vars;
+    for (int l : leaves) vars.insert(AsVar(loops_[l].var));
+    return vars;
+  };
+
   const TailLowering tails(*this, values);
   const TailLowering::State start = tails.Start();
   // `stmt` built inside `leaves`, with the tails of its indices versioned and guarded.
@@ -359,7 +423,7 @@ Stmt Stage::LowerNest() const {
     return Seq({init, reduction, epi});
   };
   if (!cache_write_) {
-    return in_output(nest(leaves_, true, Store(output_, out_index, Load(output_, out_index) + value)));
+    return in_output(place(nest(leaves_, true, Store(output_, out_index, Load(output_, out_index) + value)), skip, {}));
   }
 
   // cache_write: leaves up to and including the attach point stay outside the tile.
@@ -395,7 +459,8 @@ Stmt Stage::LowerNest() const {
   if (tails.empty()) {
     // The tile's initialization touches the local tile only, so it needs no guard.
     Stmt init = Nest(inner_spatial, outer_reduce ? load : zero_tile);
-    tiled = Nest(outer, Allocate(acc, Seq({init, Nest(inner, update), Nest(inner_spatial, write_back)})));
+    tiled = Nest(outer, Allocate(acc, Seq({init, place(Nest(inner, update), skip, vars_of(outer)),
+                                           Nest(inner_spatial, write_back)})));
   } else {
     tiled = tails.Build(outer, true, start, [&](const TailLowering::State& st) {
       auto body = [&](const TailLowering::State& s2, const Stmt& stmt) { return Substitute(stmt, s2.subst); };
@@ -403,7 +468,13 @@ Stmt Stage::LowerNest() const {
       Stmt init = outer_reduce ? tails.Build(inner_spatial, false, st,
                                              [&](const TailLowering::State& s2) { return body(s2, load); })
                                : Nest(inner_spatial, zero_tile);
-      Stmt main = tails.Build(inner, true, st, [&](const TailLowering::State& s2) { return body(s2, update); });
+      // (A var of `outer` that the partial copy fixed is a constant in the conjunct too.)
+      std::vector<Expr> skip_here;
+      for (const Expr& c : skip) skip_here.push_back(Substitute(c, st.subst));
+      std::unordered_set<const VarNode*> bound = vars_of(outer);
+      for (const auto& [v, value] : st.subst) bound.erase(v);
+      Stmt main = place(tails.Build(inner, true, st, [&](const TailLowering::State& s2) { return body(s2, update); }),
+                        skip_here, bound);
       Stmt write = tails.Build(inner_spatial, false, st,
                                [&](const TailLowering::State& s2) { return body(s2, write_back); });
       return Allocate(acc, Seq({init, main, write}));

@@ -32,6 +32,15 @@ class Stage {
   /// the root axis vars may appear (e.g. relu(acc + bias[n])).
   void SetEpilogue(Expr acc, Expr epilogue);
 
+  /// A reduction whose summand is zero wherever one of `conjuncts` (conditions over the root
+  /// axis and reduce axis vars) is false, e.g. a convolution's taps on the zero border of its
+  /// padded input: the accumulation skips those iterations. Each conjunct becomes an If around
+  /// the rest of the accumulation nest in the innermost loop that binds its last var (never in
+  /// or below a vectorized loop; in an unrolled one it folds per iteration). A conjunct that
+  /// cannot be placed (its var vectorized, or fixed in a tail's partial copy) is left out, which
+  /// only costs the skipped work: the summand is zero there anyway. Reductions only.
+  void SkipWhereFalse(std::vector<Expr> conjuncts);
+
   int axis(int i) const { return i; }
   int reduce_axis(int i) const { return static_cast<int>(axes_.size()) + i; }
   int64_t extent(int loop) const { return loops_[loop].extent; }
@@ -106,6 +115,7 @@ class Stage {
   std::vector<int> leaves_;
   int cache_write_at_ = -1;
   bool cache_write_ = false;
+  std::vector<Expr> skip_unless_;  // SkipWhereFalse's conjuncts, over the root vars
 };
 
 /// A kernel: its argument buffers, scratch buffers and stages run in order (a stage whose

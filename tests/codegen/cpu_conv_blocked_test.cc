@@ -204,14 +204,16 @@ void conv(float data[1][3][5][8], float weight[6][3][3][3], float bias[6], float
                 }
                 for (ic0 = 0; ic0 < 1; ++ic0) {
                   for (kh = 0; kh < 3; ++kh) {
-                    // unrolled
-                    for (kw = 0; kw < 3; ++kw) {
-                      for (ic1 = 0; ic1 < 3; ++ic1) {
-                        // unrolled
-                        for (ow2 = 0; ow2 < 4; ++ow2) {
-                          // vectorized
-                          for (oc2 = 0; oc2 < 4; ++oc2) {
-                            out.local[ow2, oc2] = out.local[ow2, oc2] + data.pad[0, ic0*3 + ic1, oh0 + oh1 + kh, ow0*4 + (ow1*4 + ow2) + kw]*weight.packed[n.oc0 + oc1, ic0*3 + ic1, kh, kw, oc2];
+                    if (1 <= oh0 + oh1 + kh && oh0 + oh1 + kh < 6) {
+                      // unrolled
+                      for (kw = 0; kw < 3; ++kw) {
+                        for (ic1 = 0; ic1 < 3; ++ic1) {
+                          // unrolled
+                          for (ow2 = 0; ow2 < 4; ++ow2) {
+                            // vectorized
+                            for (oc2 = 0; oc2 < 4; ++oc2) {
+                              out.local[ow2, oc2] = out.local[ow2, oc2] + data.pad[0, ic0*3 + ic1, oh0 + oh1 + kh, ow0*4 + (ow1*4 + ow2) + kw]*weight.packed[n.oc0 + oc1, ic0*3 + ic1, kh, kw, oc2];
+                            }
                           }
                         }
                       }
@@ -247,13 +249,15 @@ void conv(float data[1][3][5][8], float weight[6][3][3][3], float bias[6], float
                 }
                 for (ic0 = 0; ic0 < 1; ++ic0) {
                   for (kh = 0; kh < 3; ++kh) {
-                    for (kw = 0; kw < 3; ++kw) {
-                      for (ic1 = 0; ic1 < 3; ++ic1) {
-                        for (ow2 = 0; ow2 < 4; ++ow2) {
-                          // vectorized
-                          for (oc2 = 0; oc2 < 4; ++oc2) {
-                            if (n.oc0*4 + (oc1*4 + oc2) < 6) {
-                              out.local[ow2, oc2] = out.local[ow2, oc2] + data.pad[0, ic0*3 + ic1, oh0 + oh1 + kh, ow0*4 + (ow1*4 + ow2) + kw]*weight.packed[n.oc0 + oc1, ic0*3 + ic1, kh, kw, oc2];
+                    if (1 <= oh0 + oh1 + kh && oh0 + oh1 + kh < 6) {
+                      for (kw = 0; kw < 3; ++kw) {
+                        for (ic1 = 0; ic1 < 3; ++ic1) {
+                          for (ow2 = 0; ow2 < 4; ++ow2) {
+                            // vectorized
+                            for (oc2 = 0; oc2 < 4; ++oc2) {
+                              if (n.oc0*4 + (oc1*4 + oc2) < 6) {
+                                out.local[ow2, oc2] = out.local[ow2, oc2] + data.pad[0, ic0*3 + ic1, oh0 + oh1 + kh, ow0*4 + (ow1*4 + ow2) + kw]*weight.packed[n.oc0 + oc1, ic0*3 + ic1, kh, kw, oc2];
+                              }
                             }
                           }
                         }
@@ -308,11 +312,13 @@ void conv(float data[1][3][5][8], float weight[6][3][3][3], float bias[6], float
                 for (ic0 = 0; ic0 < 3; ++ic0) {
                   for (ic1 = 0; ic1 < 1; ++ic1) {
                     for (kh = 0; kh < 3; ++kh) {
-                      for (kw = 0; kw < 3; ++kw) {
-                        for (oc2 = 0; oc2 < 1; ++oc2) {
-                          // vectorized
-                          for (ow2 = 0; ow2 < 4; ++ow2) {
-                            out.local[oc2, ow2] = out.local[oc2, ow2] + data.pad[n, ic0 + ic1, oh0 + oh1 + kh, ow0*8 + (ow1*4 + ow2) + kw]*weight[oc0*2 + (oc1 + oc2), ic0 + ic1, kh, kw];
+                      if (1 <= oh0 + oh1 + kh && oh0 + oh1 + kh < 6) {
+                        for (kw = 0; kw < 3; ++kw) {
+                          for (oc2 = 0; oc2 < 1; ++oc2) {
+                            // vectorized
+                            for (ow2 = 0; ow2 < 4; ++ow2) {
+                              out.local[oc2, ow2] = out.local[oc2, ow2] + data.pad[n, ic0 + ic1, oh0 + oh1 + kh, ow0*8 + (ow1*4 + ow2) + kw]*weight[oc0*2 + (oc1 + oc2), ic0 + ic1, kh, kw];
+                            }
                           }
                         }
                       }
@@ -493,12 +499,14 @@ void conv(float data[1][3][5][8], float weight[6][3][3][3], float bias[6], float
                 }
                 for (ic0 = 0; ic0 < 1; ++ic0) {
                   for (kh = 0; kh < 3; ++kh) {
-                    for (kw = 0; kw < 3; ++kw) {
-                      for (ic1 = 0; ic1 < 3; ++ic1) {
-                        for (ow2 = 0; ow2 < 4; ++ow2) {
-                          // vectorized
-                          for (ob = 0; ob < 8; ++ob) {
-                            out.blocked.local[ow2, ob] = out.blocked.local[ow2, ob] + data.pad[n, ic0*3 + ic1, oh0 + oh1 + kh, ow0*4 + (ow1*4 + ow2) + kw]*weight.packed[oc0 + oc1, ic0*3 + ic1, kh, kw, ob];
+                    if (1 <= oh0 + oh1 + kh && oh0 + oh1 + kh < 6) {
+                      for (kw = 0; kw < 3; ++kw) {
+                        for (ic1 = 0; ic1 < 3; ++ic1) {
+                          for (ow2 = 0; ow2 < 4; ++ow2) {
+                            // vectorized
+                            for (ob = 0; ob < 8; ++ob) {
+                              out.blocked.local[ow2, ob] = out.blocked.local[ow2, ob] + data.pad[n, ic0*3 + ic1, oh0 + oh1 + kh, ow0*4 + (ow1*4 + ow2) + kw]*weight.packed[oc0 + oc1, ic0*3 + ic1, kh, kw, ob];
+                            }
                           }
                         }
                       }

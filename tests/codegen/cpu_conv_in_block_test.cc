@@ -179,12 +179,14 @@ void conv(float data[1][7][4][6], float weight[6][7][3][3], float bias[6], float
                 }
                 for (ic0 = 0; ic0 < 2; ++ic0) {
                   for (kh = 0; kh < 3; ++kh) {
-                    for (kw = 0; kw < 3; ++kw) {
-                      for (ic1 = 0; ic1 < 4; ++ic1) {
-                        for (ow2 = 0; ow2 < 3; ++ow2) {
-                          // vectorized
-                          for (ob = 0; ob < 8; ++ob) {
-                            out.blocked.local[ow2, ob] = out.blocked.local[ow2, ob] + data.blocked[n, ic0, oh0 + oh1 + kh, ow0*3 + (ow1*3 + ow2) + kw, ic1]*weight.packed[oc0 + oc1, ic0, kh, kw, ic1, ob];
+                    if (1 <= oh0 + oh1 + kh && oh0 + oh1 + kh < 5) {
+                      for (kw = 0; kw < 3; ++kw) {
+                        for (ic1 = 0; ic1 < 4; ++ic1) {
+                          for (ow2 = 0; ow2 < 3; ++ow2) {
+                            // vectorized
+                            for (ob = 0; ob < 8; ++ob) {
+                              out.blocked.local[ow2, ob] = out.blocked.local[ow2, ob] + data.blocked[n, ic0, oh0 + oh1 + kh, ow0*3 + (ow1*3 + ow2) + kw, ic1]*weight.packed[oc0 + oc1, ic0, kh, kw, ic1, ob];
+                            }
                           }
                         }
                       }

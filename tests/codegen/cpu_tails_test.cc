@@ -202,6 +202,25 @@ TEST(CpuTailsStageTest, DivisorSplitsLowerAsWithoutTails) {
 
 // Divisor configs of the templates keep guard-free nests (their golden texts live in
 // printer_test.cc); configs with a tail have guards.
+// `text` with the "if (" of each line whose condition names kh or kw (a convolution's skip of
+// the taps on the zero border) removed.
+static std::string WithoutBorderSkips(const std::string& text) {
+  std::string out;
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size() - 1;
+    std::string line = text.substr(start, end - start + 1);
+    const size_t at = line.find("if (");
+    if (at != std::string::npos && (line.find(" kh") != std::string::npos || line.find(" kw") != std::string::npos)) {
+      line.erase(at, 4);
+    }
+    out += line;
+    start = end + 1;
+  }
+  return out;
+}
+
 TEST(CpuTailsStageTest, TemplateDivisorConfigsHaveNoGuards) {
   for (const auto& [op, shape] : std::vector<std::pair<OpKind, std::string>>{
            {OpKind::kMatmul, "96,64,48"}, {OpKind::kConv2d, "1,16,14,14,32,3,3,1,1"}}) {
@@ -220,6 +239,9 @@ TEST(CpuTailsStageTest, TemplateDivisorConfigsHaveNoGuards) {
       std::string text = Print(*f);
       // The guard of a weight packed once (prepack) is no tail guard.
       for (size_t at; (at = text.find("if (weight.packed.fresh == 1)")) != std::string::npos;) text.erase(at, 4);
+      // Nor is a conv's skip of the taps on its padded input's border (Stage::SkipWhereFalse):
+      // its condition is over kh or kw, which no tail guard of these templates names.
+      text = WithoutBorderSkips(text);
       if (HasTail(space, *c)) {
         ++tail;
         EXPECT_THAT(text, HasSubstr("if (")) << space.ToJson(*c);

@@ -223,12 +223,14 @@ void conv(float data[1][2][4][4], float weight[4][2][3][3], float out[1][4][4][4
                 }
                 for (ic0 = 0; ic0 < 1; ++ic0) {
                   for (kh = 0; kh < 3; ++kh) {
-                    for (kw = 0; kw < 3; ++kw) {
-                      for (ic1 = 0; ic1 < 2; ++ic1) {
-                        for (ow2 = 0; ow2 < 2; ++ow2) {
-                          // vectorized
-                          for (oc2 = 0; oc2 < 2; ++oc2) {
-                            out.local[ow2, oc2] = out.local[ow2, oc2] + data.pad[n, ic0*2 + ic1, oh0 + oh1 + kh, ow0*2 + (ow1*2 + ow2) + kw]*weight.packed[oc0*2 + oc1, ic0*2 + ic1, kh, kw, oc2];
+                    if (1 <= oh0 + oh1 + kh && oh0 + oh1 + kh < 5) {
+                      for (kw = 0; kw < 3; ++kw) {
+                        for (ic1 = 0; ic1 < 2; ++ic1) {
+                          for (ow2 = 0; ow2 < 2; ++ow2) {
+                            // vectorized
+                            for (oc2 = 0; oc2 < 2; ++oc2) {
+                              out.local[ow2, oc2] = out.local[ow2, oc2] + data.pad[n, ic0*2 + ic1, oh0 + oh1 + kh, ow0*2 + (ow1*2 + ow2) + kw]*weight.packed[oc0*2 + oc1, ic0*2 + ic1, kh, kw, oc2];
+                            }
                           }
                         }
                       }
