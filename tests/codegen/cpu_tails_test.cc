@@ -303,6 +303,44 @@ for (i1 = 0; i1 < 4; ++i1) {
   }
 }
 
+// Stage::SkipWhereFalse on out[i] = sum over k of pad[i + k] * w[k] (pad: the input with a zero
+// border of 1): each conjunct wraps the rest of the accumulation in the loop that binds its
+// last var; one whose var is vectorized is left out (an If there would make the loop serial);
+// the zeroing of the output is never skipped.
+TEST(CpuTailsStageTest, SkipWhereFalsePlacesEachConjunctWhereItsVarsAreBound) {
+  Buffer pad = MakeBuffer("pad", {10}, BufferScope::kArg, 0);
+  Buffer w = MakeBuffer("w", {3}, BufferScope::kArg, 1);
+  Buffer out = MakeBuffer("out", {8}, BufferScope::kArg, 2);
+  IterVar i = MakeIterVar("i", 8), k = MakeIterVar("k", 3);
+  Expr x = i.var + k.var;
+  Expr inside = (Expr(1) <= x) && (x < Expr(9));
+  {
+    Stage st(out, {i}, {k}, Load(pad, {x}) * Load(w, {k.var}));
+    st.SkipWhereFalse({i.var < Expr(6), inside});
+    EXPECT_EQ(Print(st.Lower()), R"IR(for (i = 0; i < 8; ++i) {
+  out[i] = 0f;
+}
+for (i = 0; i < 8; ++i) {
+  if (i < 6) {
+    for (k = 0; k < 3; ++k) {
+      if (1 <= i + k && i + k < 9) {
+        out[i] = out[i] + pad[i + k]*w[k];
+      }
+    }
+  }
+}
+)IR") << Print(st.Lower());
+  }
+  {
+    Stage st(out, {i}, {k}, Load(pad, {x}) * Load(w, {k.var}));
+    auto l = st.SplitFactors(st.axis(0), {2, 4});
+    st.Reorder({l[0], st.reduce_axis(0), l[1]});
+    st.Vectorize(l[1]);
+    st.SkipWhereFalse({inside});
+    EXPECT_THAT(Print(st.Lower()), Not(HasSubstr("if ("))) << Print(st.Lower());
+  }
+}
+
 class CpuTailsGuardTest : public ::testing::Test {
  protected:
   void SetUp() override { runtime::SetNumThreads(2); }
