@@ -40,12 +40,15 @@ class Stage::TailLowering {
   struct State {
     std::vector<Mode> mode;                          // per tail
     std::vector<bool> guarded;                       // per tail: an enclosing If checks it
+    std::vector<bool> skip_done;                     // per SkipWhereFalse conjunct: placed or left out
     std::unordered_map<const VarNode*, Expr> subst;  // outer leaves fixed in a partial copy
     std::unordered_set<const VarNode*> bound;        // leaf vars of the enclosing loops
   };
   using Body = std::function<Stmt(const State&)>;
 
-  TailLowering(const Stage& stage, const std::vector<Expr>& values) : stage_(stage) {
+  /// `skip`: the SkipWhereFalse conjuncts in leaf vars, placed by Build(place_skips = true).
+  TailLowering(const Stage& stage, const std::vector<Expr>& values, std::vector<Expr> skip)
+      : stage_(stage), skip_(std::move(skip)) {
     for (const Relation& r : stage.relations_) {
       if (!r.is_split) continue;
       const Loop &parent = stage.loops_[r.parent], &outer = stage.loops_[r.outer], &inner = stage.loops_[r.inner];
@@ -58,16 +61,22 @@ class Stage::TailLowering {
   }
   bool empty() const { return tails_.empty(); }
   State Start() const {
-    return State{std::vector<Mode>(tails_.size(), Mode::kUndecided), std::vector<bool>(tails_.size(), false), {}, {}};
+    return State{std::vector<Mode>(tails_.size(), Mode::kUndecided), std::vector<bool>(tails_.size(), false),
+                 std::vector<bool>(skip_.size(), false), {}, {}};
   }
   /// The loops `leaves` (outermost first) around body(state), where the tails that the body's
   /// statements index through (the spatial ones, and the reduce ones too when `with_reduce`)
   /// are versioned (full tiles / partial tile) where their outer index is known, and guarded
   /// in the partial copy where their condition's variables are bound. `body` holds the
-  /// statements themselves when `statements`, else further nests that Build the rest.
+  /// statements themselves when `statements`, else further nests that Build the rest. With
+  /// `place_skips` (an accumulation nest) each SkipWhereFalse conjunct not placed around the
+  /// nest already wraps the rest of it where its last var is bound, with the values a partial
+  /// copy fixed; one that would land in or below a vectorized loop is left out.
   Stmt Build(const std::vector<int>& leaves, bool with_reduce, const State& state, const Body& body,
-             bool statements = true) const {
-    Stmt s = Level(leaves, 0, with_reduce, statements, state, body);
+             bool statements = true, bool place_skips = false) const {
+    State start = state;
+    start.skip_done.assign(skip_.size(), !place_skips);
+    Stmt s = Level(leaves, 0, with_reduce, statements, start, body);
     return s != nullptr ? s : Seq({});
   }
 
@@ -135,6 +144,13 @@ class Stage::TailLowering {
       state.guarded[t] = true;
       cond = cond.defined() ? (cond && guard) : guard;
     }
+    for (size_t k = 0; k < skip_.size(); ++k) {
+      if (state.skip_done[k]) continue;
+      Expr c = Substitute(skip_[k], state.subst);
+      if (!AllBound(c, state)) continue;
+      state.skip_done[k] = true;
+      cond = cond.defined() ? (cond && c) : c;
+    }
     Stmt inner;
     if (pos == leaves.size()) {
       for (size_t t = 0; t < tails_.size() && statements; ++t) {
@@ -147,6 +163,12 @@ class Stage::TailLowering {
       const VarNode* var = AsVar(l.var);
       state.bound.insert(var);
       const ForKind kind = KindInPartialTile(l, with_reduce, state);
+      // A conjunct over a vectorized var is left out: an If there would make the loop serial.
+      if (kind == ForKind::kVectorized) {
+        for (size_t k = 0; k < skip_.size(); ++k) {
+          if (!state.skip_done[k] && UsesVar(Substitute(skip_[k], state.subst), var)) state.skip_done[k] = true;
+        }
+      }
       // A serial (unrolled, vectorized) loop that is the outer loop of a tail is partitioned:
       // its full tiles run in a loop of one iteration less, then the partial tile once, with
       // the index fixed. A parallel one keeps all iterations on the pool and is versioned
@@ -177,6 +199,7 @@ class Stage::TailLowering {
 
   const Stage& stage_;
   std::vector<Tail> tails_;
+  std::vector<Expr> skip_;
 };
 
 IterVar MakeIterVar(const std::string& name, int64_t extent) { return IterVar{MakeVar(name), extent}; }
@@ -340,69 +363,18 @@ Stmt Stage::LowerNest() const {
     return Substitute(epilogue_, map);
   };
 
-  // SkipWhereFalse: each conjunct (over the leaf vars) wraps the rest of an accumulation nest
-  // in an If where the last of its vars is bound; `bound` holds the vars bound around the nest.
+  // SkipWhereFalse's conjuncts in leaf vars, placed in the accumulation nests by TailLowering.
   std::vector<Expr> skip;
   for (const Expr& c : skip_unless_) skip.push_back(Substitute(c, root_map));
-  std::function<Stmt(const Stmt&, std::vector<Expr>, std::unordered_set<const VarNode*>)> place;
-  place = [&](const Stmt& s, std::vector<Expr> pending, std::unordered_set<const VarNode*> bound) -> Stmt {
-    if (pending.empty() || s == nullptr) return s;
-    std::vector<Expr> here, rest;
-    for (Expr& c : pending) {
-      bool all = true;
-      for (int l : leaves_) {
-        const VarNode* v = AsVar(loops_[l].var);
-        if (!bound.count(v) && UsesVar(c, v)) all = false;
-      }
-      (all ? here : rest).push_back(std::move(c));
-    }
-    Stmt body = s;
-    if (!rest.empty()) {
-      switch (s->kind) {
-        case StmtKind::kFor: {
-          const auto* f = static_cast<const ForNode*>(s.get());
-          // Nothing is placed in or below a vectorized loop (an If there would make it serial).
-          if (f->for_kind != ForKind::kVectorized) {
-            bound.insert(AsVar(f->var));
-            body = For(f->var, f->extent, f->for_kind, place(f->body, std::move(rest), bound));
-          }
-          break;
-        }
-        case StmtKind::kSeq: {
-          std::vector<Stmt> stmts;
-          for (const Stmt& c : static_cast<const SeqNode*>(s.get())->stmts) stmts.push_back(place(c, rest, bound));
-          body = Seq(std::move(stmts));
-          break;
-        }
-        case StmtKind::kIf: {
-          const auto* n = static_cast<const IfNode*>(s.get());
-          body = If(n->cond, place(n->then_case, std::move(rest), bound));
-          break;
-        }
-        default:
-          break;  // the statement itself: conjuncts still unbound are left out
-      }
-    }
-    if (here.empty()) return body;
-    Expr cond = here[0];
-    for (size_t i = 1; i < here.size(); ++i) cond = cond && here[i];
-    return If(cond, body);
-  };
-  // The vars of `leaves` (the loops around an accumulation nest), less those a tail's partial
-  // copy fixed (`subst`), for `place`.
-  auto vars_of = [&](const std::vector<int>& leaves) {
-    std::unordered_set<const VarNode*> vars;
-    for (int l : leaves) vars.insert(AsVar(loops_[l].var));
-    return vars;
-  };
-
-  const TailLowering tails(*this, values);
+  const TailLowering tails(*this, values, skip);
   const TailLowering::State start = tails.Start();
-  // `stmt` built inside `leaves`, with the tails of its indices versioned and guarded.
-  auto nest = [&](const std::vector<int>& leaves, bool with_reduce, const Stmt& stmt) {
-    if (tails.empty()) return Nest(leaves, stmt);
-    return tails.Build(leaves, with_reduce, start,
-                       [&](const TailLowering::State& st) { return Substitute(stmt, st.subst); });
+  // `stmt` built inside `leaves`, with the tails of its indices versioned and guarded (and, for
+  // an accumulation, `accumulate`, the skips placed).
+  auto nest = [&](const std::vector<int>& leaves, bool with_reduce, const Stmt& stmt, bool accumulate = false) {
+    if (tails.empty() && !(accumulate && !skip.empty())) return Nest(leaves, stmt);
+    return tails.Build(
+        leaves, with_reduce, start, [&](const TailLowering::State& st) { return Substitute(stmt, st.subst); },
+        /*statements=*/true, accumulate);
   };
 
   if (!is_reduce_) return nest(leaves_, false, Store(output_, out_index, epilogue(value)));
@@ -423,7 +395,7 @@ Stmt Stage::LowerNest() const {
     return Seq({init, reduction, epi});
   };
   if (!cache_write_) {
-    return in_output(place(nest(leaves_, true, Store(output_, out_index, Load(output_, out_index) + value)), skip, {}));
+    return in_output(nest(leaves_, true, Store(output_, out_index, Load(output_, out_index) + value), true));
   }
 
   // cache_write: leaves up to and including the attach point stay outside the tile.
@@ -459,8 +431,14 @@ Stmt Stage::LowerNest() const {
   if (tails.empty()) {
     // The tile's initialization touches the local tile only, so it needs no guard.
     Stmt init = Nest(inner_spatial, outer_reduce ? load : zero_tile);
-    tiled = Nest(outer, Allocate(acc, Seq({init, place(Nest(inner, update), skip, vars_of(outer)),
-                                           Nest(inner_spatial, write_back)})));
+    Stmt main = Nest(inner, update);
+    if (!skip.empty()) {
+      // The skips over the outer loops' vars too (bound around the tile).
+      TailLowering::State st = start;
+      for (int l : outer) st.bound.insert(AsVar(loops_[l].var));
+      main = tails.Build(inner, true, st, [&](const TailLowering::State&) { return update; }, true, true);
+    }
+    tiled = Nest(outer, Allocate(acc, Seq({init, main, Nest(inner_spatial, write_back)})));
   } else {
     tiled = tails.Build(outer, true, start, [&](const TailLowering::State& st) {
       auto body = [&](const TailLowering::State& s2, const Stmt& stmt) { return Substitute(stmt, s2.subst); };
@@ -468,13 +446,8 @@ Stmt Stage::LowerNest() const {
       Stmt init = outer_reduce ? tails.Build(inner_spatial, false, st,
                                              [&](const TailLowering::State& s2) { return body(s2, load); })
                                : Nest(inner_spatial, zero_tile);
-      // (A var of `outer` that the partial copy fixed is a constant in the conjunct too.)
-      std::vector<Expr> skip_here;
-      for (const Expr& c : skip) skip_here.push_back(Substitute(c, st.subst));
-      std::unordered_set<const VarNode*> bound = vars_of(outer);
-      for (const auto& [v, value] : st.subst) bound.erase(v);
-      Stmt main = place(tails.Build(inner, true, st, [&](const TailLowering::State& s2) { return body(s2, update); }),
-                        skip_here, bound);
+      Stmt main = tails.Build(inner, true, st, [&](const TailLowering::State& s2) { return body(s2, update); },
+                              /*statements=*/true, /*place_skips=*/true);
       Stmt write = tails.Build(inner_spatial, false, st,
                                [&](const TailLowering::State& s2) { return body(s2, write_back); });
       return Allocate(acc, Seq({init, main, write}));

@@ -339,6 +339,15 @@ for (i = 0; i < 8; ++i) {
     st.SkipWhereFalse({inside});
     EXPECT_THAT(Print(st.Lower()), Not(HasSubstr("if ("))) << Print(st.Lower());
   }
+  {
+    // A tail on i (8 = 3 x 3 - 1): the partial copy, its outer index fixed, skips too.
+    Stage st(out, {i}, {k}, Load(pad, {x}) * Load(w, {k.var}));
+    st.SplitFactors(st.axis(0), {3, 3}, search::SplitTails::kAllowed);
+    st.SkipWhereFalse({inside});
+    const std::string text = Print(st.Lower());
+    EXPECT_THAT(text, HasSubstr("if (1 <= i0*3 + i1 + k && i0*3 + i1 + k < 9)")) << text;
+    EXPECT_THAT(text, HasSubstr("if (1 <= 6 + i1 + k && 6 + i1 + k < 9)")) << text;
+  }
 }
 
 class CpuTailsGuardTest : public ::testing::Test {
