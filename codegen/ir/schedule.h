@@ -35,10 +35,12 @@ class Stage {
   /// A reduction whose summand is zero wherever one of `conjuncts` (conditions over the root
   /// axis and reduce axis vars) is false, e.g. a convolution's taps on the zero border of its
   /// padded input: the accumulation skips those iterations. Each conjunct becomes an If around
-  /// the rest of the accumulation nest in the innermost loop that binds its last var (never in
-  /// or below a vectorized loop; in an unrolled one it folds per iteration). A conjunct that
-  /// cannot be placed (its var vectorized, or fixed in a tail's partial copy) is left out, which
-  /// only costs the skipped work: the summand is zero there anyway. Reductions only.
+  /// the rest of the accumulation nest in the innermost loop that binds its last var (in a
+  /// tail's partial copy with the copy's fixed index; in an unrolled loop it folds per
+  /// iteration). One over a vectorized loop's var is left out (an If there would make the loop
+  /// serial), which only costs the skipped work: the summand is zero there anyway. The
+  /// initialization and write-back of the output or accumulator tile are never skipped.
+  /// Reductions only.
   void SkipWhereFalse(std::vector<Expr> conjuncts);
 
   int axis(int i) const { return i; }
