@@ -371,7 +371,7 @@ Stmt Stage::LowerNest() const {
   // `stmt` built inside `leaves`, with the tails of its indices versioned and guarded (and, for
   // an accumulation, `accumulate`, the skips placed).
   auto nest = [&](const std::vector<int>& leaves, bool with_reduce, const Stmt& stmt, bool accumulate = false) {
-    if (tails.empty() && !(accumulate && !skip.empty())) return Nest(leaves, stmt);
+    if (tails.empty() && (!accumulate || skip.empty())) return Nest(leaves, stmt);
     return tails.Build(
         leaves, with_reduce, start, [&](const TailLowering::State& st) { return Substitute(stmt, st.subst); },
         /*statements=*/true, accumulate);

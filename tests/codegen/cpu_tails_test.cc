@@ -15,6 +15,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "codegen/cpu/llvm_codegen.h"
 #include "codegen/ir/ir.h"
 #include "codegen/ir/kernel.h"
@@ -200,27 +202,21 @@ TEST(CpuTailsStageTest, DivisorSplitsLowerAsWithoutTails) {
   }
 }
 
-// Divisor configs of the templates keep guard-free nests (their golden texts live in
-// printer_test.cc); configs with a tail have guards.
 // `text` with the "if (" of each line whose condition names kh or kw (a convolution's skip of
 // the taps on the zero border) removed.
-static std::string WithoutBorderSkips(const std::string& text) {
-  std::string out;
-  size_t start = 0;
-  while (start < text.size()) {
-    size_t end = text.find('\n', start);
-    if (end == std::string::npos) end = text.size() - 1;
-    std::string line = text.substr(start, end - start + 1);
+std::string WithoutBorderSkips(const std::string& text) {
+  std::vector<std::string> lines = absl::StrSplit(text, '\n');
+  for (std::string& line : lines) {
     const size_t at = line.find("if (");
     if (at != std::string::npos && (line.find(" kh") != std::string::npos || line.find(" kw") != std::string::npos)) {
       line.erase(at, 4);
     }
-    out += line;
-    start = end + 1;
   }
-  return out;
+  return absl::StrJoin(lines, "\n");
 }
 
+// Divisor configs of the templates keep guard-free nests (their golden texts live in
+// printer_test.cc); configs with a tail have guards.
 TEST(CpuTailsStageTest, TemplateDivisorConfigsHaveNoGuards) {
   for (const auto& [op, shape] : std::vector<std::pair<OpKind, std::string>>{
            {OpKind::kMatmul, "96,64,48"}, {OpKind::kConv2d, "1,16,14,14,32,3,3,1,1"}}) {
