@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <string>
@@ -45,118 +46,209 @@ AlignedFloats AllocateAligned(size_t count) {
   return AlignedFloats(static_cast<float*>(ptr));
 }
 
-// Loads, checks and times the kernel (in the child); the result's build_s and wall_s are
-// left to the parent.
-MeasureResult MeasureInChild(const TaskData& task, const BuildResult& build, const LocalRunnerOptions& options,
-                             const LocalRunner::KernelLoader& loader) {
-  const MeasureProtocol& protocol = options.protocol;
-  MeasureResult report;
-  codegen::runtime::SetNumThreads(std::max(1, options.threads));
+// One kernel in a measuring child: its own copies of the inputs and its output, its calls, its
+// record. The steps run in order: Load, (tune_rt_prepacked_reset once for the whole child)
+// CheckFirstCall, Calibrate, Sample per repeat, Finish; a step that settles the record (load
+// failure, wrong output, timing cut off) makes live() false and the later steps are skipped.
+class KernelUnderTest {
+ public:
+  KernelUnderTest(const TaskData& task, const MeasureProtocol& protocol) : task_(task), protocol_(protocol) {}
 
-  absl::StatusOr<codegen::KernelFn> loaded = loader(build.kernel);
-  if (!loaded.ok()) {
-    report.status = MeasureStatus::kCompileError;
-    report.message = absl::StrCat("loading kernel failed: ", loaded.status().ToString());
-    return report;
-  }
-  if (*loaded == nullptr) {
-    report.status = MeasureStatus::kCompileError;
-    report.message = "loading kernel failed: null function pointer";
-    return report;
-  }
-  const codegen::KernelFn fn = *loaded;
-
-  std::vector<AlignedFloats> buffers;
-  std::vector<float*> args;
-  for (const std::vector<float>& input : task.inputs) {
-    buffers.push_back(AllocateAligned(input.size()));
-    std::copy(input.begin(), input.end(), buffers.back().get());
-    args.push_back(buffers.back().get());
-  }
-  const int64_t out_size = static_cast<int64_t>(task.reference.size());
-  buffers.push_back(AllocateAligned(task.reference.size()));
-  float* out = buffers.back().get();
-  std::fill(out, out + out_size, std::numeric_limits<float>::quiet_NaN());
-  args.push_back(out);
-  float* const* argv = args.data();
-  // New inputs at addresses a kernel of this process may have packed before (a fork of a
-  // process that ran kernels): the first call below must pack them afresh.
-  tune_rt_prepacked_reset();
-  const int64_t packs_before = codegen::runtime::PrepackedPacks();
-
-  const Clock::time_point first_start = Clock::now();
-  fn(argv);
-  const int64_t packs_first = codegen::runtime::PrepackedPacks() - packs_before;
-  const double first_s = std::chrono::duration<double>(Clock::now() - first_start).count();
-  std::string why;
-  if (!AllClose(out, task.reference.data(), out_size, protocol.rtol, protocol.atol, &why)) {
-    report.status = MeasureStatus::kWrongResult;
-    report.message = absl::StrCat("output differs from reference: ", why);
-    return report;
-  }
-  if (protocol.cutoff_s > 0 && first_s > protocol.cutoff_s) {
-    report.costs_s.push_back(first_s);
-    report.number = 1;
-    report.status = MeasureStatus::kOk;
-    report.message = absl::StrCat("timing cut off after the first call (", first_s, " s > ", protocol.cutoff_s, " s)");
-    return report;
+  void Load(const BuildResult& build, const LocalRunner::KernelLoader& loader) {
+    absl::StatusOr<codegen::KernelFn> loaded = loader(build.kernel);
+    if (!loaded.ok()) return Settle(MeasureStatus::kCompileError, absl::StrCat("loading kernel failed: ", loaded.status().ToString()));
+    if (*loaded == nullptr) return Settle(MeasureStatus::kCompileError, "loading kernel failed: null function pointer");
+    fn_ = *loaded;
+    for (const std::vector<float>& input : task_.inputs) {
+      buffers_.push_back(AllocateAligned(input.size()));
+      std::copy(input.begin(), input.end(), buffers_.back().get());
+      args_.push_back(buffers_.back().get());
+    }
+    buffers_.push_back(AllocateAligned(task_.reference.size()));
+    out_ = buffers_.back().get();
+    std::fill(out_, out_ + task_.reference.size(), std::numeric_limits<float>::quiet_NaN());
+    args_.push_back(out_);
+    live_ = true;
   }
 
-  for (int i = 0; i < protocol.warmup; ++i) fn(argv);
-
-  auto sample = [&](int number) {
+  // The first call, checked against the reference; with protocol.cutoff_s, a slow one ends
+  // the timing.
+  void CheckFirstCall() {
+    if (!live_) return;
+    const int64_t packs_before = codegen::runtime::PrepackedPacks();
     const Clock::time_point start = Clock::now();
-    for (int i = 0; i < number; ++i) fn(argv);
+    fn_(args_.data());
+    const double first_s = std::chrono::duration<double>(Clock::now() - start).count();
+    packs_first_ = codegen::runtime::PrepackedPacks() - packs_before;
+    std::string why;
+    if (!AllClose(out_, task_.reference.data(), static_cast<int64_t>(task_.reference.size()), protocol_.rtol,
+                  protocol_.atol, &why)) {
+      return Settle(MeasureStatus::kWrongResult, absl::StrCat("output differs from reference: ", why));
+    }
+    if (protocol_.cutoff_s > 0 && first_s > protocol_.cutoff_s) {
+      report_.costs_s.push_back(first_s);
+      report_.number = 1;
+      return Settle(MeasureStatus::kOk, absl::StrCat("timing cut off after the first call (", first_s, " s > ",
+                                                     protocol_.cutoff_s, " s)"));
+    }
+  }
+
+  // The warm-up calls, then `number` doubled until a sample lasts min_repeat_ms.
+  void Calibrate() {
+    if (!live_) return;
+    const int64_t packs_before = codegen::runtime::PrepackedPacks();
+    for (int i = 0; i < protocol_.warmup; ++i) fn_(args_.data());
+    const double min_repeat_s = std::max(0.0, protocol_.min_repeat_ms) / 1e3;
+    while (number_ < LocalRunner::kMaxNumber && Time(number_) < min_repeat_s) number_ *= 2;
+    packs_timed_ += codegen::runtime::PrepackedPacks() - packs_before;
+  }
+
+  // One timed sample of `number` calls, after `untimed` calls that are not counted.
+  void Sample(int untimed) {
+    if (!live_) return;
+    const int64_t packs_before = codegen::runtime::PrepackedPacks();
+    for (int i = 0; i < untimed; ++i) fn_(args_.data());
+    report_.costs_s.push_back(Time(number_) / number_);
+    packs_timed_ += codegen::runtime::PrepackedPacks() - packs_before;
+  }
+
+  // The output checked again after the timed calls; the note on packed weights.
+  MeasureResult Finish() {
+    if (!live_) return std::move(report_);
+    live_ = false;
+    report_.number = number_;
+    std::string why;
+    if (!AllClose(out_, task_.reference.data(), static_cast<int64_t>(task_.reference.size()), protocol_.rtol,
+                  protocol_.atol, &why)) {
+      report_.costs_s.clear();
+      report_.status = MeasureStatus::kWrongResult;
+      report_.message = absl::StrCat("output differs from reference after repeated calls: ", why);
+      return std::move(report_);
+    }
+    report_.status = MeasureStatus::kOk;
+    // A kernel that packs its constant weight once (prepack) did so in the first, checked call.
+    if (packs_first_ > 0 && packs_timed_ == 0) {
+      report_.message = LocalRunner::kPackedOnceNote;
+    } else if (packs_timed_ > 0) {
+      report_.message = absl::StrCat("weights packed again ", packs_timed_, " times during the timed calls");
+    }
+    return std::move(report_);
+  }
+
+  bool live() const { return live_; }
+
+ private:
+  double Time(int calls) {
+    const Clock::time_point start = Clock::now();
+    for (int i = 0; i < calls; ++i) fn_(args_.data());
     return std::chrono::duration<double>(Clock::now() - start).count();
-  };
+  }
 
-  const double min_repeat_s = std::max(0.0, protocol.min_repeat_ms) / 1e3;
-  int number = 1;
-  while (number < LocalRunner::kMaxNumber && sample(number) < min_repeat_s) number *= 2;
+  void Settle(MeasureStatus status, std::string message) {
+    live_ = false;
+    report_.status = status;
+    report_.message = std::move(message);
+  }
 
+  const TaskData& task_;
+  const MeasureProtocol& protocol_;
+  codegen::KernelFn fn_ = nullptr;
+  std::vector<AlignedFloats> buffers_;
+  std::vector<float*> args_;
+  float* out_ = nullptr;
+  bool live_ = false;
+  int number_ = 1;
+  int64_t packs_first_ = 0;
+  int64_t packs_timed_ = 0;
+  MeasureResult report_;
+};
+
+// Loads, checks and times the kernels of `builds` (in the child), one after the other or, with
+// protocol.interleave, sample by sample in rotating order; `progress` is called after each
+// step that may take a while (the parent's deadline restarts on it). The results' build_s and
+// wall_s are left to the parent.
+std::vector<MeasureResult> MeasureInChild(const TaskData& task, const std::vector<const BuildResult*>& builds,
+                                          const LocalRunnerOptions& options, const LocalRunner::KernelLoader& loader,
+                                          const std::function<void()>& progress) {
+  const MeasureProtocol& protocol = options.protocol;
+  codegen::runtime::SetNumThreads(std::max(1, options.threads));
+  std::vector<std::unique_ptr<KernelUnderTest>> kernels;
+  for (const BuildResult* build : builds) {
+    kernels.push_back(std::make_unique<KernelUnderTest>(task, protocol));
+    kernels.back()->Load(*build, loader);
+  }
+  // New inputs at addresses a kernel of this process may have packed before (a fork of a
+  // process that ran kernels): each kernel's first call below must pack them afresh.
+  tune_rt_prepacked_reset();
   std::unique_ptr<char[]> flush;
   if (protocol.flush_cache) flush.reset(new char[LocalRunner::kFlushBytes]);
+  auto flush_caches = [&](int round) {
+    if (!flush) return;
+    std::memset(flush.get(), round + 1, LocalRunner::kFlushBytes);
+    asm volatile("" : : "r"(flush.get()) : "memory");  // the writes must happen
+  };
   const int repeats = std::max(1, protocol.repeats);  // an ok record always has a sample
-  for (int r = 0; r < repeats; ++r) {
-    if (flush) {
-      std::memset(flush.get(), r + 1, LocalRunner::kFlushBytes);
-      asm volatile("" : : "r"(flush.get()) : "memory");  // the writes must happen
+  const bool interleaved = protocol.interleave && kernels.size() > 1;
+  if (!interleaved) {
+    for (auto& k : kernels) {
+      k->CheckFirstCall();
+      k->Calibrate();
+      for (int r = 0; r < repeats; ++r) {
+        flush_caches(r);
+        k->Sample(0);
+      }
+      progress();
     }
-    report.costs_s.push_back(sample(number) / number);
+  } else {
+    for (auto& k : kernels) {
+      k->CheckFirstCall();
+      k->Calibrate();
+      progress();
+    }
+    // The other kernels ran since this one's last sample: one call brings its data back
+    // into the caches, unless the protocol wants them cold.
+    const int untimed = flush ? 0 : 1;
+    for (int r = 0; r < repeats; ++r) {
+      for (size_t j = 0; j < kernels.size(); ++j) {
+        KernelUnderTest& k = *kernels[(j + r) % kernels.size()];
+        if (!k.live()) continue;
+        flush_caches(r);
+        k.Sample(untimed);
+      }
+      progress();
+    }
   }
-  report.number = number;
-
-  if (!AllClose(out, task.reference.data(), out_size, protocol.rtol, protocol.atol, &why)) {
-    report.costs_s.clear();
-    report.status = MeasureStatus::kWrongResult;
-    report.message = absl::StrCat("output differs from reference after repeated calls: ", why);
-    return report;
-  }
-  report.status = MeasureStatus::kOk;
-  // A kernel that packs its constant weight once (prepack) did so in the first, checked call.
-  const int64_t packs_timed = codegen::runtime::PrepackedPacks() - packs_before - packs_first;
-  if (packs_first > 0 && packs_timed == 0) {
-    report.message = LocalRunner::kPackedOnceNote;
-  } else if (packs_timed > 0) {
-    report.message = absl::StrCat("weights packed again ", packs_timed, " times during the timed calls");
-  }
-  return report;
+  std::vector<MeasureResult> results;
+  for (auto& k : kernels) results.push_back(k->Finish());
+  return results;
 }
 
-// The child's result; an exception becomes a runtime_error result.
-MeasureResult MeasureGuarded(const TaskData& task, const BuildResult& build, const LocalRunnerOptions& options,
-                             const LocalRunner::KernelLoader& loader) {
-  MeasureResult report;
+// The child's results; an exception becomes a runtime_error result for each build.
+std::vector<MeasureResult> MeasureGuarded(const TaskData& task, const std::vector<const BuildResult*>& builds,
+                                          const LocalRunnerOptions& options, const LocalRunner::KernelLoader& loader,
+                                          const std::function<void()>& progress) {
+  std::string error;
   try {
-    report = MeasureInChild(task, build, options, loader);
+    return MeasureInChild(task, builds, options, loader, progress);
   } catch (const std::exception& e) {
-    report = MeasureResult{};
-    report.message = absl::StrCat("kernel process threw: ", e.what());
+    error = absl::StrCat("kernel process threw: ", e.what());
   } catch (...) {
-    report = MeasureResult{};
-    report.message = "kernel process threw a non-standard exception";
+    error = "kernel process threw a non-standard exception";
   }
-  return report;
+  std::vector<MeasureResult> results(builds.size());
+  for (MeasureResult& r : results) r.message = error;
+  return results;
+}
+
+// The first byte of a child's message: a step done (the deadline starts again) or the results.
+constexpr char kProgressTag = 'p';
+constexpr char kResultsTag = 'r';
+
+// Bytes of one kernel's inputs and output in a measuring child.
+size_t KernelBytes(const TaskData& task) {
+  size_t floats = task.reference.size();
+  for (const std::vector<float>& input : task.inputs) floats += input.size();
+  return floats * sizeof(float);
 }
 
 // Empty when `task` is self-consistent; otherwise what is wrong with it.
@@ -203,48 +295,76 @@ LocalRunner::KernelLoader LocalRunner::DefaultLoader() {
 
 std::vector<MeasureResult> LocalRunner::Run(const TaskData& task,
                                             const std::vector<BuildResult>& builds) {
-  std::vector<MeasureResult> results;
-  results.reserve(builds.size());
+  std::vector<MeasureResult> results(builds.size());
   const std::string task_error = CheckTask(task);
-  for (const BuildResult& build : builds) {
-    MeasureResult result;
-    result.build_s = build.build_s;
-    if (build.status != MeasureStatus::kOk) {
-      result.status = build.status;
-      result.message = build.message;
+  std::vector<size_t> runnable;
+  for (size_t i = 0; i < builds.size(); ++i) {
+    MeasureResult& result = results[i];
+    result.build_s = builds[i].build_s;
+    if (builds[i].status != MeasureStatus::kOk) {
+      result.status = builds[i].status;
+      result.message = builds[i].message;
     } else if (!task_error.empty()) {
       result.status = MeasureStatus::kRuntimeError;
       result.message = absl::StrCat("bad task data: ", task_error);
     } else {
-      result = RunOne(task, build);
+      runnable.push_back(i);
     }
-    spdlog::debug("local runner: {} {} {}", build.kernel.symbol, StatusName(result.status),
-                  result.message);
-    results.push_back(std::move(result));
+  }
+  // Interleaved: groups of kernels whose buffers fit kInterleaveMaxBytes, in one child each.
+  size_t group = 1;
+  if (options_.protocol.interleave) {
+    group = std::clamp<size_t>(kInterleaveMaxBytes / std::max<size_t>(KernelBytes(task), 1), 1, kMaxInterleaved);
+  }
+  for (size_t first = 0; first < runnable.size(); first += group) {
+    std::vector<const BuildResult*> members;
+    for (size_t j = first; j < std::min(runnable.size(), first + group); ++j) members.push_back(&builds[runnable[j]]);
+    std::vector<MeasureResult> measured = RunInChild(task, members);
+    if (measured.empty()) {  // the group's child gave no usable result: each kernel alone
+      for (const BuildResult* member : members) measured.push_back(RunInChild(task, {member}).at(0));
+    }
+    for (size_t j = 0; j < members.size(); ++j) results[runnable[first + j]] = std::move(measured[j]);
+  }
+  for (size_t i = 0; i < builds.size(); ++i) {
+    spdlog::debug("local runner: {} {} {}", builds[i].kernel.symbol, StatusName(results[i].status), results[i].message);
   }
   return results;
 }
 
-MeasureResult LocalRunner::RunOne(const TaskData& task, const BuildResult& build) const {
+std::vector<MeasureResult> LocalRunner::RunInChild(const TaskData& task,
+                                                   const std::vector<const BuildResult*>& builds) const {
   const Clock::time_point start = Clock::now();
   const double timeout_s = std::max(0.0, options_.protocol.timeout_s);
-  const Clock::time_point deadline =
-      start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
-  MeasureResult result;
+  auto deadline_from = [&](Clock::time_point t) {
+    return t + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
+  };
+  Clock::time_point deadline = deadline_from(start);
+  std::vector<MeasureResult> results;
   absl::StatusOr<std::unique_ptr<ChildProcess>> child = ChildProcess::Start([&](ChildProcess::Channel& channel) {
-    channel.Send(MessageWriter().PutResult(MeasureGuarded(task, build, options_, loader_)).bytes());
+    auto progress = [&] { channel.Send(std::string(1, kProgressTag)); };
+    MessageWriter writer;
+    writer.Put(kResultsTag).Put(static_cast<uint32_t>(builds.size()));
+    for (const MeasureResult& r : MeasureGuarded(task, builds, options_, loader_, progress)) writer.PutResult(r);
+    channel.Send(writer.bytes());
     return 0;
   });
   if (!child.ok()) {
-    result.message = std::string(child.status().message());
+    results.resize(builds.size());
+    for (MeasureResult& r : results) r.message = std::string(child.status().message());
   } else {
     std::string payload;
-    const ChildProcess::Read read = (*child)->Next(deadline, &payload);
+    ChildProcess::Read read;
+    // Each step the child reports done gives it another timeout_s: a group of kernels is not
+    // held to one kernel's limit, and a hang still ends within timeout_s of the last step.
+    while ((read = (*child)->Next(deadline, &payload)) == ChildProcess::Read::kMessage &&
+           payload.size() == 1 && payload[0] == kProgressTag) {
+      deadline = deadline_from(Clock::now());
+    }
     ChildExit exit;
     if (read == ChildProcess::Read::kMessage) {
-      // The child sends its result right before it exits: allow a grace period past the
+      // The child sends its results right before it exits: allow a grace period past the
       // deadline for the exit itself. A child that then stalls in _exit (and is killed) still
-      // measured the kernel.
+      // measured the kernels.
       exit = (*child)->Wait(std::max(deadline, Clock::now() + std::chrono::seconds(1)));
     } else if (read == ChildProcess::Read::kEnd) {
       exit = (*child)->Wait(deadline);
@@ -252,14 +372,25 @@ MeasureResult LocalRunner::RunOne(const TaskData& task, const BuildResult& build
       exit = (*child)->Kill();
     }
     MessageReader reader(payload);
-    const bool usable = read == ChildProcess::Read::kMessage && exit.kind != ChildExit::Kind::kSignaled &&
-                        (exit.kind != ChildExit::Kind::kExited || exit.Clean()) && reader.GetResult(&result) &&
-                        reader.Done();
-    if (!usable) result = LostResult(read, **child, exit, timeout_s);
+    char tag = 0;
+    uint32_t count = 0;
+    bool usable = read == ChildProcess::Read::kMessage && exit.kind != ChildExit::Kind::kSignaled &&
+                  (exit.kind != ChildExit::Kind::kExited || exit.Clean()) && reader.Get(&tag) &&
+                  tag == kResultsTag && reader.Get(&count) && count == builds.size();
+    results.resize(builds.size());
+    for (size_t i = 0; usable && i < results.size(); ++i) usable = reader.GetResult(&results[i]);
+    usable = usable && reader.Done();
+    if (!usable) {
+      if (builds.size() > 1) return {};  // the caller measures each kernel alone
+      results[0] = LostResult(read, **child, exit, timeout_s);
+    }
   }
-  result.build_s = build.build_s;
-  result.wall_s = std::chrono::duration<double>(Clock::now() - start).count();
-  return result;
+  const double wall_s = std::chrono::duration<double>(Clock::now() - start).count();
+  for (size_t i = 0; i < results.size(); ++i) {
+    results[i].build_s = builds[i]->build_s;
+    results[i].wall_s = wall_s / static_cast<double>(results.size());
+  }
+  return results;
 }
 
 }  // namespace tune::measure

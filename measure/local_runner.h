@@ -23,6 +23,14 @@ struct LocalRunnerOptions {
 /// A kernel that crashes, hangs past protocol.timeout_s or computes a wrong result costs
 /// only its own record; the parent process is never touched by kernel code.
 ///
+/// With protocol.interleave, the ok builds of a batch share children instead (groups of up to
+/// kMaxInterleaved): each kernel gets its own copies of the inputs, is checked and calibrated,
+/// then the samples go round the group, so that host drift over seconds is shared by all. A
+/// group's child is allowed timeout_s per step (a kernel's check and calibration, a round of
+/// samples); when it crashes, hangs or sends garbage, each of its kernels is measured again in
+/// a child of its own, which pins the failure on the kernel that caused it. A group's wall time
+/// is split evenly among its results.
+///
 /// Result fields: `costs_s` holds max(1, protocol.repeats) per-call seconds (elapsed / number,
 /// steady_clock) of samples of `number` back-to-back calls, `number` doubled from 1 until
 /// one sample lasts at least min_repeat_ms (capped at kMaxNumber). `build_s` is copied
@@ -48,13 +56,19 @@ class LocalRunner : public Runner {
   static constexpr int kMaxNumber = 1 << 24;
   /// Bytes written before each timed sample when protocol.flush_cache is set.
   static constexpr size_t kFlushBytes = size_t{64} << 20;
+  /// protocol.interleave: at most this many kernels share a child, and together their copies
+  /// of the inputs and outputs stay within kInterleaveMaxBytes (a larger batch is measured in
+  /// several groups; a kernel over the limit alone).
+  static constexpr size_t kMaxInterleaved = 16;
+  static constexpr size_t kInterleaveMaxBytes = size_t{1} << 30;
   /// The message of an ok record whose kernel packed its weights in the first call only.
   static constexpr const char* kPackedOnceNote = "weights packed once, in the checked first call, outside the timed calls";
 
   /// `loader` empty means DefaultLoader().
   explicit LocalRunner(LocalRunnerOptions options, KernelLoader loader = nullptr);
 
-  /// One result per build, in order; each ok build runs in its own child, one at a time.
+  /// One result per build, in order; each ok build runs in its own child (or, interleaved, in
+  /// its group's), one at a time.
   /// Thread-safe (no shared mutable state), but concurrent Runs disturb each other's
   /// timings. A parent with other threads forks a child holding only the calling thread;
   /// a loader that deadlocks on a lock copied mid-use surfaces as a timeout.
@@ -70,7 +84,9 @@ class LocalRunner : public Runner {
   const LocalRunnerOptions& options() const { return options_; }
 
  private:
-  MeasureResult RunOne(const TaskData& task, const BuildResult& build) const;
+  // Measures `builds` in one child (one after the other, or interleaved per the protocol): a
+  // result for each, or none when a group of several gave no usable result.
+  std::vector<MeasureResult> RunInChild(const TaskData& task, const std::vector<const BuildResult*>& builds) const;
 
   LocalRunnerOptions options_;
   KernelLoader loader_;

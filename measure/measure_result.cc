@@ -87,6 +87,7 @@ std::string MeasureProtocol::ToJson() const {
       {"flush_cache", flush_cache}, {"timeout_s", timeout_s}, {"rtol", rtol},
       {"atol", atol},           {"cutoff_s", cutoff_s},   {"build_timeout_s", build_timeout_s},
   };
+  if (interleave) j["interleave"] = true;  // absent when off: records of before it read the same
   return j.dump();
 }
 
@@ -104,7 +105,8 @@ absl::StatusOr<MeasureProtocol> MeasureProtocol::FromJson(const std::string& tex
                          ReadField(j, "flush_cache", p.flush_cache),
                          ReadField(j, "timeout_s", p.timeout_s), ReadField(j, "rtol", p.rtol),
                          ReadField(j, "atol", p.atol), ReadField(j, "cutoff_s", p.cutoff_s),
-                         ReadField(j, "build_timeout_s", p.build_timeout_s)}) {
+                         ReadField(j, "build_timeout_s", p.build_timeout_s),
+                         ReadField(j, "interleave", p.interleave)}) {
     if (!s.ok()) return s;
   }
   if (p.warmup < 0) return absl::InvalidArgumentError("measure protocol: warmup must be >= 0");

@@ -47,6 +47,13 @@ struct MeasureProtocol {
   /// would hold back its whole batch.
   double build_timeout_s = kDefaultBuildTimeoutS;
   static constexpr double kDefaultBuildTimeoutS = 15.0;
+  /// When set, a batch's kernels are timed in one process with their samples interleaved
+  /// (round r times every kernel once, in an order rotated by r), so that a host whose speed
+  /// drifts over seconds slows them alike and their medians rank them fairly; each sample is
+  /// then preceded by one untimed call of its kernel (unless flush_cache), as the kernels
+  /// evict each other from the caches. LocalRunner only (a CUDA batch already runs in one
+  /// worker process). The tuner's finalists are always measured this way.
+  bool interleave = false;
 
   std::string ToJson() const;
   static absl::StatusOr<MeasureProtocol> FromJson(const std::string& text);

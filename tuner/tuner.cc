@@ -713,8 +713,11 @@ absl::Status Tuner::Finalize(TaskRun& t) {
   if (order.size() < 2) return absl::OkStatus();  // nothing to choose between
   std::vector<search::Config> configs;
   for (size_t i : order) configs.push_back(t.history[i]);
-  auto results = t.task->Measure(configs, options_.protocol);
-  if (auto st = Commit(t, configs, results, kFinalistStrategy, options_.protocol); !st.ok()) return st;
+  // Timed side by side, sample by sample, so that a host's drift does not pick the winner.
+  measure::MeasureProtocol protocol = options_.protocol;
+  protocol.interleave = true;
+  auto results = t.task->Measure(configs, protocol);
+  if (auto st = Commit(t, configs, results, kFinalistStrategy, protocol); !st.ok()) return st;
   double best = kInf;
   for (size_t i = 0; i < configs.size(); ++i) {
     if (results[i].ok() && results[i].Median() < best) {

@@ -90,8 +90,9 @@ struct TuneOptions {
   int early_stop = 0;        // stop a task after this many trials without improvement; 0 = off
   bool resume = false;       // count and skip configs already recorded for this task/target
   /// After the search, the best `finalists` configs of each task are measured again (records
-  /// with strategy "finalist") and the fastest re-measurement wins: one noisy sample during
-  /// the search does not pick the winner. 0 or 1 = off.
+  /// with strategy "finalist"), side by side with their samples interleaved
+  /// (MeasureProtocol::interleave), and the fastest re-measurement wins: one noisy sample
+  /// during the search does not pick the winner. 0 or 1 = off.
   int finalists = 3;
   /// A candidate whose first call is this many times slower than the task's best so far is
   /// not timed further (MeasureProtocol::cutoff_s); 0 = off.

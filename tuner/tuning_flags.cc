@@ -40,6 +40,9 @@ void AddProtocolFlags(CLI::App& app, measure::MeasureProtocol& protocol, const s
   app.add_option("--min-repeat-ms", protocol.min_repeat_ms, "minimum duration of one sample")
       ->check(CLI::Range(0, 100000000));
   app.add_flag("--flush-cache", protocol.flush_cache, "flush the caches before each sample");
+  app.add_flag("--interleave", protocol.interleave,
+               "time each batch's CPU kernels in one process, sample by sample in turn (a host whose speed "
+               "drifts slows them alike; finalists are always timed so)");
 }
 
 void AddTuningFlags(CLI::App& app, TuningFlags& f, const std::string& timeout_flag) {

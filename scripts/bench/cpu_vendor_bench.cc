@@ -67,6 +67,7 @@ struct Options {
   std::vector<std::string> only;         // workload ids to run; empty = all
   std::vector<std::string> config_json;  // "ID=JSON": extra hand-picked rows
   int finalists = 1;                     // search records re-measured here to pick the tuned config
+  bool interleave = false;               // the search's batches timed side by side (MeasureProtocol::interleave)
   std::string strategy = "auto";         // the search strategy (tune's default unless told)
   std::string dump_dir;                  // where tune's timed kernels' object files go; empty: nowhere
 };
@@ -562,6 +563,8 @@ int main(int argc, char** argv) {
   app.add_option("--finalists", o.finalists,
                  "re-measure the search's K best configs here and keep the fastest (1 = its best)")
       ->check(CLI::Range(1, 100));
+  app.add_flag("--interleave", o.interleave,
+               "time each search batch's kernels in one process, sample by sample in turn (tune --interleave)");
   app.add_option("--only", o.only, "workload ids to run (" + WorkloadIds() + "; default: all but the NCHWc ones, conv1b..conv4b)")->delimiter(',');
   app.add_option("--config-json", o.config_json,
                  "ID=JSON: also time this config of workload ID (a hand-picked row, not tuned)");
@@ -610,6 +613,7 @@ int main(int argc, char** argv) {
   to.threads = o.threads;
   to.resume = true;
   to.protocol.timeout_s = o.timeout_s;
+  to.protocol.interleave = o.interleave;
   to.command = command;
   std::vector<tuner::TaskOutcome> outcomes;
   std::fprintf(stderr, "tuning %zu workloads, %d trials each, %d threads, database %s (target %s)\n", tasks.size(),
@@ -723,8 +727,9 @@ int main(int argc, char** argv) {
   std::printf("threads: %d (tune runtime %d, OpenBLAS %d, oneDNN %s %d)\n", o.threads,
               codegen::runtime::NumThreads(), openblas_get_num_threads(), dnnl_threads.runtime.c_str(), dnnl_nthr);
   std::printf("trials: %d per workload (strategy %s, seed %llu, database %s; records already there count,\n"
-              "        see the trial counts below)\n", o.trials, o.strategy.c_str(),
-              static_cast<unsigned long long>(o.seed), o.db_path.c_str());
+              "        see the trial counts below)%s\n", o.trials, o.strategy.c_str(),
+              static_cast<unsigned long long>(o.seed), o.db_path.c_str(),
+              o.interleave ? "; each search batch timed interleaved in one process" : "");
   std::printf("vendors: OpenBLAS %s; oneDNN %d.%d.%d\n", openblas_get_config(), dv->major, dv->minor, dv->patch);
   std::printf("load average: %s before timing, %s after\n", load_before.c_str(), LoadAverage().c_str());
   std::printf("timing: in-process, median of %d samples of back-to-back calls >= %.0f ms each, each sample after\n"

@@ -96,6 +96,19 @@ TEST(MeasureProtocolTest, MissingFieldsKeepDefaults) {
   EXPECT_EQ(p->min_repeat_ms, MeasureProtocol().min_repeat_ms);
 }
 
+// Interleaving is written only when on, so the protocols of records made before it keep their JSON.
+TEST(MeasureProtocolTest, InterleaveRoundTripsAndIsAbsentWhenOff) {
+  MeasureProtocol p;
+  EXPECT_EQ(p.ToJson().find("interleave"), std::string::npos);
+  p.interleave = true;
+  EXPECT_NE(p.ToJson().find(R"("interleave":true)"), std::string::npos) << p.ToJson();
+  absl::StatusOr<MeasureProtocol> back = MeasureProtocol::FromJson(p.ToJson());
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_TRUE(back->interleave);
+  EXPECT_FALSE(MeasureProtocol::FromJson(R"({"repeats": 9})")->interleave);
+  EXPECT_FALSE(MeasureProtocol::FromJson(R"({"interleave": 1})").ok());
+}
+
 TEST(MeasureProtocolTest, RejectsBadJson) {
   EXPECT_EQ(MeasureProtocol::FromJson("{not json").status().code(),
             absl::StatusCode::kInvalidArgument);

@@ -8,6 +8,8 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <string>
 #include <vector>
@@ -104,6 +106,24 @@ void Accumulates(float* const* args) {
   }
 }
 
+// Matmuls that append their letter to the file at call_log_path on each call (the child
+// inherits the path), so a test can read the order in which a child called its kernels.
+std::string call_log_path;
+void LogCall(char letter) {
+  FILE* f = std::fopen(call_log_path.c_str(), "a");
+  if (f == nullptr) return;
+  std::fputc(letter, f);
+  std::fclose(f);
+}
+void LoggedA(float* const* args) {
+  LogCall('A');
+  Matmul(args);
+}
+void LoggedB(float* const* args) {
+  LogCall('B');
+  Matmul(args);
+}
+
 absl::StatusOr<codegen::KernelFn> FakeLoader(const codegen::CompiledKernel& kernel) {
   static const std::map<std::string, codegen::KernelFn> kFakes = {
       {"matmul", Matmul},
@@ -117,6 +137,8 @@ absl::StatusOr<codegen::KernelFn> FakeLoader(const codegen::CompiledKernel& kern
       {"closes_pipe_and_exits", ClosesPipeAndExits},
       {"right_once_then_wrong", RightOnceThenWrong},
       {"accumulates", Accumulates},
+      {"logged_a", LoggedA},
+      {"logged_b", LoggedB},
   };
   auto it = kFakes.find(kernel.symbol);
   if (it == kFakes.end()) return absl::NotFoundError("no such fake kernel: " + kernel.symbol);
@@ -283,6 +305,92 @@ TEST_F(LocalRunnerTest, DefaultLoaderRejectsBadObjectCode) {
   std::vector<MeasureResult> results = runner.Run(task_, {build});
   ASSERT_EQ(results.size(), 1u);
   EXPECT_EQ(results[0].status, MeasureStatus::kCompileError) << results[0].message;
+}
+
+}  // namespace
+}  // namespace tune::measure
+
+namespace tune::measure {
+namespace {
+
+// protocol.interleave: the ok kernels of a batch share one child.
+class InterleavedRunnerTest : public LocalRunnerTest {
+ protected:
+  InterleavedRunnerTest() { options_.protocol.interleave = true; }
+
+  std::vector<MeasureResult> RunBatch(const std::vector<std::string>& symbols) {
+    std::vector<BuildResult> builds;
+    for (const std::string& symbol : symbols) builds.push_back(Build(symbol));
+    LocalRunner runner(options_, FakeLoader);
+    std::vector<MeasureResult> results = runner.Run(task_, builds);
+    EXPECT_EQ(results.size(), builds.size());
+    return results;
+  }
+};
+
+// Kernels that fail their check are settled inside the shared child; the others are timed
+// there, and the group's wall time is split among them (in children of their own it differs).
+TEST_F(InterleavedRunnerTest, OneChildTimesTheGoodAndSaysWhyTheOthersFailed) {
+  const std::vector<MeasureResult> results =
+      RunBatch({"matmul", "garbage", "matmul", "right_once_then_wrong", "no_such_kernel", "matmul"});
+  ASSERT_EQ(results.size(), 6u);
+  for (size_t i : {0, 2, 5}) {
+    EXPECT_EQ(results[i].status, MeasureStatus::kOk) << i << ": " << results[i].message;
+    EXPECT_EQ(results[i].costs_s.size(), 3u) << i;
+    EXPECT_DOUBLE_EQ(results[i].build_s, 0.25);
+  }
+  EXPECT_EQ(results[1].status, MeasureStatus::kWrongResult);
+  EXPECT_THAT(results[1].message, HasSubstr("output differs from reference: "));
+  EXPECT_EQ(results[3].status, MeasureStatus::kWrongResult);
+  EXPECT_THAT(results[3].message, HasSubstr("after repeated calls"));
+  EXPECT_EQ(results[4].status, MeasureStatus::kCompileError);
+  for (const MeasureResult& r : results) {
+    EXPECT_GT(r.wall_s, 0);
+    EXPECT_EQ(r.wall_s, results[0].wall_s);
+  }
+  test::ExpectNoChildren();
+}
+
+// After each kernel's check and calibration, the samples go round: the call log switches
+// between the kernels every sample, where one child per kernel calls A throughout, then B.
+TEST_F(InterleavedRunnerTest, SamplesAlternateBetweenTheKernels) {
+  char path[] = "/tmp/tune-interleave-XXXXXX";
+  const int fd = ::mkstemp(path);
+  ASSERT_GE(fd, 0);
+  ::close(fd);
+  call_log_path = path;
+  options_.protocol.min_repeat_ms = 0;  // one call per sample
+  options_.protocol.repeats = 4;
+  const std::vector<MeasureResult> results = RunBatch({"logged_a", "logged_b"});
+  ASSERT_EQ(results.size(), 2u);
+  EXPECT_TRUE(results[0].ok() && results[1].ok()) << results[0].message << results[1].message;
+  std::string log;
+  if (FILE* f = std::fopen(path, "r")) {
+    for (int c; (c = std::fgetc(f)) != EOF;) log.push_back(static_cast<char>(c));
+    std::fclose(f);
+  }
+  ::unlink(path);
+  // Check, warm-up and calibration of each (AAA BBB), then rounds of an untimed and a timed
+  // call each, the order rotated every round: AA BB, BB AA, AA BB, BB AA.
+  EXPECT_EQ(log, "AAABBBAABBBBAAAABBBBAA");
+}
+
+// A child that crashes or hangs gives nothing: each kernel of its group is measured again
+// alone, and the failure lands on the kernel that caused it.
+TEST_F(InterleavedRunnerTest, FailedChildMeasuresEachKernelAlone) {
+  std::vector<MeasureResult> results = RunBatch({"matmul", "segfault", "matmul"});
+  ASSERT_EQ(results.size(), 3u);
+  EXPECT_EQ(results[0].status, MeasureStatus::kOk) << results[0].message;
+  EXPECT_EQ(results[1].status, MeasureStatus::kRuntimeError);
+  EXPECT_THAT(results[1].message, HasSubstr("kernel crashed: SIGSEGV"));
+  EXPECT_EQ(results[2].status, MeasureStatus::kOk) << results[2].message;
+  EXPECT_NE(results[0].wall_s, results[2].wall_s);  // each in a child of its own
+  results = RunBatch({"matmul", "hangs"});
+  ASSERT_EQ(results.size(), 2u);
+  EXPECT_EQ(results[0].status, MeasureStatus::kOk) << results[0].message;
+  EXPECT_EQ(results[1].status, MeasureStatus::kTimeout);
+  EXPECT_EQ(results[1].message, "kernel did not finish within 1s");
+  test::ExpectNoChildren();
 }
 
 }  // namespace

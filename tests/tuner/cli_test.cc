@@ -137,6 +137,35 @@ TEST_F(CliTest, BuildTimeoutIsRecordedInEachProtocol) {
   }
 }
 
+// --interleave times the search's batches side by side; without it only the finalists are.
+TEST_F(CliTest, InterleaveIsRecordedInTheSearchProtocol) {
+  for (const bool interleave : {false, true}) {
+    const std::string name = interleave ? "il.db" : "plain.db";
+    std::vector<std::string> args = {"op", "matmul", "--shape", "16,16,16", "--target", "llvm", "--trials", "4",
+                                     "--batch", "2", "--repeats", "1", "--min-repeat-ms", "0", "--db", name};
+    if (interleave) args.push_back("--interleave");
+    test::ProcessResult r = Tune(dir_, args);
+    ASSERT_TRUE(r.exited) << r;
+    ASSERT_EQ(r.exit_code, 0) << r;
+    auto db = dataset::RecordDatabase::OpenReadOnly(dir_.Join(name));
+    ASSERT_TRUE(db.ok()) << db.status();
+    auto records = (*db)->ExportRecords();
+    ASSERT_TRUE(records.ok()) << records.status();
+    int search = 0;
+    for (const dataset::PortableRecord& p : *records) {
+      auto protocol = measure::MeasureProtocol::FromJson(p.record.protocol_json);
+      ASSERT_TRUE(protocol.ok()) << protocol.status();
+      if (p.record.strategy == "finalist") {
+        EXPECT_TRUE(protocol->interleave) << p.record.protocol_json;
+      } else if (p.record.strategy != "default") {
+        ++search;
+        EXPECT_EQ(protocol->interleave, interleave) << p.record.strategy << ": " << p.record.protocol_json;
+      }
+    }
+    EXPECT_EQ(search, 4);
+  }
+}
+
 TEST_F(CliTest, UnwritableDatabasePath) {
   ExpectRejected({"op", "matmul", "--shape", "4,4,4", "--trials", "1", "--db", "/proc/nonexistent/x.db"},
                  {"/proc/nonexistent/x.db"});

@@ -331,6 +331,8 @@ TEST(TunerTest, FinalistsAreMeasuredAgainAndTheWinnerComesFromThem) {
   for (const auto& r : records) {
     if (r.strategy == "finalist") {
       finalists.insert(r.config_json);
+      // Timed side by side in one child, and the records say so.
+      EXPECT_NE(r.protocol_json.find(R"("interleave":true)"), std::string::npos) << r.protocol_json;
       if (r.result.ok() && r.result.Median() < best_finalist) {
         best_finalist = r.result.Median();
         best_finalist_config = r.config_json;
