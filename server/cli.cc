@@ -437,6 +437,11 @@ int SubmitCommand(int argc, char** argv) {
   // --measure-timeout here.
   tuner::AddTuningFlags(app, tuning, "--measure-timeout");
   app.add_option("--name", name, "shown by tune jobs");
+  std::string layout = "nchw";
+  app.add_option("--layout", layout,
+                 "activation layout: nchw (default), or nchwc (llvm only): the convolutions' NCHWc workloads, "
+                 "blocked by this machine's vector width (the model is resolved here and sent as a model file)")
+      ->check(CLI::IsMember({"nchw", "nchwc"}));
   app.add_flag("--detach", detach, "print the job id and return without watching");
   app.add_option("--reattach", reattach_s, "seconds to keep reattaching to the job when the daemon goes away")
       ->check(CLI::Range(0.0, 86400.0))->capture_default_str();
@@ -450,9 +455,12 @@ int SubmitCommand(int argc, char** argv) {
 
   std::ifstream file(model);
   std::error_code ec;  // a path that cannot be examined is not a model file
-  if (tuner::IsOnnxModel(model) || !tuning.inputs.empty()) {
-    // An ONNX model is imported here; its tasks travel as a model file.
-    auto m = tuner::LoadModel(model, tuning.inputs);
+  const absl::StatusOr<int64_t> layout_block = tuner::LayoutBlock(layout, target);
+  if (!layout_block.ok()) return base::Fail("tune", layout_block.status());
+  if (tuner::IsOnnxModel(model) || !tuning.inputs.empty() || *layout_block > 0) {
+    // An ONNX model is imported here, and a blocked layout planned here; the tasks travel as a
+    // model file.
+    auto m = tuner::LoadModel(model, tuning.inputs, *layout_block);
     if (!m.ok()) return base::Fail("tune", m.status());
     if (!m->summary.empty()) std::fprintf(stderr, "%s\n", base::EscapeControl(m->summary).c_str());
     req.set_model_json(tuner::ModelToJson(*m));

@@ -43,11 +43,11 @@ class NoDefaultTask : public measure::Task {
 }  // namespace
 
 absl::StatusOr<std::vector<TuneTask>> CollectTasks(const std::vector<std::string>& models,
-                                                   const std::vector<std::string>& inputs) {
+                                                   const std::vector<std::string>& inputs, int64_t layout_block) {
   std::vector<TuneTask> out;
   std::map<std::string, size_t> by_key;
   for (const std::string& name : models) {
-    auto model = LoadModel(name, inputs);
+    auto model = LoadModel(name, inputs, layout_block);
     if (!model.ok()) return model.status();
     for (const TuneTask& t : ExtractTasks(*model)) {
       const std::string key = t.workload.Key();

@@ -32,9 +32,11 @@ struct CollectOptions {
 /// The distinct tasks of `models` (zoo names, model files, ONNX files, as LoadModel reads
 /// them), in order of first appearance; a workload that several models share is one task
 /// (named after its first model and layer, counts added). The first model that cannot be
-/// loaded is its LoadModel error.
+/// loaded is its LoadModel error. `layout_block` > 0 gives the models' convolutions their NCHWc
+/// workloads (LoadModel's `layout_block`, from LayoutBlock).
 absl::StatusOr<std::vector<TuneTask>> CollectTasks(const std::vector<std::string>& models,
-                                                   const std::vector<std::string>& inputs = {});
+                                                   const std::vector<std::string>& inputs = {},
+                                                   int64_t layout_block = 0);
 
 /// What a task's records on a target are, as collection counts them: the distinct configs
 /// measured as search trials (the untuned default schedule and re-measured finalists of tuning

@@ -26,6 +26,7 @@
 #include "tuner/cli_format.h"
 #include "tuner/cli_support.h"
 #include "tuner/dataset_collect.h"
+#include "tuner/model_file.h"
 #include "tuner/parse_command_line.h"
 #include "tuner/tuning_flags.h"
 
@@ -64,7 +65,7 @@ int DatasetCollectCommand(int argc, char** argv) {
                "database (a share at random, the rest from a model-guided search); a rerun measures only what "
                "is missing.\n"
                "usage: tune dataset collect --models resnet-18,net.json,model.onnx --target llvm --per-task N "
-               "[--db FILE] [options]",
+               "[--layout nchw|nchwc] [--db FILE] [options]",
                kWho};
   std::string models_text, target_text = "llvm", db_path = "dataset.db";
   CollectOptions c;
@@ -92,7 +93,14 @@ int DatasetCollectCommand(int argc, char** argv) {
   app.add_option("--threads", o.threads, "threads a kernel may use (default: all cores)")->check(CLI::Range(1, 256));
   AddProtocolFlags(app, o.protocol);
   app.add_option("--input", flags.inputs, "NAME=1x3x224x224: the shape of an ONNX model's input, repeatable");
+  std::string layout = "nchw";
+  app.add_option("--layout", layout,
+                 "activation layout: nchw (default), or nchwc (CPU only): the convolutions' NCHWc workloads, as "
+                 "`tune MODEL --layout nchwc` tunes them")
+      ->check(CLI::IsMember({"nchw", "nchwc"}));
   if (auto code = ParseCommandLine(app, argc - 2, argv + 2)) return *code;
+  const absl::StatusOr<int64_t> layout_block = LayoutBlock(layout, target_text);
+  if (!layout_block.ok()) return base::Fail("tune", layout_block.status());
 
   std::vector<std::string> models;
   for (absl::string_view part : absl::StrSplit(models_text, ',')) {
@@ -112,7 +120,7 @@ int DatasetCollectCommand(int argc, char** argv) {
   c.tune.should_stop = stop_requested;
 
   // Every model loaded and every task made before anything is written.
-  auto infos = CollectTasks(models, flags.inputs);
+  auto infos = CollectTasks(models, flags.inputs, *layout_block);
   if (!infos.ok()) return base::Fail("tune", infos.status());
   auto target = measure::Target::Parse(target_text, o.threads);
   if (!target.ok()) return base::Fail("tune", target.status());

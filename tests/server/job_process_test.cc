@@ -255,6 +255,34 @@ TEST_F(JobProcess, CancelEndsAQueuedJobAndJobsShowsNamesEscaped) {
   EXPECT_EQ(bad.exit_code, 2) << bad;
 }
 
+// --layout nchwc: the model is planned by the submitting tune, and the job tunes the blocked
+// convolutions (a key with its channel block), as `tune MODEL --layout nchwc` does.
+TEST_F(JobProcess, ABlockedLayoutSubmissionTunesTheNchwcConvolutions) {
+  WriteFileBytes(dir_.Join("blocked.json"), R"({"name": "blocked", "layers": [
+      {"name": "conv", "op": "conv2d", "shape": "1,16,8,8,16,3,3,1,1", "relu": true},
+      {"name": "fc", "op": "dense", "shape": "1,32,16"}]})");
+  Subprocess serve, w1;
+  ASSERT_FALSE(StartServeOnFreePort(serve, dir_, "serve", &address_, {"--db", dir_.Join("r.db"), "--token-file", dir_.Join("token")})
+                   .empty());
+  ASSERT_TRUE(StartWorker(w1, "w1"));
+  ProcessResult r = RunProcess({TuneBinary(), "submit", dir_.Join("blocked.json"), "--server", address_, "--token-file",
+                                dir_.Join("token"), "--trials", "2", "--batch", "2", "--strategy", "random", "--layout",
+                                "nchwc"},
+                               dir_.path(), 300);
+  ASSERT_EQ(r.exit_code, 0) << r;
+  auto db = dataset::RecordDatabase::Open(dir_.Join("r.db"), /*create=*/false);
+  ASSERT_TRUE(db.ok()) << db.status();
+  auto tasks = (*db)->Tasks();
+  ASSERT_TRUE(tasks.ok()) << tasks.status();
+  std::vector<std::string> keys;
+  for (const auto& task : *tasks) keys.push_back(task.workload_key);
+  ASSERT_EQ(keys.size(), 2u);
+  int blocked = 0;
+  for (const std::string& key : keys) blocked += std::regex_search(key, std::regex("^conv2d/.*_nchw(8|16)c/")) ? 1 : 0;
+  EXPECT_EQ(blocked, 1) << keys[0] << " " << keys[1];
+  ExpectEachConfigOnce(2, 2);
+}
+
 TEST_F(JobProcess, BadSubmissionsAreRejectedWithAReason) {
   Subprocess serve;
   ASSERT_FALSE(StartServeOnFreePort(serve, dir_, "serve", &address_, {"--db", dir_.Join("r.db"), "--token-file", dir_.Join("token")})
@@ -270,6 +298,11 @@ TEST_F(JobProcess, BadSubmissionsAreRejectedWithAReason) {
                                        dir_.Join("token"), "--strategy", "nonsense"},
                                       dir_.path(), 60);
   EXPECT_EQ(strategy.exit_code, 2) << strategy;
+  ProcessResult blocked_gpu = RunProcess({TuneBinary(), "submit", "resnet-18", "--server", address_, "--token-file",
+                                          dir_.Join("token"), "--target", "cuda", "--layout", "nchwc"},
+                                         dir_.path(), 60);
+  EXPECT_EQ(blocked_gpu.exit_code, 2) << blocked_gpu;
+  EXPECT_NE(blocked_gpu.err.find("--layout nchwc is for CPU targets"), std::string::npos) << blocked_gpu;
   ProcessResult jobs = RunProcess({TuneBinary(), "jobs", "--server", address_, "--token-file", dir_.Join("token")},
                                   dir_.path(), 60);
   EXPECT_NE(jobs.out.find("(no jobs)"), std::string::npos) << jobs;

@@ -181,6 +181,26 @@ TEST_F(DatasetCollectTest, BadInputIsOneLineWithExit2AndNoDatabase) {
 
 // The measurement flags are the tuning commands' own: --build-timeout lands in every record's
 // protocol.
+// --layout nchwc collects the convolutions' NCHWc workloads (their keys name the channel
+// block); on a GPU target it is refused before anything is written.
+TEST_F(DatasetCollectTest, BlockedLayoutCollectsTheNchwcConvolutions) {
+  test::WriteFileBytes(dir_.Join("blocked.json"), R"({"name": "blocked", "layers": [
+      {"name": "conv", "op": "conv2d", "shape": "1,16,8,8,16,3,3,1,1"}]})");
+  test::ProcessResult r = DcCollect(dir_, {"--per-task", "2", "--layout", "nchwc"}, "blocked.json");
+  ASSERT_EQ(r.exit_code, 0) << r;
+  const auto records = DcReadRecords(dir_.Join("d.db"));
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_THAT(records.begin()->first, ::testing::ContainsRegex("_nchw(8|16)c/")) << records.begin()->first;
+  EXPECT_EQ(records.begin()->second.configs.size(), 2u);
+  std::filesystem::remove(dir_.Join("d.db"));
+  test::ProcessResult gpu = test::RunProcess({kDcTune, "dataset", "collect", "--models", "blocked.json", "--target",
+                                              "cuda", "--per-task", "2", "--db", "d.db", "--layout", "nchwc"},
+                                             dir_.path());
+  EXPECT_EQ(gpu.exit_code, 2) << gpu;
+  EXPECT_THAT(gpu.err, HasSubstr("--layout nchwc is for CPU targets"));
+  EXPECT_FALSE(std::filesystem::exists(dir_.Join("d.db")));
+}
+
 TEST_F(DatasetCollectTest, BuildTimeoutIsRecordedInEachProtocol) {
   std::mt19937 rng(std::random_device{}());
   const double seconds = 0.5 * static_cast<double>(1 + rng() % 200);
