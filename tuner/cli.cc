@@ -75,6 +75,10 @@ void AddTuneFlags(CLI::App& app, CommonFlags& f) {
       ->check(CLI::Range(0, 100000000));
   app.add_option("--finalists", o.finalists, "re-measure the best N configs of each task at the end (0 = off)")
       ->check(CLI::Range(0, 1000));
+  app.add_option("--sibling-finalists", o.sibling_finalists,
+                 "measure beside the finalists up to N best configs of the same shape with another epilogue "
+                 "(bias, relu), which may win (0 = off)")
+      ->check(CLI::Range(0, 100))->capture_default_str();
   app.add_option("--cutoff-factor", o.cutoff_factor,
                  "stop timing a candidate whose first call is this many times slower than the best (0 = off)")
       ->check(CLI::Range(0.0, 1e9));

@@ -209,4 +209,35 @@ absl::StatusOr<TransferSeeds> TransferConfigs(const dataset::RecordDatabase& db,
   return seeds;
 }
 
+absl::StatusOr<std::vector<search::Config>> SiblingConfigs(const dataset::RecordDatabase& db, int64_t target_id,
+                                                           int64_t task_id, const codegen::Workload& workload,
+                                                           const codegen::Template& tmpl,
+                                                           const measure::TaskFactory& factory, int max_configs) {
+  std::vector<search::Config> configs;
+  if (max_configs <= 0) return configs;
+  auto siblings = NearestTasksByDistance(db, target_id, task_id, workload, max_configs,
+                                         [&](const dataset::TaskInfo& info, double distance) {
+                                           return info.template_version == tmpl.version() && distance == 0;
+                                         });
+  if (!siblings.ok()) return siblings.status();
+  for (const NearTask& sibling : *siblings) {
+    if (static_cast<int>(configs.size()) >= max_configs) break;
+    if (sibling.workload.layout_block != workload.layout_block) continue;
+    auto other = factory.MakeTemplate(sibling.workload);
+    if (!other.ok() || (*other)->name() != tmpl.name()) continue;
+    // Its two fastest: the fastest may be the untuned default schedule.
+    auto best = db.Best(sibling.info.id, target_id, 2);
+    if (!best.ok()) return best.status();
+    for (const dataset::Record& rec : *best) {
+      if (rec.strategy == kUntunedStrategy) continue;
+      auto config = MapConfig(rec.config_json, tmpl.space());
+      if (config.ok() && std::find(configs.begin(), configs.end(), *config) == configs.end()) {
+        configs.push_back(*std::move(config));
+      }
+      break;
+    }
+  }
+  return configs;
+}
+
 }  // namespace tune::tuner

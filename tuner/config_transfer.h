@@ -69,4 +69,15 @@ absl::StatusOr<TransferSeeds> TransferConfigs(const dataset::RecordDatabase& db,
                                               const measure::TaskFactory& factory,
                                               const ConfigTransferOptions& options = {});
 
+/// The fastest config (an ok record, not the untuned default schedule's) recorded on `target_id`
+/// for each other task whose workload differs from `workload` only in its epilogue (bias, relu:
+/// WorkloadDistance 0) and whose template has `tmpl`'s name and version, mapped into `tmpl`'s
+/// space (MapConfig), at most `max_configs`, distinct, oldest such task first. A model's
+/// conv+bias+relu and conv+bias are tasks of their own, searched side by side, and each search
+/// may miss the kernel the other found: the tuner measures these beside a task's finalists.
+absl::StatusOr<std::vector<search::Config>> SiblingConfigs(const dataset::RecordDatabase& db, int64_t target_id,
+                                                           int64_t task_id, const codegen::Workload& workload,
+                                                           const codegen::Template& tmpl,
+                                                           const measure::TaskFactory& factory, int max_configs);
+
 }  // namespace tune::tuner

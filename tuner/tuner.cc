@@ -710,9 +710,28 @@ absl::Status Tuner::Finalize(TaskRun& t) {
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t a, size_t b) { return t.history_costs[a] < t.history_costs[b]; });
   if (order.size() > static_cast<size_t>(options_.finalists)) order.resize(options_.finalists);
-  if (order.size() < 2) return absl::OkStatus();  // nothing to choose between
   std::vector<search::Config> configs;
   for (size_t i : order) configs.push_back(t.history[i]);
+  // Beside them, the best kernels of the same shape with another epilogue (bias, relu), found
+  // by their own searches (in this run or before): one search may miss what the other found.
+  int from_siblings = 0;
+  if (options_.transfer && options_.sibling_finalists > 0 && t.task->tmpl() != nullptr) {
+    auto siblings = Locked([&] {
+      return SiblingConfigs(*db_, t.target_id, t.outcome.task_id, t.info.workload, *t.task->tmpl(), **factory_,
+                            options_.sibling_finalists);
+    });
+    if (!siblings.ok()) return siblings.status();
+    for (search::Config& c : *siblings) {
+      if (std::find(configs.begin(), configs.end(), c) != configs.end()) continue;
+      configs.push_back(std::move(c));
+      ++from_siblings;
+    }
+  }
+  if (configs.size() < 2) return absl::OkStatus();  // nothing to choose between
+  if (from_siblings > 0) {
+    spdlog::info("{}: finalists with {} config(s) of the same shape's other epilogue(s)",
+                 base::EscapeControl(t.info.name), from_siblings);
+  }
   // Timed side by side, sample by sample, so that a host's drift does not pick the winner.
   measure::MeasureProtocol protocol = options_.protocol;
   protocol.interleave = true;

@@ -94,6 +94,10 @@ struct TuneOptions {
   /// (MeasureProtocol::interleave), and the fastest re-measurement wins: one noisy sample
   /// during the search does not pick the winner. 0 or 1 = off.
   int finalists = 3;
+  /// With finalists (and transfer), up to this many configs of the tasks of the same shape with
+  /// another epilogue (bias, relu), their fastest as recorded, are measured beside a task's
+  /// finalists and may win (tuner/config_transfer.h: SiblingConfigs). 0 = off.
+  int sibling_finalists = 2;
   /// A candidate whose first call is this many times slower than the task's best so far is
   /// not timed further (MeasureProtocol::cutoff_s); 0 = off.
   double cutoff_factor = 10;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <random>
 #include <set>
 #include <string>
@@ -380,6 +381,50 @@ TEST(ConfigTransferTest, SeedsAnNchwcConvolutionFromItsNchwTwin) {
     EXPECT_EQ(tmpl->space().GetInt(*c, "in_block"), 1);
   }
   EXPECT_EQ(seeds, outcomes[0].transferred);
+}
+
+// The siblings of a task are the tasks of its shape with another epilogue: a conv with a ReLU
+// gives the plain conv its fastest searched config; a conv one channel count away, or the same
+// conv in another layout, gives none.
+TEST(ConfigTransferTest, SiblingConfigsComeOnlyFromTheSameShapeWithAnotherEpilogue) {
+  auto db = test::OpenTestDb();
+  auto conv = [](const std::string& shape, bool relu) {
+    absl::StatusOr<codegen::Workload> w = codegen::Workload::Parse(codegen::OpKind::kConv2d, shape);
+    EXPECT_TRUE(w.ok()) << w.status();
+    codegen::Workload out = w.ok() ? *w : codegen::Workload{};
+    out.relu = relu;
+    return out;
+  };
+  const codegen::Workload plain = conv("1,16,8,8,16,3,3,1,1", false);
+  const measure::Target target = measure::Target::HostCpu(1);
+  measure::TaskFactoryOptions factory_options;
+  auto factory = measure::TaskFactory::Create(target, factory_options);
+  ASSERT_TRUE(factory.ok()) << factory.status();
+  auto plain_tmpl = test::MakeTemplate(plain);
+  auto siblings_of_plain = [&] {
+    auto target_info = db->FindTarget(target.Key());
+    EXPECT_TRUE(target_info.ok() && target_info->has_value());
+    auto configs = SiblingConfigs(*db, (*target_info)->id, /*task_id=*/-1, plain, *plain_tmpl, **factory, 2);
+    EXPECT_TRUE(configs.ok()) << configs.status();
+    return configs.ok() ? *configs : std::vector<search::Config>{};
+  };
+  TransferRun(db.get(), {"wider", conv("1,16,8,8,32,3,3,1,1", true), 1}, TransferFastOptions(6, 3, 0));
+  TransferRun(db.get(), {"blocked", conv("1,16,8,8,16,3,3,1,1,nchw8c", true), 1}, TransferFastOptions(6, 3, 0));
+  EXPECT_TRUE(siblings_of_plain().empty());
+  const TuneTask relu{"relu", conv("1,16,8,8,16,3,3,1,1", true), 1};
+  auto outcomes = TransferRun(db.get(), relu, TransferFastOptions(6, 3, 0));
+  ASSERT_EQ(outcomes.size(), 1u);
+  std::string fastest;
+  double fastest_s = std::numeric_limits<double>::infinity();
+  for (const auto& r : test::RecordsOf(*db, outcomes[0].task_id, target.Key())) {
+    if (r.strategy != "default" && r.result.ok() && r.result.Median() < fastest_s) {
+      fastest_s = r.result.Median();
+      fastest = r.config_json;
+    }
+  }
+  const std::vector<search::Config> siblings = siblings_of_plain();
+  ASSERT_EQ(siblings.size(), 1u);
+  EXPECT_EQ(plain_tmpl->space().ToJson(siblings[0]), fastest);
 }
 
 // Seeding a task looks at the nearest recorded tasks only: with a hundred other tasks in the

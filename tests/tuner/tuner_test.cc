@@ -312,6 +312,51 @@ TEST(TunerTest, TotalTrialsAbovePerTaskBudgetDoesNotRaiseIt) {
   }
 }
 
+// A task's finalists include the best kernel recorded for the same shape with another epilogue
+// (its own search may have missed it). Config transfer's seeding is off, so the second task's
+// search is its own; --no-transfer turns the siblings off too.
+TEST(TunerTest, FinalistsIncludeTheBestConfigOfTheSameShapeWithAnotherEpilogue) {
+  auto db = test::OpenTestDb();
+  ASSERT_NE(db, nullptr);
+  TuneTask with_relu = SmallTask("32,32,32");
+  with_relu.name = "mm-relu";
+  with_relu.workload.relu = true;
+  std::vector<TaskOutcome> first = RunTuner(db.get(), {with_relu}, FastOptions(8, 4, /*seed=*/1));
+  ASSERT_EQ(first.size(), 1u);
+  std::string sibling_best;  // its fastest searched config
+  double best_s = std::numeric_limits<double>::infinity();
+  for (const auto& r : RecordsOf(*db, first[0].task_id)) {
+    if (r.strategy != kDefault && r.result.ok() && r.result.Median() < best_s) {
+      best_s = r.result.Median();
+      sibling_best = r.config_json;
+    }
+  }
+  ASSERT_FALSE(sibling_best.empty());
+
+  for (const bool transfer : {true, false}) {
+    TuneTask plain = SmallTask("32,32,32");  // no epilogue: a task of its own
+    TuneOptions options = FastOptions(3, 3, /*seed=*/transfer ? 2 : 3);
+    options.finalists = 3;
+    options.transfer_configs = 0;
+    options.transfer = transfer;
+    options.resume = false;
+    std::vector<TaskOutcome> second = RunTuner(db.get(), {plain}, options);
+    ASSERT_EQ(second.size(), 1u);
+    std::set<std::string> searched, finalists;
+    const std::vector<dataset::Record> records = RecordsOf(*db, second[0].task_id);
+    for (const auto& r : records) {
+      if (r.run_id != records.back().run_id) continue;  // this run's
+      if (r.strategy == "finalist") finalists.insert(r.config_json);
+      else if (r.strategy != kDefault) searched.insert(r.config_json);
+    }
+    if (transfer) {
+      EXPECT_EQ(finalists.count(sibling_best), 1u) << sibling_best;
+    } else {
+      for (const std::string& f : finalists) EXPECT_EQ(searched.count(f), 1u) << f << " was not searched";
+    }
+  }
+}
+
 TEST(TunerTest, FinalistsAreMeasuredAgainAndTheWinnerComesFromThem) {
   auto db = test::OpenTestDb();
   ASSERT_NE(db, nullptr);
