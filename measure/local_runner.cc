@@ -103,11 +103,13 @@ class KernelUnderTest {
     packs_timed_ += codegen::runtime::PrepackedPacks() - packs_before;
   }
 
-  // One timed sample of `number` calls, after `untimed` calls that are not counted.
-  void Sample(int untimed) {
+  // One timed sample of `number` calls, after `untimed` calls that are not counted and then
+  // `before_timing` (the cache flush, if any).
+  void Sample(int untimed, const std::function<void()>& before_timing) {
     if (!live_) return;
     const int64_t packs_before = codegen::runtime::PrepackedPacks();
     for (int i = 0; i < untimed; ++i) fn_(args_.data());
+    before_timing();
     report_.costs_s.push_back(Time(number_) / number_);
     packs_timed_ += codegen::runtime::PrepackedPacks() - packs_before;
   }
@@ -176,13 +178,15 @@ std::vector<MeasureResult> MeasureInChild(const TaskData& task, const std::vecto
   for (const BuildResult* build : builds) {
     kernels.push_back(std::make_unique<KernelUnderTest>(task, protocol));
     kernels.back()->Load(*build, loader);
+    if (builds.size() > 1) progress();
   }
   // New inputs at addresses a kernel of this process may have packed before (a fork of a
   // process that ran kernels): each kernel's first call below must pack them afresh.
   tune_rt_prepacked_reset();
   std::unique_ptr<char[]> flush;
   if (protocol.flush_cache) flush.reset(new char[LocalRunner::kFlushBytes]);
-  auto flush_caches = [&](int round) {
+  int round = 0;
+  auto flush_caches = [&] {
     if (!flush) return;
     std::memset(flush.get(), round + 1, LocalRunner::kFlushBytes);
     asm volatile("" : : "r"(flush.get()) : "memory");  // the writes must happen
@@ -193,10 +197,7 @@ std::vector<MeasureResult> MeasureInChild(const TaskData& task, const std::vecto
     for (auto& k : kernels) {
       k->CheckFirstCall();
       k->Calibrate();
-      for (int r = 0; r < repeats; ++r) {
-        flush_caches(r);
-        k->Sample(0);
-      }
+      for (round = 0; round < repeats; ++round) k->Sample(0, flush_caches);
       progress();
     }
   } else {
@@ -205,17 +206,16 @@ std::vector<MeasureResult> MeasureInChild(const TaskData& task, const std::vecto
       k->Calibrate();
       progress();
     }
-    // The other kernels ran since this one's last sample: one call brings its data back
-    // into the caches, unless the protocol wants them cold.
-    const int untimed = flush ? 0 : 1;
-    for (int r = 0; r < repeats; ++r) {
+    // The other kernels ran since this one's last sample: one untimed call brings its data
+    // back into the caches (and its scratch buffers back into the runtime's cache), before
+    // the flush where the protocol wants the caches cold.
+    for (round = 0; round < repeats; ++round) {
       for (size_t j = 0; j < kernels.size(); ++j) {
-        KernelUnderTest& k = *kernels[(j + r) % kernels.size()];
+        KernelUnderTest& k = *kernels[(j + round) % kernels.size()];
         if (!k.live()) continue;
-        flush_caches(r);
-        k.Sample(untimed);
+        k.Sample(1, flush_caches);
+        progress();
       }
-      progress();
     }
   }
   std::vector<MeasureResult> results;
@@ -223,7 +223,8 @@ std::vector<MeasureResult> MeasureInChild(const TaskData& task, const std::vecto
   return results;
 }
 
-// The child's results; an exception becomes a runtime_error result for each build.
+// The child's results; an exception becomes a runtime_error result for a single build, and no
+// results for a group (whose kernels are then measured one child each).
 std::vector<MeasureResult> MeasureGuarded(const TaskData& task, const std::vector<const BuildResult*>& builds,
                                           const LocalRunnerOptions& options, const LocalRunner::KernelLoader& loader,
                                           const std::function<void()>& progress) {
@@ -235,6 +236,7 @@ std::vector<MeasureResult> MeasureGuarded(const TaskData& task, const std::vecto
   } catch (...) {
     error = "kernel process threw a non-standard exception";
   }
+  if (builds.size() > 1) return {};
   std::vector<MeasureResult> results(builds.size());
   for (MeasureResult& r : results) r.message = error;
   return results;
@@ -243,11 +245,14 @@ std::vector<MeasureResult> MeasureGuarded(const TaskData& task, const std::vecto
 // The first byte of a child's message: a step done (the deadline starts again) or the results.
 constexpr char kProgressTag = 'p';
 constexpr char kResultsTag = 'r';
+// The exit code of a group's child that has no results to send (an exception).
+constexpr int kNoResultsExit = 3;
 
-// Bytes of one kernel's inputs and output in a measuring child.
+// Bytes one kernel holds in a measuring child: its inputs, a packed copy of each (prepacked
+// weights, bounded by the input's size up to padding) and its output.
 size_t KernelBytes(const TaskData& task) {
   size_t floats = task.reference.size();
-  for (const std::vector<float>& input : task.inputs) floats += input.size();
+  for (const std::vector<float>& input : task.inputs) floats += 2 * input.size();
   return floats * sizeof(float);
 }
 
@@ -322,6 +327,12 @@ std::vector<MeasureResult> LocalRunner::Run(const TaskData& task,
     std::vector<MeasureResult> measured = RunInChild(task, members);
     if (measured.empty()) {  // the group's child gave no usable result: each kernel alone
       for (const BuildResult* member : members) measured.push_back(RunInChild(task, {member}).at(0));
+    } else if (members.size() > 1) {
+      // A kernel of the group that failed is measured again alone: another kernel of its child
+      // may have written over its buffers, and a failure must be its own.
+      for (size_t j = 0; j < members.size(); ++j) {
+        if (!measured[j].ok()) measured[j] = RunInChild(task, {members[j]}).at(0);
+      }
     }
     for (size_t j = 0; j < members.size(); ++j) results[runnable[first + j]] = std::move(measured[j]);
   }
@@ -342,9 +353,11 @@ std::vector<MeasureResult> LocalRunner::RunInChild(const TaskData& task,
   std::vector<MeasureResult> results;
   absl::StatusOr<std::unique_ptr<ChildProcess>> child = ChildProcess::Start([&](ChildProcess::Channel& channel) {
     auto progress = [&] { channel.Send(std::string(1, kProgressTag)); };
+    const std::vector<MeasureResult> measured = MeasureGuarded(task, builds, options_, loader_, progress);
+    if (measured.size() != builds.size()) return kNoResultsExit;
     MessageWriter writer;
     writer.Put(kResultsTag).Put(static_cast<uint32_t>(builds.size()));
-    for (const MeasureResult& r : MeasureGuarded(task, builds, options_, loader_, progress)) writer.PutResult(r);
+    for (const MeasureResult& r : measured) writer.PutResult(r);
     channel.Send(writer.bytes());
     return 0;
   });

@@ -26,15 +26,18 @@ struct LocalRunnerOptions {
 /// With protocol.interleave, the ok builds of a batch share children instead (groups of up to
 /// kMaxInterleaved): each kernel gets its own copies of the inputs, is checked and calibrated,
 /// then the samples go round the group, so that host drift over seconds is shared by all. A
-/// group's child is allowed timeout_s per step (a kernel's check and calibration, a round of
-/// samples); when it crashes, hangs or sends garbage, each of its kernels is measured again in
-/// a child of its own, which pins the failure on the kernel that caused it. A group's wall time
-/// is split evenly among its results.
+/// group's child is allowed timeout_s per step (a kernel's load; its check and calibration; one
+/// sample); when it crashes, hangs or sends garbage, each of its kernels is measured again in
+/// a child of its own, which pins the failure on the kernel that caused it; so is a kernel of
+/// the group whose own result is not ok (another kernel may have written over its buffers). The
+/// wall time of a group's child is split evenly among the results it gave (`wall_s`, else from
+/// fork to reap of the kernel's own child).
 ///
 /// Result fields: `costs_s` holds max(1, protocol.repeats) per-call seconds (elapsed / number,
 /// steady_clock) of samples of `number` back-to-back calls, `number` doubled from 1 until
 /// one sample lasts at least min_repeat_ms (capped at kMaxNumber). `build_s` is copied
-/// from the build; `wall_s` covers fork to reap (zero for builds that are not run).
+/// from the build; `wall_s` covers fork to reap (a group's share, interleaved; zero for
+/// builds that are not run).
 /// Weights packed once (a kernel with prepack, see tune_rt_prepacked): the child forgets any
 /// packs of its parent after writing the inputs, so the first (checked) call packs them and the
 /// timed calls reuse the pack; an ok record then says so in `message` (kPackedOnceNote), or

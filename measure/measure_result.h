@@ -32,7 +32,7 @@ struct MeasureProtocol {
   int repeats = 5;
   double min_repeat_ms = 20.0;
   bool flush_cache = false;
-  double timeout_s = 10.0;  // whole child process: compile + check + timing
+  double timeout_s = 10.0;  // whole child process: load + check + timing (interleaved: per step)
   double rtol = 1e-3;       // relative tolerance of the correctness check
   double atol = 1e-4;       // absolute tolerance of the correctness check
   /// When > 0: a kernel whose first (checked) call takes longer than this many seconds is
@@ -50,8 +50,9 @@ struct MeasureProtocol {
   /// When set, a batch's kernels are timed in one process with their samples interleaved
   /// (round r times every kernel once, in an order rotated by r), so that a host whose speed
   /// drifts over seconds slows them alike and their medians rank them fairly; each sample is
-  /// then preceded by one untimed call of its kernel (unless flush_cache), as the kernels
-  /// evict each other from the caches. LocalRunner only (a CUDA batch already runs in one
+  /// then preceded by one untimed call of its kernel (then the flush, with flush_cache), as
+  /// the kernels evict each other from the caches. timeout_s then holds for each step (a
+  /// kernel's load, check and calibration; a sample). LocalRunner only (a CUDA batch already runs in one
   /// worker process). The tuner's finalists are always measured this way.
   bool interleave = false;
 

@@ -215,7 +215,9 @@ absl::StatusOr<std::vector<search::Config>> SiblingConfigs(const dataset::Record
                                                            const measure::TaskFactory& factory, int max_configs) {
   std::vector<search::Config> configs;
   if (max_configs <= 0) return configs;
-  auto siblings = NearestTasksByDistance(db, target_id, task_id, workload, max_configs,
+  // Distance 0 leaves the layout out: twins in another layout may take places, so more are kept
+  // than wanted and filtered below.
+  auto siblings = NearestTasksByDistance(db, target_id, task_id, workload, std::max(4 * max_configs, 16),
                                          [&](const dataset::TaskInfo& info, double distance) {
                                            return info.template_version == tmpl.version() && distance == 0;
                                          });

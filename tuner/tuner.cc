@@ -738,14 +738,19 @@ absl::Status Tuner::Finalize(TaskRun& t) {
   auto results = t.task->Measure(configs, protocol);
   if (auto st = Commit(t, configs, results, kFinalistStrategy, protocol); !st.ok()) return st;
   double best = kInf;
+  size_t winner = 0;
   for (size_t i = 0; i < configs.size(); ++i) {
     if (results[i].ok() && results[i].Median() < best) {
       best = results[i].Median();
+      winner = i;
       t.outcome.best_config = t.task->space().ToJson(configs[i]);
     }
   }
   if (!std::isfinite(best)) return absl::OkStatus();  // keep the search's pick
   t.outcome.best_s = best;
+  if (winner >= configs.size() - from_siblings) {
+    spdlog::info("{}: the fastest finalist is the other epilogue's config", base::EscapeControl(t.info.name));
+  }
   const std::optional<search::Config> def = t.task->DefaultConfig();
   if (def.has_value() && t.outcome.default_s < t.outcome.best_s) {
     t.outcome.best_s = t.outcome.default_s;

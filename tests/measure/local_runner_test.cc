@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -68,6 +69,8 @@ void Hangs(float* const*) {
 }
 
 void ExitsWithCode(float* const*) { _exit(7); }
+
+void Throws(float* const*) { throw std::runtime_error("kernel threw"); }
 
 // Closes every descriptor but stdio (the result pipe among them), then spins.
 void ClosesPipeAndHangs(float* const*) {
@@ -133,6 +136,7 @@ absl::StatusOr<codegen::KernelFn> FakeLoader(const codegen::CompiledKernel& kern
       {"aborts", Aborts},
       {"hangs", Hangs},
       {"exits_with_code", ExitsWithCode},
+      {"throws", Throws},
       {"closes_pipe_and_hangs", ClosesPipeAndHangs},
       {"closes_pipe_and_exits", ClosesPipeAndExits},
       {"right_once_then_wrong", RightOnceThenWrong},
@@ -328,8 +332,8 @@ class InterleavedRunnerTest : public LocalRunnerTest {
   }
 };
 
-// Kernels that fail their check are settled inside the shared child; the others are timed
-// there, and the group's wall time is split among them (in children of their own it differs).
+// Kernels that fail their check are measured again alone (so the failure is theirs); the others
+// are timed in the shared child, the group's wall time split among them.
 TEST_F(InterleavedRunnerTest, OneChildTimesTheGoodAndSaysWhyTheOthersFailed) {
   const std::vector<MeasureResult> results =
       RunBatch({"matmul", "garbage", "matmul", "right_once_then_wrong", "no_such_kernel", "matmul"});
@@ -344,10 +348,10 @@ TEST_F(InterleavedRunnerTest, OneChildTimesTheGoodAndSaysWhyTheOthersFailed) {
   EXPECT_EQ(results[3].status, MeasureStatus::kWrongResult);
   EXPECT_THAT(results[3].message, HasSubstr("after repeated calls"));
   EXPECT_EQ(results[4].status, MeasureStatus::kCompileError);
-  for (const MeasureResult& r : results) {
-    EXPECT_GT(r.wall_s, 0);
-    EXPECT_EQ(r.wall_s, results[0].wall_s);
-  }
+  for (const MeasureResult& r : results) EXPECT_GT(r.wall_s, 0);
+  EXPECT_EQ(results[2].wall_s, results[0].wall_s);
+  EXPECT_EQ(results[5].wall_s, results[0].wall_s);
+  EXPECT_NE(results[1].wall_s, results[0].wall_s);  // alone
   test::ExpectNoChildren();
 }
 
@@ -385,6 +389,11 @@ TEST_F(InterleavedRunnerTest, FailedChildMeasuresEachKernelAlone) {
   EXPECT_THAT(results[1].message, HasSubstr("kernel crashed: SIGSEGV"));
   EXPECT_EQ(results[2].status, MeasureStatus::kOk) << results[2].message;
   EXPECT_NE(results[0].wall_s, results[2].wall_s);  // each in a child of its own
+  results = RunBatch({"throws", "matmul"});  // the group's child has no results to send
+  ASSERT_EQ(results.size(), 2u);
+  EXPECT_EQ(results[0].status, MeasureStatus::kRuntimeError);
+  EXPECT_EQ(results[0].message, "kernel process threw: kernel threw");
+  EXPECT_EQ(results[1].status, MeasureStatus::kOk) << results[1].message;
   results = RunBatch({"matmul", "hangs"});
   ASSERT_EQ(results.size(), 2u);
   EXPECT_EQ(results[0].status, MeasureStatus::kOk) << results[0].message;

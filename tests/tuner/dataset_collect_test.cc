@@ -179,8 +179,6 @@ TEST_F(DatasetCollectTest, BadInputIsOneLineWithExit2AndNoDatabase) {
   ExpectRefused({"--per-task", "6", "--build-timeout", "-1"}, "--build-timeout");
 }
 
-// The measurement flags are the tuning commands' own: --build-timeout lands in every record's
-// protocol.
 // --layout nchwc collects the convolutions' NCHWc workloads (their keys name the channel
 // block); on a GPU target it is refused before anything is written.
 TEST_F(DatasetCollectTest, BlockedLayoutCollectsTheNchwcConvolutions) {
@@ -201,6 +199,8 @@ TEST_F(DatasetCollectTest, BlockedLayoutCollectsTheNchwcConvolutions) {
   EXPECT_FALSE(std::filesystem::exists(dir_.Join("d.db")));
 }
 
+// The measurement flags are the tuning commands' own: --build-timeout lands in every record's
+// protocol.
 TEST_F(DatasetCollectTest, BuildTimeoutIsRecordedInEachProtocol) {
   std::mt19937 rng(std::random_device{}());
   const double seconds = 0.5 * static_cast<double>(1 + rng() % 200);
