@@ -237,6 +237,11 @@ int TuneTasks(const std::string& raw_title, const std::vector<TuneTask>& tasks, 
     std::printf("start configs: %d of the templates' start points measured first in %d task(s) (strategy \"start\")\n",
                 configs, tasks);
   }
+  if (const auto [configs, tasks] = seeded(&TaskOutcome::sibling_finalists); configs > 0) {
+    std::printf("sibling finalists: %d configs of the same shapes with another epilogue measured beside %d task(s)' "
+                "finalists; %d of them won\n",
+                configs, tasks, seeded(&TaskOutcome::sibling_won).first);
+  }
   if (f.show_kernel) {
     auto factory = measure::TaskFactory::Create(*target);
     for (const auto& o : *outcomes) {

@@ -728,10 +728,7 @@ absl::Status Tuner::Finalize(TaskRun& t) {
     }
   }
   if (configs.size() < 2) return absl::OkStatus();  // nothing to choose between
-  if (from_siblings > 0) {
-    spdlog::info("{}: finalists with {} config(s) of the same shape's other epilogue(s)",
-                 base::EscapeControl(t.info.name), from_siblings);
-  }
+  t.outcome.sibling_finalists = from_siblings;
   // Timed side by side, sample by sample, so that a host's drift does not pick the winner.
   measure::MeasureProtocol protocol = options_.protocol;
   protocol.interleave = true;
@@ -748,9 +745,7 @@ absl::Status Tuner::Finalize(TaskRun& t) {
   }
   if (!std::isfinite(best)) return absl::OkStatus();  // keep the search's pick
   t.outcome.best_s = best;
-  if (winner >= configs.size() - from_siblings) {
-    spdlog::info("{}: the fastest finalist is the other epilogue's config", base::EscapeControl(t.info.name));
-  }
+  t.outcome.sibling_won = winner >= configs.size() - from_siblings ? 1 : 0;
   const std::optional<search::Config> def = t.task->DefaultConfig();
   if (def.has_value() && t.outcome.default_s < t.outcome.best_s) {
     t.outcome.best_s = t.outcome.default_s;

@@ -146,6 +146,10 @@ struct TaskOutcome {
   std::vector<std::string> transfer_sources;
   /// The template's start points queued for measuring (TuneOptions::start_configs).
   int started = 0;
+  /// Configs of the same shape's other epilogues measured beside the finalists
+  /// (TuneOptions::sibling_finalists), and 1 when one of them won.
+  int sibling_finalists = 0;
+  int sibling_won = 0;
   /// Another live run holds the task's lease on this target (it tunes the task now), so this
   /// run measured nothing of it, or stopped once that run took the lease over; `skipped`
   /// says which run, e.g. "being tuned by run 12 (pid 4242 on host h)".

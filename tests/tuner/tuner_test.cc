@@ -351,7 +351,10 @@ TEST(TunerTest, FinalistsIncludeTheBestConfigOfTheSameShapeWithAnotherEpilogue) 
     }
     if (transfer) {
       EXPECT_EQ(finalists.count(sibling_best), 1u) << sibling_best;
+      // Counted as a sibling's unless this run's search had measured it too.
+      EXPECT_EQ(second[0].sibling_finalists, searched.count(sibling_best) > 0 ? 0 : 1);
     } else {
+      EXPECT_EQ(second[0].sibling_finalists, 0);
       for (const std::string& f : finalists) EXPECT_EQ(searched.count(f), 1u) << f << " was not searched";
     }
   }
