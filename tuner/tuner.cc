@@ -748,6 +748,7 @@ absl::Status Tuner::Finalize(TaskRun& t) {
   t.outcome.sibling_won = winner >= configs.size() - from_siblings ? 1 : 0;
   const std::optional<search::Config> def = t.task->DefaultConfig();
   if (def.has_value() && t.outcome.default_s < t.outcome.best_s) {
+    t.outcome.sibling_won = 0;
     t.outcome.best_s = t.outcome.default_s;
     t.outcome.best_config = t.task->space().ToJson(*def);
   }
