@@ -392,12 +392,17 @@ TEST(TunerTest, FinalistsAreMeasuredAgainAndTheWinnerComesFromThem) {
   std::sort(search.begin(), search.end());
   ASSERT_GE(search.size(), 3u);
   EXPECT_EQ(finalists, (std::set<std::string>{search[0].second, search[1].second, search[2].second}));
-  // The winner is the fastest re-measurement (or the default schedule, if that is faster).
+  // The winner is the fastest re-measurement (or the default schedule, if that is faster); its
+  // time the fastest of its two measurements.
   const dataset::Record* def = nullptr;
   for (const auto& r : records) def = r.strategy == kDefault ? &r : def;
   ASSERT_NE(def, nullptr);
-  if (def->result.Median() >= best_finalist) {
-    EXPECT_EQ(o.best_s, best_finalist);
+  double winner_s = best_finalist;
+  for (const auto& [seconds, config] : search) {
+    if (config == best_finalist_config) winner_s = std::min(winner_s, seconds);
+  }
+  if (def->result.Median() >= winner_s) {
+    EXPECT_EQ(o.best_s, winner_s);
     EXPECT_EQ(o.best_config, best_finalist_config);
   } else {
     EXPECT_EQ(o.best_s, def->result.Median());
