@@ -193,19 +193,15 @@ std::vector<MeasureResult> MeasureInChild(const TaskData& task, const std::vecto
   };
   const int repeats = std::max(1, protocol.repeats);  // an ok record always has a sample
   const bool interleaved = protocol.interleave && kernels.size() > 1;
-  if (!interleaved) {
-    for (auto& k : kernels) {
-      k->CheckFirstCall();
-      k->Calibrate();
+  for (auto& k : kernels) {
+    k->CheckFirstCall();
+    k->Calibrate();
+    if (!interleaved) {
       for (round = 0; round < repeats; ++round) k->Sample(0, flush_caches);
-      progress();
     }
-  } else {
-    for (auto& k : kernels) {
-      k->CheckFirstCall();
-      k->Calibrate();
-      progress();
-    }
+    progress();
+  }
+  if (interleaved) {
     // The other kernels ran since this one's last sample: one untimed call brings its data
     // back into the caches (and its scratch buffers back into the runtime's cache), before
     // the flush where the protocol wants the caches cold.
@@ -223,8 +219,8 @@ std::vector<MeasureResult> MeasureInChild(const TaskData& task, const std::vecto
   return results;
 }
 
-// The child's results; an exception becomes a runtime_error result for a single build, and no
-// results for a group (whose kernels are then measured one child each).
+// The child's results; an exception becomes a runtime_error result for each build (the kernels
+// of a group are then measured again one child each, as any that failed).
 std::vector<MeasureResult> MeasureGuarded(const TaskData& task, const std::vector<const BuildResult*>& builds,
                                           const LocalRunnerOptions& options, const LocalRunner::KernelLoader& loader,
                                           const std::function<void()>& progress) {
@@ -236,7 +232,6 @@ std::vector<MeasureResult> MeasureGuarded(const TaskData& task, const std::vecto
   } catch (...) {
     error = "kernel process threw a non-standard exception";
   }
-  if (builds.size() > 1) return {};
   std::vector<MeasureResult> results(builds.size());
   for (MeasureResult& r : results) r.message = error;
   return results;
@@ -245,8 +240,6 @@ std::vector<MeasureResult> MeasureGuarded(const TaskData& task, const std::vecto
 // The first byte of a child's message: a step done (the deadline starts again) or the results.
 constexpr char kProgressTag = 'p';
 constexpr char kResultsTag = 'r';
-// The exit code of a group's child that has no results to send (an exception).
-constexpr int kNoResultsExit = 3;
 
 // Bytes one kernel holds in a measuring child: its inputs, a packed copy of each (prepacked
 // weights, bounded by the input's size up to padding) and its output.
@@ -353,11 +346,9 @@ std::vector<MeasureResult> LocalRunner::RunInChild(const TaskData& task,
   std::vector<MeasureResult> results;
   absl::StatusOr<std::unique_ptr<ChildProcess>> child = ChildProcess::Start([&](ChildProcess::Channel& channel) {
     auto progress = [&] { channel.Send(std::string(1, kProgressTag)); };
-    const std::vector<MeasureResult> measured = MeasureGuarded(task, builds, options_, loader_, progress);
-    if (measured.size() != builds.size()) return kNoResultsExit;
     MessageWriter writer;
     writer.Put(kResultsTag).Put(static_cast<uint32_t>(builds.size()));
-    for (const MeasureResult& r : measured) writer.PutResult(r);
+    for (const MeasureResult& r : MeasureGuarded(task, builds, options_, loader_, progress)) writer.PutResult(r);
     channel.Send(writer.bytes());
     return 0;
   });

@@ -389,7 +389,7 @@ TEST_F(InterleavedRunnerTest, FailedChildMeasuresEachKernelAlone) {
   EXPECT_THAT(results[1].message, HasSubstr("kernel crashed: SIGSEGV"));
   EXPECT_EQ(results[2].status, MeasureStatus::kOk) << results[2].message;
   EXPECT_NE(results[0].wall_s, results[2].wall_s);  // each in a child of its own
-  results = RunBatch({"throws", "matmul"});  // the group's child has no results to send
+  results = RunBatch({"throws", "matmul"});  // the group's child reports the exception for both
   ASSERT_EQ(results.size(), 2u);
   EXPECT_EQ(results[0].status, MeasureStatus::kRuntimeError);
   EXPECT_EQ(results[0].message, "kernel process threw: kernel threw");
