@@ -37,6 +37,7 @@
 #include "spdlog/spdlog.h"
 #include "tuner/model_file.h"
 #include "tuner/parse_command_line.h"
+#include "tuner/tuning_flags.h"
 
 namespace tune::executor {
 namespace {
@@ -423,10 +424,9 @@ int RunCommand(int argc, char** argv) {
                "medians summed per op");
   app.add_option("--ort-python", f.ort_python,
                  "a python with onnxruntime: check the outputs against it (default with --bench: $TUNE_ORT_PYTHON)");
-  app.add_option("--layout", f.layout,
-                 "activation layout: nchw (default), or nchwc (CPU only): convolutions keep their activations in "
-                 "channel blocks of the vector width, with layout copies only where the layout changes")
-      ->check(CLI::IsMember({"nchw", "nchwc"}));
+  tuner::AddLayoutFlag(app, f.layout,
+                       "convolutions keep their activations in channel blocks of the vector width, with layout "
+                       "copies only where the layout changes");
   if (auto code = tuner::ParseCommandLine(app, argc - 1, argv + 1)) return *code;
   return Run(f);
 }

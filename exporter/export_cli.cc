@@ -13,6 +13,7 @@
 #include "base/table.h"
 #include "exporter/exporter.h"
 #include "tuner/parse_command_line.h"
+#include "tuner/tuning_flags.h"
 
 namespace tune::exporter {
 
@@ -33,10 +34,8 @@ int ExportCommand(int argc, char** argv) {
       ->check(CLI::Range(1, 256));
   app.add_option("--out", request.out_dir, "directory to write the library to")->required();
   app.add_flag("--force", request.force, "replace --out when it exists and is not empty");
-  app.add_option("--layout", request.layout,
-                 "activation layout: nchw (default), or nchwc (CPU only): the convolutions' NCHWc kernels, as "
-                 "`tune MODEL --layout nchwc` tuned them")
-      ->check(CLI::IsMember({"nchw", "nchwc"}));
+  tuner::AddLayoutFlag(app, request.layout,
+                       "the convolutions' NCHWc kernels, as `tune MODEL --layout nchwc` tuned them");
   if (auto code = tuner::ParseCommandLine(app, argc - 1, argv + 1)) return *code;
 
   auto library = Export(request);

@@ -438,10 +438,9 @@ int SubmitCommand(int argc, char** argv) {
   tuner::AddTuningFlags(app, tuning, "--measure-timeout");
   app.add_option("--name", name, "shown by tune jobs");
   std::string layout = "nchw";
-  app.add_option("--layout", layout,
-                 "activation layout: nchw (default), or nchwc (llvm only): the convolutions' NCHWc workloads, "
-                 "blocked by this machine's vector width (the model is resolved here and sent as a model file)")
-      ->check(CLI::IsMember({"nchw", "nchwc"}));
+  tuner::AddLayoutFlag(app, layout,
+                       "the convolutions' NCHWc workloads, blocked by this machine's vector width (the model is "
+                       "resolved here and sent as a model file)");
   app.add_flag("--detach", detach, "print the job id and return without watching");
   app.add_option("--reattach", reattach_s, "seconds to keep reattaching to the job when the daemon goes away")
       ->check(CLI::Range(0.0, 86400.0))->capture_default_str();

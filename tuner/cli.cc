@@ -274,11 +274,10 @@ int ModelCommand(int argc, char** argv) {
                  "built-in model (resnet-18, resnet-50, mobilenet-v2, bert-base), JSON model file or ONNX model (.onnx)")
       ->required();
   AddTuneFlags(app, f);
-  app.add_option("--layout", layout,
-                 "activation layout: nchw (default), or nchwc (CPU only): the convolutions' NCHWc workloads, in "
-                 "channel blocks of the vector width (or half of it where the width does not divide a conv's "
-                 "channels), as `tune run --layout nchwc` runs them")
-      ->check(CLI::IsMember({"nchw", "nchwc"}));
+  AddLayoutFlag(app, layout,
+                "the convolutions' NCHWc workloads, in channel blocks of the vector width (or half of it "
+                "where the width does not divide a conv's channels), as `tune run --layout nchwc` runs "
+                "them");
   if (auto code = ParseCommandLine(app, argc, argv)) return *code;
   const absl::StatusOr<int64_t> layout_block = LayoutBlock(layout, f.target);
   if (!layout_block.ok()) return base::Fail("tune", layout_block.status());

@@ -94,10 +94,8 @@ int DatasetCollectCommand(int argc, char** argv) {
   AddProtocolFlags(app, o.protocol);
   app.add_option("--input", flags.inputs, "NAME=1x3x224x224: the shape of an ONNX model's input, repeatable");
   std::string layout = "nchw";
-  app.add_option("--layout", layout,
-                 "activation layout: nchw (default), or nchwc (CPU only): the convolutions' NCHWc workloads, as "
-                 "`tune MODEL --layout nchwc` tunes them")
-      ->check(CLI::IsMember({"nchw", "nchwc"}));
+  AddLayoutFlag(app, layout,
+                "the convolutions' NCHWc workloads, as `tune MODEL --layout nchwc` tunes them");
   if (auto code = ParseCommandLine(app, argc - 2, argv + 2)) return *code;
   const absl::StatusOr<int64_t> layout_block = LayoutBlock(layout, target_text);
   if (!layout_block.ok()) return base::Fail("tune", layout_block.status());

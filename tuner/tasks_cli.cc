@@ -10,6 +10,7 @@
 #include "tuner/cli_commands.h"
 #include "tuner/model_file.h"
 #include "tuner/parse_command_line.h"
+#include "tuner/tuning_flags.h"
 
 namespace tune::tuner {
 
@@ -26,11 +27,10 @@ int TasksCommand(int argc, char** argv) {
   app.add_option("--input", inputs, "NAME=1x3x224x224: the shape of an ONNX model's input, repeatable");
   app.add_flag("--json", json, "print the model file (JSON) instead of the table");
   std::string layout = "nchw";
-  app.add_option("--layout", layout,
-                 "activation layout: nchw (default), or nchwc: the convolutions' NCHWc workloads, in channel "
-                 "blocks of this CPU's vector width (or half of it where the width does not divide a conv's "
-                 "channels), as `tune MODEL --layout nchwc` tunes them")
-      ->check(CLI::IsMember({"nchw", "nchwc"}));
+  AddLayoutFlag(app, layout,
+                "the convolutions' NCHWc workloads, in channel blocks of this CPU's vector width (or half "
+                "of it where the width does not divide a conv's channels), as `tune MODEL --layout nchwc` "
+                "tunes them");
   if (auto code = ParseCommandLine(app, argc - 1, argv + 1)) return *code;
 
   const absl::StatusOr<int64_t> layout_block = LayoutBlock(layout, "llvm");

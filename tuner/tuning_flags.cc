@@ -45,6 +45,11 @@ void AddProtocolFlags(CLI::App& app, measure::MeasureProtocol& protocol, const s
                "drifts slows them alike; finalists are always timed so)");
 }
 
+void AddLayoutFlag(CLI::App& app, std::string& layout, const std::string& what) {
+  app.add_option("--layout", layout, "activation layout: nchw (default), or nchwc (CPU only): " + what)
+      ->check(CLI::IsMember({"nchw", "nchwc"}));
+}
+
 void AddTuningFlags(CLI::App& app, TuningFlags& f, const std::string& timeout_flag) {
   TuneOptions& o = f.options;
   app.add_option("--trials", o.trials_per_task, "measurements per task")

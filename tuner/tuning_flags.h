@@ -41,14 +41,18 @@ struct TuningFlags {
 };
 
 /// Adds the measurement flags, each writing into `protocol`, which must outlive the parse: the
-/// measurement timeout named `timeout_flag`, --build-timeout, --repeats, --min-repeat-ms and
-/// --flush-cache.
+/// measurement timeout named `timeout_flag`, --build-timeout, --repeats, --min-repeat-ms,
+/// --flush-cache and --interleave.
 void AddProtocolFlags(CLI::App& app, measure::MeasureProtocol& protocol, const std::string& timeout_flag = "--timeout");
 /// Adds --trials, --total-trials, --batch, --seed, --strategy, --strategy-option,
 /// --task-scheduler, --cost-model, --cost-model-option, --input and AddProtocolFlags' flags, with the measurement
 /// timeout named `timeout_flag` (`tune submit` has --timeout for its calls to the daemon), each
 /// writing into `flags`, which must outlive the parse.
 void AddTuningFlags(CLI::App& app, TuningFlags& flags, const std::string& timeout_flag = "--timeout");
+/// Adds --layout, nchw (the default) or nchwc, writing into `layout`, which must outlive the
+/// parse; its help is "activation layout: nchw (default), or nchwc (CPU only): " and `what`
+/// the nchwc layout means to the command. LayoutBlock (tuner/model_file.h) reads the value.
+void AddLayoutFlag(CLI::App& app, std::string& layout, const std::string& what);
 
 /// OK when a run of `tasks` tasks with `options`' budget can be counted: --trials, --batch and
 /// --total-trials within their flags' ranges, and trials per task x tasks within an int (what
