@@ -318,14 +318,11 @@ std::vector<MeasureResult> LocalRunner::Run(const TaskData& task,
     std::vector<const BuildResult*> members;
     for (size_t j = first; j < std::min(runnable.size(), first + group); ++j) members.push_back(&builds[runnable[j]]);
     std::vector<MeasureResult> measured = RunInChild(task, members);
-    if (measured.empty()) {  // the group's child gave no usable result: each kernel alone
-      for (const BuildResult* member : members) measured.push_back(RunInChild(task, {member}).at(0));
-    } else if (members.size() > 1) {
-      // A kernel of the group that failed is measured again alone: another kernel of its child
-      // may have written over its buffers, and a failure must be its own.
-      for (size_t j = 0; j < members.size(); ++j) {
-        if (!measured[j].ok()) measured[j] = RunInChild(task, {members[j]}).at(0);
-      }
+    // A kernel of a group that failed, or whose group's child gave no usable result, is measured
+    // again alone: another kernel of its child may have crashed it or written over its buffers,
+    // and a failure must be its own.
+    for (size_t j = 0; members.size() > 1 && j < members.size(); ++j) {
+      if (!measured[j].ok()) measured[j] = RunInChild(task, {members[j]}).at(0);
     }
     for (size_t j = 0; j < members.size(); ++j) results[runnable[first + j]] = std::move(measured[j]);
   }
@@ -385,8 +382,7 @@ std::vector<MeasureResult> LocalRunner::RunInChild(const TaskData& task,
     for (size_t i = 0; usable && i < results.size(); ++i) usable = reader.GetResult(&results[i]);
     usable = usable && reader.Done();
     if (!usable) {
-      if (builds.size() > 1) return {};  // the caller measures each kernel alone
-      results[0] = LostResult(read, **child, exit, timeout_s);
+      for (MeasureResult& r : results) r = LostResult(read, **child, exit, timeout_s);
     }
   }
   const double wall_s = std::chrono::duration<double>(Clock::now() - start).count();

@@ -88,7 +88,7 @@ class LocalRunner : public Runner {
 
  private:
   // Measures `builds` in one child (one after the other, or interleaved per the protocol): a
-  // result for each, or none when a group of several gave no usable result.
+  // result for each (LostResult's for all when the child gave no usable result).
   std::vector<MeasureResult> RunInChild(const TaskData& task, const std::vector<const BuildResult*>& builds) const;
 
   LocalRunnerOptions options_;
