@@ -407,17 +407,114 @@ absl::StatusOr<int64_t> RecordDatabase::LastRecordId() const {
 
 absl::StatusOr<std::vector<Record>> RecordDatabase::Best(int64_t task_id, int64_t target_id, int k) const {
   if (k <= 0) return std::vector<Record>{};
-  // Each config once, at its fastest record: a config measured again (finalists, another run)
-  // would otherwise fill several of the k places.
-  absl::StatusOr<Statement> query = PrepareBound(
-      impl_->db,
-      absl::StrCat("SELECT ", kRecordColumns, " FROM (SELECT ", kRecordColumns,
-                   ", median_s, ROW_NUMBER() OVER (PARTITION BY config_json ORDER BY median_s, id) AS nth "
-                   "FROM records WHERE task_id = ?1 AND target_id = ?2 AND status = 'ok' "
-                   "AND median_s IS NOT NULL) WHERE nth = 1 ORDER BY median_s, id LIMIT ?3"),
-      task_id, target_id, k);
-  if (!query.ok()) return query.status();
-  return ReadRows(*query, ReadRecord);
+  // The ok records of this task on this target, and among them the finalists timed side by side
+  // (a CASE, so that a protocol that is not JSON is no error but no finalist).
+  const std::string ok_records =
+      "FROM records WHERE task_id = ?1 AND target_id = ?2 AND status = 'ok' AND median_s IS NOT NULL";
+  const std::string side_by_side = absl::StrCat(
+      " AND strategy = '", kFinalistStrategy, "' AND run_id != 0 AND CASE WHEN json_valid(protocol_json) THEN "
+      "json_extract(protocol_json, '$.interleave') END IS 1");
+  // Each config once, at its fastest record (a config measured again, as a finalist or in
+  // another run, would otherwise fill several of the k places), fastest first; `where` narrows
+  // the configs, `limit` < 0 takes them all.
+  auto fastest_per_config = [&](const std::string& where, int64_t limit) {
+    return PrepareBound(impl_->db,
+                        absl::StrCat("SELECT ", kRecordColumns, " FROM (SELECT ", kRecordColumns,
+                                     ", median_s, ROW_NUMBER() OVER (PARTITION BY config_json ORDER BY median_s, id) AS nth ",
+                                     ok_records, where, ") WHERE nth = 1 ORDER BY median_s, id LIMIT ?3"),
+                        task_id, target_id, limit);
+  };
+
+  struct Finalist {
+    int64_t run_id;
+    std::string config_json;
+    double median_s;
+    int64_t id;
+  };
+  absl::StatusOr<Statement> finalist_query =
+      PrepareBound(impl_->db, absl::StrCat("SELECT run_id, config_json, median_s, id ", ok_records, side_by_side, " ORDER BY id"),
+                   task_id, target_id);
+  if (!finalist_query.ok()) return finalist_query.status();
+  absl::StatusOr<std::vector<Finalist>> finalists = ReadRows(*finalist_query, [](const Statement& row) {
+    return Finalist{row.Int64(0), row.Text(1), row.Double(2), row.Int64(3)};
+  });
+  if (!finalists.ok()) return finalists.status();
+  if (finalists->empty()) {
+    absl::StatusOr<Statement> query = fastest_per_config("", k);
+    if (!query.ok()) return query.status();
+    return ReadRows(*query, ReadRecord);
+  }
+
+  // Each run's finalists of the task are one group, timed at one moment of the host, ranked
+  // by their medians (as the tuner picks its winner). A config's verdict is that of the last
+  // group it was in: it ranks after every config that beat it there.
+  std::map<int64_t, std::vector<const Finalist*>> groups;  // by run, best first
+  std::map<int64_t, int64_t> group_end;                     // run -> its last record's id
+  for (const Finalist& f : *finalists) {
+    groups[f.run_id].push_back(&f);
+    group_end[f.run_id] = std::max(group_end[f.run_id], f.id);
+  }
+  for (auto& [run, members] : groups) {
+    std::stable_sort(members.begin(), members.end(),
+                     [](const Finalist* a, const Finalist* b) { return a->median_s < b->median_s; });
+  }
+  std::map<std::string, int64_t> last_group;  // config -> run of the last group it was in
+  for (const Finalist& f : *finalists) {
+    auto [it, added] = last_group.emplace(f.config_json, f.run_id);
+    if (!added && group_end[f.run_id] > group_end[it->second]) it->second = f.run_id;
+  }
+  std::map<std::string, std::vector<std::string>> beaten_by;  // config -> those above it in its last group
+  for (const auto& [config, run] : last_group) {
+    for (const Finalist* f : groups[run]) {
+      if (f->config_json == config) break;
+      if (std::find(beaten_by[config].begin(), beaten_by[config].end(), f->config_json) == beaten_by[config].end()) {
+        beaten_by[config].push_back(f->config_json);
+      }
+    }
+    if (beaten_by[config].empty()) beaten_by.erase(config);
+  }
+
+  // Only the configs that lost a verdict move (down), so the k best are among the k + (those)
+  // fastest configs and the finalists themselves.
+  std::map<std::string, Record> candidates;
+  for (const auto& [where, limit] :
+       {std::pair<std::string, int64_t>{"", static_cast<int64_t>(k) + static_cast<int64_t>(beaten_by.size())},
+        {absl::StrCat(" AND config_json IN (SELECT config_json ", ok_records, side_by_side, ")"), -1}}) {
+    absl::StatusOr<Statement> query = fastest_per_config(where, limit);
+    if (!query.ok()) return query.status();
+    absl::StatusOr<std::vector<Record>> rows = ReadRows(*query, ReadRecord);
+    if (!rows.ok()) return rows.status();
+    for (Record& r : *rows) candidates.emplace(r.config_json, std::move(r));
+  }
+
+  // A config's rank time: its fastest record, or the latest rank time of those that beat it
+  // if later (and then it comes after them). The recursion ends: each step goes to a config
+  // above it in the same group, or to a later group.
+  struct Rank {
+    double time_s;
+    int depth;
+  };
+  std::map<std::string, Rank> ranks;
+  std::function<Rank(const std::string&)> rank = [&](const std::string& config) -> Rank {
+    if (auto it = ranks.find(config); it != ranks.end()) return it->second;
+    Rank r{candidates.at(config).result.Median(), 0};
+    if (auto it = beaten_by.find(config); it != beaten_by.end()) {
+      for (const std::string& better : it->second) {
+        const Rank b = rank(better);
+        r = Rank{std::max(r.time_s, b.time_s), std::max(r.depth, b.depth + 1)};
+      }
+    }
+    return ranks[config] = r;
+  };
+  std::vector<std::pair<Rank, Record*>> order;
+  for (auto& [config, record] : candidates) order.emplace_back(rank(config), &record);
+  std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
+    return std::tuple(a.first.time_s, a.first.depth, a.second->result.Median(), a.second->id) <
+           std::tuple(b.first.time_s, b.first.depth, b.second->result.Median(), b.second->id);
+  });
+  std::vector<Record> best;
+  for (size_t i = 0; i < order.size() && best.size() < static_cast<size_t>(k); ++i) best.push_back(std::move(*order[i].second));
+  return best;
 }
 
 absl::StatusOr<std::vector<PortableRecord>> RecordDatabase::ExportRecords(int64_t task_id,

@@ -44,6 +44,10 @@ struct Record {
   double timestamp = 0;      // seconds since the epoch, set by the database when 0
 };
 
+/// The strategy of a run's finalists: a task's best configs measured again at the end of a
+/// run, side by side (MeasureProtocol::interleave); Best() takes their verdict.
+inline constexpr char kFinalistStrategy[] = "finalist";
+
 /// A run's owner counts as gone once its heartbeat is this old (seconds): its run is listed
 /// as "stale" and its leases may be taken over. Owners on this host are also gone as soon as
 /// their process is.
@@ -162,8 +166,12 @@ class RecordDatabase {
                                                     const std::string& skip_strategy = "", int64_t offset = 0) const;
   /// The largest record id so far (0 when there is none).
   absl::StatusOr<int64_t> LastRecordId() const;
-  /// The `k` fastest configs (ok records, by median cost), fastest first: each config once, as
-  /// its fastest record (a config measured again, e.g. as a finalist, takes one place).
+  /// The `k` best configs (ok records, by median cost), best first: each config once, as its
+  /// fastest record (a config measured again, e.g. as a finalist, takes one place). Where a
+  /// run's finalists of the task were timed side by side (strategy kFinalistStrategy, protocol
+  /// interleaved), their verdict stands over single records taken at other moments of the host:
+  /// a config ranks after every config with a lower median than its own in the last such group
+  /// it was in, however fast its own fastest record.
   absl::StatusOr<std::vector<Record>> Best(int64_t task_id, int64_t target_id, int k = 1) const;
 
   /// Every record of a task on a target (0: every task, every target) with its task, target and

@@ -29,7 +29,7 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr char kDefaultStrategy[] = "default";
-constexpr char kFinalistStrategy[] = "finalist";
+using dataset::kFinalistStrategy;
 constexpr char kGivenStrategy[] = "given";
 constexpr char kTransferStrategy[] = "transfer";
 constexpr char kStartStrategy[] = "start";

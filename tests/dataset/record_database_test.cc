@@ -324,6 +324,71 @@ TEST_F(RecordDatabaseTest, BestListsEachConfigOnceAtItsFastestRecord) {
   EXPECT_EQ(db->Best(task, target, 10)->size(), 3u);
 }
 
+// A run's finalists timed side by side outrank single records from other moments of a
+// drifting host: a config ranks after every config that beat it in the last side-by-side group
+// it was in, however fast its own record; a later group's verdict replaces an earlier one;
+// finalists not timed interleaved, and configs never compared, keep their place by their
+// fastest record.
+TEST_F(RecordDatabaseTest, BestTakesTheVerdictOfTheFinalistsTimedSideBySide) {
+  auto db = MustOpen(DbPath());
+  ASSERT_NE(db, nullptr);
+  const int64_t task = *db->UpsertTask(Task("t"));
+  const int64_t target = *db->UpsertTarget(Target("k"));
+  const absl::StatusOr<int64_t> run1 = db->StartRun("tune t", "k");
+  const absl::StatusOr<int64_t> run2 = db->StartRun("tune t", "k");
+  ASSERT_TRUE(run1.ok() && run2.ok());
+  measure::MeasureProtocol interleaved;
+  interleaved.interleave = true;
+  auto finalist = [&](int64_t run, uint64_t index, double median_s, bool side_by_side = true) {
+    Record r = Rec(task, target, MeasureStatus::kOk, {median_s}, index);
+    r.run_id = run;
+    r.strategy = kFinalistStrategy;
+    if (side_by_side) r.protocol_json = interleaved.ToJson();
+    return r;
+  };
+  auto order = [&](int k) {
+    std::vector<uint64_t> out;
+    absl::StatusOr<std::vector<Record>> best = db->Best(task, target, k);
+    EXPECT_TRUE(best.ok()) << best.status();
+    if (best.ok()) {
+      for (const Record& r : *best) out.push_back(r.config_index);
+    }
+    return out;
+  };
+
+  // The search's records, each at its own moment: config 1 looks fastest.
+  std::vector<Record> search = {
+      Rec(task, target, MeasureStatus::kOk, {1.593e-3}, 1), Rec(task, target, MeasureStatus::kOk, {1.602e-3}, 2),
+      Rec(task, target, MeasureStatus::kOk, {1.616e-3}, 3), Rec(task, target, MeasureStatus::kOk, {1.700e-3}, 4),
+      Rec(task, target, MeasureStatus::kOk, {1.610e-3}, 5)};
+  ASSERT_TRUE(db->AddRecords(search).ok());
+  // Finalists not timed side by side say nothing over the records.
+  std::vector<Record> apart = {finalist(*run1, 3, 2.0e-3, false), finalist(*run1, 1, 2.5e-3, false)};
+  ASSERT_TRUE(db->AddRecords(apart).ok());
+  EXPECT_EQ(order(5), (std::vector<uint64_t>{1, 2, 5, 3, 4}));
+
+  // Side by side, config 3 beats 1 and 2 (all slower at that moment); 4 and 5 were not there.
+  std::vector<Record> group1 = {finalist(*run1, 1, 2.760e-3), finalist(*run1, 2, 2.761e-3),
+                                finalist(*run1, 3, 2.453e-3)};
+  ASSERT_TRUE(db->AddRecords(group1).ok());
+  EXPECT_EQ(order(5), (std::vector<uint64_t>{5, 3, 1, 2, 4}));
+  absl::StatusOr<std::vector<Record>> top = db->Best(task, target);
+  ASSERT_TRUE(top.ok() && top->size() == 1u);
+  EXPECT_EQ((*top)[0].config_index, 5u);
+  // The winner is listed at its fastest record (the search's), not the side-by-side one.
+  absl::StatusOr<std::vector<Record>> two = db->Best(task, target, 2);
+  ASSERT_TRUE(two.ok() && two->size() == 2u);
+  EXPECT_DOUBLE_EQ((*two)[1].result.Median(), 1.616e-3);
+
+  // A later group where 1 beats 3, and 3 beats 5: its verdict stands; 2 keeps the verdict of
+  // its last group (after 3 and 1).
+  std::vector<Record> group2 = {finalist(*run2, 5, 3.1e-3), finalist(*run2, 3, 3.0e-3), finalist(*run2, 1, 2.9e-3)};
+  ASSERT_TRUE(db->AddRecords(group2).ok());
+  EXPECT_EQ(order(5), (std::vector<uint64_t>{1, 3, 2, 5, 4}));
+  EXPECT_EQ(order(1), (std::vector<uint64_t>{1}));
+  EXPECT_EQ(order(2), (std::vector<uint64_t>{1, 3}));
+}
+
 // RecentRecords is the tail of Records (by timestamp, then id), newest first, without the
 // skipped strategy's records, the other tasks' and targets', cut to the limit after the offset:
 // pages of it put together are that whole tail.
