@@ -407,6 +407,12 @@ TEST(TunerTest, FinalistsAreMeasuredAgainAndTheWinnerComesFromThem) {
   } else {
     EXPECT_EQ(o.best_s, def->result.Median());
   }
+  // The database's best is the run's pick, at that time, whichever finalist's search record was
+  // fastest.
+  auto db_best = db->Best(o.task_id, RecordsOf(*db, o.task_id)[0].target_id);
+  ASSERT_TRUE(db_best.ok() && db_best->size() == 1u);
+  EXPECT_EQ((*db_best)[0].config_json, o.best_config);
+  EXPECT_EQ((*db_best)[0].result.Median(), o.best_s);
   // Resuming a finished task measures nothing, finalists included.
   TuneOptions resume = options;
   resume.resume = true;
