@@ -3,8 +3,12 @@
 For each workload (SGEMM 1024^3 and resnet-18 convolutions), TVM MetaSchedule tunes a TE
 definition on the llvm target of this CPU with the same trial budget and thread count as tune,
 its best kernel is checked against numpy on random inputs and timed with TVM's time_evaluator;
-tune runs `tune op` on the same shape into a fresh database and its best time is read back with
-`tune db best --format json`. One table is printed and written as TSV.
+tune runs `tune op` on the same shape into a fresh database and its best time is read from its
+closing table. With --rounds R the two best kernels are then timed again in turn, R rounds of one
+process each (tune's config through `tune op --config`, TVM's exported library through
+time_evaluator, both at --repeats samples of at least 200 ms, the order swapped every round), so
+that a host whose speed drifts between the two searches does not decide the ratio: the table's
+alternated columns are the medians of those rounds. One table is printed and written as TSV.
 
 Run it through scripts/bench/tvm_peer, which makes the virtual environment with TVM.
 """
@@ -170,7 +174,9 @@ def tvm_child(args):
     if schedule is None:
         raise SystemExit(f"TVM MetaSchedule found no valid schedule for {args.child} in {args.trials} trials "
                          f"(see the logs in {work_dir}/logs)")
-    module = tvm.compile(schedule.mod, target=target).jit()
+    executable = tvm.compile(schedule.mod, target=target)
+    executable.export_library(os.path.join(args.work_dir, f"tvm-{args.child}.so"))
+    module = executable.jit()
 
     dev = tvm.cpu(0)
     rng = np.random.default_rng(args.seed)
@@ -191,13 +197,72 @@ def tvm_child(args):
         json.dump({"best_ms": best_ms, "trials": measured, "tune_s": tune_s, "max_rel_err": err}, f)
 
 
+def tvm_time_child(args):
+    """Times the exported library of one workload's best TVM kernel; prints {"ms": median}."""
+    import numpy as np
+    import tvm
+
+    kind, shape, _ = WORKLOADS[args.time_tvm]
+    _, make_inputs, _, out_shape = tvm_definition(kind, shape)
+    module = tvm.runtime.load_module(os.path.join(args.work_dir, f"tvm-{args.time_tvm}.so"))
+    dev = tvm.cpu(0)
+    tensors = [tvm.runtime.tensor(x, dev) for x in make_inputs(np.random.default_rng(args.seed))]
+    result = tvm.runtime.tensor(np.zeros(out_shape, dtype="float32"), dev)
+    evaluator = module.time_evaluator("main", dev, number=1, repeat=args.repeats, min_repeat_ms=200)
+    print(json.dumps({"ms": statistics.median(evaluator(*tensors, result).results) * 1e3}))
+
+
+def alternate(args, wid, work_dir, log):
+    """Times tune's and TVM's best kernels of a workload in turn, args.rounds rounds; returns
+    ({"tune_ms": median, "tvm_ms": median, "ratio": median of the rounds' tvm/tune} or None, error)."""
+    kind, shape, _ = WORKLOADS[wid]
+    best = subprocess.run([args.tune_bin, "db", "best", "--db", os.path.join(work_dir, f"tune-{wid}.db"), "--format", "json"],
+                          capture_output=True, text=True, check=False)
+    rows = json.loads(best.stdout) if best.returncode == 0 and best.stdout.strip() else []
+    if not rows:
+        return None, f"no best tune config of {wid} to time again: {best.stderr.strip()}"
+    config = json.dumps(rows[0]["config"])
+    env = dict(os.environ, TVM_NUM_THREADS=str(args.threads), TVM_BIND_THREADS="0",
+               TVM_PEER_FAST_STACK="1")
+    times = {"tune": [], "tvm": []}
+    with open(log, "w", encoding="utf-8") as out:
+        for r in range(args.rounds):
+            for tool in (("tune", "tvm") if r % 2 == 0 else ("tvm", "tune")):
+                if tool == "tune":
+                    db = os.path.join(work_dir, f"time-{wid}-{r}.db")
+                    cmd = [args.tune_bin, "op", kind, "--shape", shape, "--target", "llvm", "--config", config,
+                           "--trials", "1", "--finalists", "0", "--no-start-configs", "--no-transfer",
+                           "--threads", str(args.threads), "--repeats", str(args.repeats), "--min-repeat-ms", "200",
+                           "--db", db]
+                else:
+                    cmd = [sys.executable, os.path.abspath(__file__), "--time-tvm", wid, "--work-dir", work_dir,
+                           "--repeats", str(args.repeats), "--seed", str(args.seed), "--threads", str(args.threads)]
+                proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
+                out.write(f"round {r} {tool}: {' '.join(cmd)}\n{proc.stdout}{proc.stderr}\n")
+                if proc.returncode != 0:
+                    return None, f"timing {tool}'s kernel of {wid} again failed (exit status {proc.returncode}); see {log}"
+                if tool == "tune":
+                    ms = table_best_ms(proc.stdout)
+                else:
+                    ms = json.loads(proc.stdout.strip().splitlines()[-1])["ms"]
+                if ms is None:
+                    return None, f"no time in tune's table when timing {wid} again; see {log}"
+                times[tool].append(ms)
+    ratios = [v / t for t, v in zip(times["tune"], times["tvm"])]
+    return {"tune_ms": statistics.median(times["tune"]), "tvm_ms": statistics.median(times["tvm"]),
+            "ratio": statistics.median(ratios), "tune_all": times["tune"], "tvm_all": times["tvm"]}, ""
+
+
+# TVM_BIND_THREADS=0: TVM's thread pool would otherwise pin its workers to the first cores of
+# the machine whatever cores the process may use (taskset), so runs pinned apart would share them.
 def run_tvm(args, wid, work_dir, log):
     """Runs the TVM child for one workload; returns (result dict or None, error text, wall seconds)."""
     result = os.path.join(work_dir, f"tvm-{wid}.json")
     cmd = [sys.executable, os.path.abspath(__file__), "--child", wid, "--result", result, "--work-dir", work_dir,
            "--trials", str(args.trials), "--threads", str(args.threads), "--repeats", str(args.repeats),
            "--seed", str(args.seed), "--build-timeout", str(args.build_timeout), "--run-timeout", str(args.run_timeout)]
-    env = dict(os.environ, TVM_NUM_THREADS=str(args.threads), TVM_PEER_FAST_STACK="1")
+    env = dict(os.environ, TVM_NUM_THREADS=str(args.threads), TVM_BIND_THREADS="0",
+               TVM_PEER_FAST_STACK="1")
     start = time.time()
     with open(log, "w", encoding="utf-8") as out:
         proc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, check=False)
@@ -295,7 +360,10 @@ def main():
     parser.add_argument("--work-dir", help="keep databases, logs and TVM's work dirs here (default: a temporary folder)")
     parser.add_argument("--build-timeout", type=float, default=120, help="seconds TVM's builder may take per candidate")
     parser.add_argument("--run-timeout", type=float, default=60, help="seconds TVM's runner may take per candidate")
+    parser.add_argument("--rounds", type=int, default=0,
+                        help="then time both best kernels again in turn, this many rounds, and add their medians (default 0: off)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--time-tvm", help=argparse.SUPPRESS)
     parser.add_argument("--result", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.trials < 1 or args.threads < 1 or args.repeats < 1:
@@ -303,6 +371,9 @@ def main():
 
     if args.child:
         tvm_child(args)
+        return 0
+    if args.time_tvm:
+        tvm_time_child(args)
         return 0
 
     ids = []
@@ -345,26 +416,41 @@ def main():
             else:
                 print(f"[{wid}] {done(res[tool], wall[tool])}", file=sys.stderr, flush=True)
         tune_res, tvm_res, tune_wall, tvm_wall = res["tune"], res["tvm"], wall["tune"], wall["tvm"]
-        rows.append((wid, label, tune_res, tvm_res, tune_wall, tvm_wall))
+        alt = None
+        if args.rounds > 0 and tune_res and tvm_res:
+            print(f"[{wid}] both best kernels timed again in turn, {args.rounds} rounds ...", file=sys.stderr, flush=True)
+            alt, err = alternate(args, wid, work_dir, os.path.join(work_dir, f"alternate-{wid}.log"))
+            if err:
+                failures.append(err)
+                print(err, file=sys.stderr)
+            else:
+                print(f"[{wid}] alternated: tune {alt['tune_ms']:.4f} ms {alt['tune_all']}, "
+                      f"TVM {alt['tvm_ms']:.4f} ms {alt['tvm_all']}", file=sys.stderr, flush=True)
+        rows.append((wid, label, tune_res, tvm_res, tune_wall, tvm_wall, alt))
 
     def fmt(x, spec):
         return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, spec)
 
-    header = ["workload", "shape", "tune_ms", "tvm_ms", "tvm/tune", "tune_gflops", "tvm_gflops", "tune_trials",
-              "tvm_trials", "tune_wall_s", "tvm_wall_s", "threads", "cpu"]
+    header = ["workload", "shape", "tune_ms", "tvm_ms", "tvm/tune", "alt_tune_ms", "alt_tvm_ms", "alt_tvm/tune",
+              "tune_gflops", "tvm_gflops", "tune_trials", "tvm_trials", "tune_wall_s", "tvm_wall_s", "threads", "cpu"]
     table = []
-    for wid, label, tr, vr, tw, vw in rows:
+    for wid, label, tr, vr, tw, vw, alt in rows:
         kind, shape, _ = WORKLOADS[wid]
         t_ms = tr["best_ms"] if tr else None
         v_ms = vr["best_ms"] if vr else None
+        # GFLOP/s from the alternated times where there are some.
+        gt, gv = (alt["tune_ms"], alt["tvm_ms"]) if alt else (t_ms, v_ms)
         table.append([wid, label, fmt(t_ms, ".4f"), fmt(v_ms, ".4f"), fmt(v_ms / t_ms if t_ms and v_ms else None, ".2f"),
-                      fmt(flops(kind, shape) / t_ms / 1e6 if t_ms else None, ".1f"),
-                      fmt(flops(kind, shape) / v_ms / 1e6 if v_ms else None, ".1f"),
+                      fmt(alt["tune_ms"] if alt else None, ".4f"), fmt(alt["tvm_ms"] if alt else None, ".4f"),
+                      fmt(alt["ratio"] if alt else None, ".2f"),
+                      fmt(flops(kind, shape) / gt / 1e6 if gt else None, ".1f"),
+                      fmt(flops(kind, shape) / gv / 1e6 if gv else None, ".1f"),
                       fmt(tr["trials"] if tr else None, "d"), fmt(vr["trials"] if vr else None, "d"),
                       fmt(tw, ".0f"), fmt(vw, ".0f"), str(args.threads), model])
     widths = [max(len(h), *(len(r[i]) for r in table)) for i, h in enumerate(header)]
     print(f"tune vs TVM MetaSchedule on {model}: {args.trials} trials, {args.threads} thread(s); "
-          "tvm/tune > 1 means tune's kernel is faster; wall = whole tool run")
+          "tvm/tune > 1 means tune's kernel is faster; alt_ = timed again in turn (--rounds, medians); "
+          "wall = whole tool run")
     for line in [header, ["-" * w for w in widths], *table]:
         print("  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(line, widths))).rstrip())
     if args.out:
