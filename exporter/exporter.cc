@@ -16,9 +16,9 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "codegen/cpu/llvm_codegen.h"
-#include "codegen/templates.h"
 #include "dataset/record_database.h"
 #include "exporter/library_files.h"
+#include "measure/task_factory.h"
 #include "tuner/model_file.h"
 
 namespace tune::exporter {
@@ -51,16 +51,6 @@ std::string CpuFeatures(const measure::Target& target) {
   }
 #endif
   return absl::StrJoin(out, ",");
-}
-
-/// The GPU template limits of a CUDA target (as the "cuda" task factory sets them).
-codegen::GpuLimits LimitsOf(const measure::Target& target) {
-  codegen::GpuLimits limits;
-  if (target.max_threads_per_block > 0) limits.max_threads_per_block = target.max_threads_per_block;
-  if (target.max_shared_per_block > 0) limits.max_shared_bytes_per_block = target.max_shared_per_block;
-  if (target.registers_per_block > 0) limits.max_registers_per_block = target.registers_per_block;
-  if (target.multiprocessors > 0) limits.multiprocessors = target.multiprocessors;
-  return limits;
 }
 
 /// "layer1.0.conv1" -> "layer1_0_conv1": letters, digits and single underscores.
@@ -240,8 +230,9 @@ absl::StatusOr<ExportedLibrary> BuildLibrary(const ExportRequest& request) {
     k.workload = task.workload;
     k.function = FunctionName(task.name, task.workload.op, used);
     k.symbol = absl::StrCat("tune_impl_", i);
-    auto tmpl = cuda ? codegen::CreateTemplate(task.workload, codegen::Backend::kCuda, LimitsOf(*target))
-                     : codegen::CreateTemplate(task.workload);
+    // The template as the target's tasks made it (its CPU's register tiles and threads, its
+    // GPU's limits), not this host's: the records' configs are configs of that space.
+    auto tmpl = measure::TaskFactory::MakeTemplateFor(*target, task.workload);
     if (!tmpl.ok()) return tmpl.status();
     k.template_name = (*tmpl)->name();
     k.template_version = (*tmpl)->version();

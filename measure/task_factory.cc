@@ -169,6 +169,15 @@ absl::StatusOr<std::unique_ptr<TaskFactory>> TaskFactory::Create(const Target& t
       absl::StrCat("unknown target kind '", target.kind, "' (", absl::StrJoin(Kinds(), ", "), ")"));
 }
 
+absl::StatusOr<std::unique_ptr<codegen::Template>> TaskFactory::MakeTemplateFor(const Target& target,
+                                                                                const codegen::Workload& workload) {
+  if (target.kind == "llvm") return LlvmKind().tmpl(workload, target);
+  if (target.kind == "cuda") return CudaKind().tmpl(workload, target);
+  if (target.kind == "replay") return absl::UnimplementedError("a recorded space has no templates");
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown target kind '", target.kind, "' (", absl::StrJoin(Kinds(), ", "), ")"));
+}
+
 std::vector<std::string> TaskFactory::Kinds() {
   std::vector<std::string> out;
   for (const auto& entry : Registry()) out.push_back(entry.first);

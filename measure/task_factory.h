@@ -55,6 +55,12 @@ class TaskFactory {
   static absl::StatusOr<std::unique_ptr<TaskFactory>> Create(const Target& target, TaskFactoryOptions options = {});
   /// The registered kinds, in registration order.
   static std::vector<std::string> Kinds();
+  /// The template of `workload` as the tasks of `target` make it (a CPU's register tiles for
+  /// the target's CPU features and threads, a GPU's configs within its limits), without making a
+  /// factory and its measurer: what an export for a recorded target needs. InvalidArgument for
+  /// an unknown kind; Unimplemented for kinds without templates (replay).
+  static absl::StatusOr<std::unique_ptr<codegen::Template>> MakeTemplateFor(const Target& target,
+                                                                            const codegen::Workload& workload);
 
   virtual ~TaskFactory() = default;
   /// The target the tasks' records are keyed by.

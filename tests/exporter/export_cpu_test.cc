@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "codegen/cpu/cpu_limits.h"
 #include "codegen/ir/workload.h"
 #include "codegen/templates.h"
 #include "gmock/gmock.h"
@@ -389,6 +390,65 @@ TEST(ExportCpuTest, PrepackSchedulesPackEachWeightOnceUntilForgotten) {
   }
   EXPECT_THAT(test::ReadFileBytes(dir.Join("lib/tune_kernels.h")), HasSubstr("void tune_kernels_forget_packed_weights(void);"));
   BuildRunAndCheckCpuLibrary(dir, "lib", /*as_subdirectory=*/false);
+}
+
+// A recorded target's configs are configs of its CPU's space (its vector registers, its
+// threads): the export reads them in that space, where this host's space may not hold them,
+// and compiles them for that CPU.
+TEST(ExportCpuTest, RecordsOfAnotherCpuAreReadInThatCpusSpace) {
+#if !defined(__x86_64__)
+  GTEST_SKIP() << "the CPU names of this test are x86-64 ones";
+#endif
+  test::TempDir dir;
+  test::WriteFileBytes(dir.Join("model.json"), kMixModel);
+  // The other CPU: SSE only where this host has AVX, AVX-512 where it has less.
+  const codegen::CpuLimits host = codegen::HostCpuLimits();
+  const measure::Target other =
+      host.isa == "sse" ? CpuTarget("skylake-avx512", "+avx,+avx2,+avx512bw,+avx512f,+avx512vl,+f16c,+fma,+sse4.2", 2)
+                        : CpuTarget("nehalem", "+sse4.2", 2);
+  const int64_t target_id = AddTarget(dir.Join("t.db"), other);
+  auto w = codegen::Workload::Parse(codegen::OpKind::kMatmul, "8,20,12");
+  ASSERT_TRUE(w.ok()) << w.status();
+  codegen::CpuLimits limits = codegen::CpuLimitsOf(other.features);
+  limits.threads = other.threads;
+  auto theirs = codegen::CreateTemplate(*w, codegen::Backend::kLlvm, {}, limits);
+  auto ours = codegen::CreateTemplate(*w);
+  ASSERT_TRUE(theirs.ok() && ours.ok());
+  // A config of the other CPU's space that this host's space refuses.
+  std::mt19937_64 rng = test::TestRng(5);
+  std::string config_json;
+  for (int i = 0; i < 2000 && config_json.empty(); ++i) {
+    auto c = (*theirs)->space().Sample(rng);
+    ASSERT_TRUE(c.ok()) << c.status();
+    const std::string j = (*theirs)->space().ToJson(*c);
+    if (!(*ours)->space().FromJson(j).ok()) config_json = j;
+  }
+  ASSERT_FALSE(config_json.empty()) << "no config of " << other.Key() << " that this host's space refuses";
+  {
+    auto db = dataset::RecordDatabase::Open(dir.Join("t.db"), /*create=*/false);
+    ASSERT_TRUE(db.ok()) << db.status();
+    auto task_id = (*db)->UpsertTask({0, w->Key(), codegen::OpName(w->op), "{}", w->Flops(), (*theirs)->version()});
+    ASSERT_TRUE(task_id.ok()) << task_id.status();
+    dataset::Record r;
+    r.task_id = *task_id;
+    r.target_id = target_id;
+    r.config_json = config_json;
+    r.strategy = "random";
+    r.protocol_json = measure::MeasureProtocol().ToJson();
+    r.result.status = measure::MeasureStatus::kOk;
+    r.result.costs_s = {2e-6};
+    r.result.number = 1;
+    std::vector<dataset::Record> records = {r};
+    ASSERT_TRUE((*db)->AddRecords(records).ok());
+  }
+  test::ProcessResult exported = RunTune(dir.path(), {"export", "--db", "t.db", "--model", "model.json", "--target-key",
+                                                      std::to_string(target_id), "--out", "lib"});
+  ASSERT_TRUE(exported.exited && exported.exit_code == 0) << exported;
+  EXPECT_THAT(exported.err, HasSubstr("(1 tuned, 3 default schedules)"));
+  const nlohmann::json manifest = ReadManifest(dir.Join("lib"));
+  ASSERT_EQ(manifest["kernels"].size(), 4u);
+  EXPECT_EQ(manifest["kernels"][1]["schedule"], "record");
+  EXPECT_EQ(manifest["kernels"][1]["config"], nlohmann::json::parse(config_json));
 }
 
 TEST(ExportCpuTest, ObjectsAreCompiledForTheCpuOfTheTargetKey) {
