@@ -14,9 +14,9 @@
 #include "absl/strings/str_split.h"
 #include "codegen/cuda/nvrtc.h"
 #include "codegen/runtime/cuda_driver.h"
-#include "codegen/templates.h"
 #include "executor/cuda_ops.h"
 #include "measure/cuda_builder.h"
+#include "measure/task_factory.h"
 
 namespace tune::executor {
 
@@ -289,12 +289,7 @@ CudaBackend::~CudaBackend() = default;
 const measure::Target& CudaBackend::target() const { return target_; }
 
 absl::StatusOr<std::unique_ptr<codegen::Template>> CudaBackend::MakeTemplate(const codegen::Workload& workload) const {
-  codegen::GpuLimits limits;
-  if (target_.max_threads_per_block > 0) limits.max_threads_per_block = target_.max_threads_per_block;
-  if (target_.max_shared_per_block > 0) limits.max_shared_bytes_per_block = target_.max_shared_per_block;
-  if (target_.registers_per_block > 0) limits.max_registers_per_block = target_.registers_per_block;
-  if (target_.multiprocessors > 0) limits.multiprocessors = target_.multiprocessors;
-  return codegen::CreateTemplate(workload, codegen::Backend::kCuda, limits);
+  return measure::TaskFactory::MakeTemplateFor(target_, workload);
 }
 
 absl::StatusOr<std::unique_ptr<TaskKernel>> CudaBackend::LoadTaskKernel(const codegen::Template& tmpl,

@@ -25,6 +25,7 @@
 #include "codegen/templates.h"
 #include "dataset/record_exchange.h"
 #include "measure/target.h"
+#include "measure/task_factory.h"
 #include "nlohmann/json.hpp"
 #include "search/space.h"
 #include "tuner/dataset_split.h"
@@ -80,13 +81,9 @@ TaskTemplate TemplateOf(const dataset::TaskInfo& task, const measure::Target& ta
   }
   absl::StatusOr<std::unique_ptr<codegen::Template>> tmpl;
   if (target.kind == "cuda") {
-    codegen::GpuLimits limits;
-    if (target.max_threads_per_block > 0) limits.max_threads_per_block = target.max_threads_per_block;
-    if (target.max_shared_per_block > 0) limits.max_shared_bytes_per_block = target.max_shared_per_block;
-    if (target.registers_per_block > 0) limits.max_registers_per_block = target.registers_per_block;
-    if (target.multiprocessors > 0) limits.multiprocessors = target.multiprocessors;
-    tmpl = codegen::CreateTemplate(*workload, codegen::Backend::kCuda, limits);
+    tmpl = measure::TaskFactory::MakeTemplateFor(target, *workload);
   } else {
+    // Any thread count's parallel loops (threads unset), so records of any target parse.
     std::optional<codegen::CpuLimits> cpu;
     if (!target.features.empty()) cpu = codegen::CpuLimitsOf(target.features);
     tmpl = codegen::CreateTemplate(*workload, codegen::Backend::kLlvm, {}, cpu);
