@@ -752,8 +752,11 @@ absl::Status Tuner::Finalize(TaskRun& t) {
     if (t.history[i] == configs[winner]) t.outcome.best_s = std::min(t.outcome.best_s, t.history_costs[i]);
   }
   t.outcome.sibling_won = winner >= configs.size() - from_siblings ? 1 : 0;
+  // The default schedule's record stands in where it is faster, unless the default config was
+  // a finalist: then the side-by-side verdict stands (as RecordDatabase::Best ranks it).
   const std::optional<search::Config> def = t.task->DefaultConfig();
-  if (def.has_value() && t.outcome.default_s < t.outcome.best_s) {
+  const bool default_compared = def.has_value() && std::find(configs.begin(), configs.end(), *def) != configs.end();
+  if (def.has_value() && !default_compared && t.outcome.default_s < t.outcome.best_s) {
     t.outcome.sibling_won = 0;
     t.outcome.best_s = t.outcome.default_s;
     t.outcome.best_config = t.task->space().ToJson(*def);

@@ -2,6 +2,7 @@
 // given configs, resume, the strategy's contract and cost-model failures.
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -158,6 +159,36 @@ TEST(TunerLoopTest, StrategyThatRunsOutExhaustsTheTask) {
   ASSERT_EQ(records.size(), 6u);
   EXPECT_EQ(records[2].result.status, measure::MeasureStatus::kRuntimeError);
   EXPECT_EQ(records[2].result.message, "fake failure");
+}
+
+// The default schedule's record stands in for the best where it is faster, unless the default
+// config was a finalist and lost side by side: then the finalists' verdict stands, in the run's
+// outcome as in the database's best.
+TEST(TunerLoopTest, ADefaultConfigThatLostAmongTheFinalistsIsNotThePick) {
+  auto db = test::OpenTestDb();
+  ASSERT_NE(db, nullptr);
+  const std::vector<Config> valid = Valid();
+  const Config x = valid[0], d = valid.back();  // d: the fake task's default schedule
+  std::map<Config, int> calls;
+  FakeTask task(nullptr, [&](const Config& c) {
+    const int n = ++calls[c];
+    if (c == d) return n == 1 ? 1.0 : n == 2 ? 1.2 : 3.0;  // the default schedule, the search, side by side
+    if (c == x) return n == 1 ? 1.1 : 2.0;                  // the search, side by side
+    return 5.0;
+  });
+  ScriptedStrategy strategy({x, d, valid[2], valid[3]}, nullptr);
+  TuneOptions o = LoopOptions(4, 4);
+  o.finalists = 2;
+  absl::StatusOr<TaskOutcome> outcome = RunOne(db.get(), task, &strategy, nullptr, o);
+  ASSERT_TRUE(outcome.ok()) << outcome.status();
+  ASSERT_EQ(calls[d], 3) << "the default config is measured as the default, in the search and as a finalist";
+  EXPECT_EQ(outcome->best_config, task.space().ToJson(x));
+  EXPECT_DOUBLE_EQ(outcome->best_s, 1.1);
+  const std::vector<dataset::Record> records = test::RecordsOf(*db, outcome->task_id, kTargetKey);
+  ASSERT_FALSE(records.empty());
+  auto best = db->Best(outcome->task_id, records[0].target_id);
+  ASSERT_TRUE(best.ok() && best->size() == 1u);
+  EXPECT_EQ((*best)[0].config_json, outcome->best_config);
 }
 
 // Resumed, the recorded trials count against the budget and teach the model and the strategy
