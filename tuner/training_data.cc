@@ -22,7 +22,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "codegen/templates.h"
+#include "codegen/ir/template.h"
+#include "codegen/ir/workload.h"
 #include "dataset/record_exchange.h"
 #include "measure/target.h"
 #include "measure/task_factory.h"
@@ -79,15 +80,11 @@ TaskTemplate TemplateOf(const dataset::TaskInfo& task, const measure::Target& ta
     out.why_not = std::string(workload.status().message());
     return out;
   }
-  absl::StatusOr<std::unique_ptr<codegen::Template>> tmpl;
-  if (target.kind == "cuda") {
-    tmpl = measure::TaskFactory::MakeTemplateFor(target, *workload);
-  } else {
-    // Any thread count's parallel loops (threads unset), so records of any target parse.
-    std::optional<codegen::CpuLimits> cpu;
-    if (!target.features.empty()) cpu = codegen::CpuLimitsOf(target.features);
-    tmpl = codegen::CreateTemplate(*workload, codegen::Backend::kLlvm, {}, cpu);
-  }
+  // As the target's tasks make it, but with any thread count's parallel loops (threads unset),
+  // so records of any thread count parse.
+  measure::Target any_threads = target;
+  if (any_threads.kind == "llvm") any_threads.threads = 0;
+  absl::StatusOr<std::unique_ptr<codegen::Template>> tmpl = measure::TaskFactory::MakeTemplateFor(any_threads, *workload);
   if (!tmpl.ok()) {
     out.why_not = std::string(tmpl.status().message());
     return out;
