@@ -111,6 +111,10 @@ class Walker {
             if (load->buffer->scope == BufferScope::kArg) arg_load_lanes = std::max(arg_load_lanes, lanes);
           }
         }
+        if (n->buffer->scope == BufferScope::kArg) arg_elements += execs_;
+        for (const LoadNode* load : codegen::CollectLoads(n->value)) {
+          if (load->buffer->scope == BufferScope::kArg) arg_elements += execs_;
+        }
         int flops = CountFlops(n->value);
         total_flops += execs_ * flops;
         store_execs += execs_;
@@ -132,6 +136,7 @@ class Walker {
         return;
       case StmtKind::kSync:
         ++num_syncs;
+        sync_execs += execs_;
         return;
       case StmtKind::kFence:
       case StmtKind::kAsyncCommit:
@@ -140,6 +145,7 @@ class Walker {
       case StmtKind::kAsyncCopy: {  // a global -> shared move: counted with the stores
         store_execs += execs_;
         auto* n = static_cast<const codegen::AsyncCopyNode*>(s.get());
+        if (n->src->scope == BufferScope::kArg) arg_elements += execs_;
         if (const std::optional<WarpShape> warp = WarpShapeOf(stack_)) {
           warp_transactions.Add(*warp, *n->dst, n->dst_indices, /*write=*/true, execs_);
           warp_transactions.Add(*warp, *n->src, n->src_indices, /*write=*/false, execs_);
@@ -188,6 +194,8 @@ class Walker {
 
   double total_flops = 0, store_execs = 0, parallel_execs = 0, heap_bytes = 0, max_local = 0;
   double shared_bytes = 0;
+  double arg_elements = 0;  // element loads and stores of argument buffers, all executions
+  double sync_execs = 0;    // barriers passed, summed over all threads
   double local_floats = 0;  // elements of all distinct kLocal buffers (per thread on a GPU)
   double shared_copy_lanes = 0, arg_load_lanes = 0;  // see AstFeatures
   WarpTransactions warp_transactions;  // weighted by executions
@@ -567,7 +575,8 @@ std::vector<std::string> BuildNames() {
   names.push_back("shared_copy_lanes");
   names.push_back("arg_load_lanes");
   for (const char* n : {"log_thread_local_floats", "log_register_excess", "lane_fill", "resident_blocks", "occupancy",
-                        "wave_fill", "global_load_efficiency", "global_store_efficiency", "log_shared_conflict"}) {
+                        "wave_fill", "global_load_efficiency", "global_store_efficiency", "log_shared_conflict",
+                        "log_sm_flops", "log_sm_global_bytes", "log_thread_serial_stores", "log_serial_barriers", "log_thread_serial_global", "log_sm_roofline_ns"}) {
     names.push_back(n);
   }
   TUNE_CHECK(names.size() == kNumFeatures) << names.size() << " names for " << kNumFeatures << " features";
@@ -627,6 +636,19 @@ AstFeatures ExtractAstFeatures(const codegen::LoweredFunc& func) {
     f.global_load_efficiency = warp[0];
     f.global_store_efficiency = warp[1];
     f.log_shared_conflict = warp[2];
+    if (launch.blocks > 0 && launch.threads > 0) {
+      const double sm_blocks = std::ceil(launch.blocks / kGpuSms);
+      const double rounds = std::ceil(launch.waves);
+      const double thread_slots = launch.blocks * launch.threads;
+      const double sm_flops = w.total_flops / launch.blocks * sm_blocks;
+      const double sm_bytes = w.arg_elements * kBytesPerElement / launch.blocks * sm_blocks;
+      f.log_sm_flops = Log2p(sm_flops);
+      f.log_sm_global_bytes = Log2p(sm_bytes);
+      f.log_sm_roofline_ns = Log2p(1e9 * std::max(sm_flops / kGpuSmFlops, sm_bytes / kGpuSmBytes));
+      f.log_thread_serial_stores = Log2p(w.store_execs / thread_slots * rounds);
+      f.log_serial_barriers = Log2p(w.sync_execs / thread_slots * rounds);
+      f.log_thread_serial_global = Log2p(w.arg_elements / thread_slots * rounds);
+    }
   }
   Stmt top = func.body;
   while (top->kind == StmtKind::kAllocate) top = static_cast<const AllocateNode*>(top.get())->body;

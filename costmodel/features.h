@@ -11,9 +11,9 @@ namespace tune::costmodel {
 
 /// Bumped whenever the meaning, order or number of features changes; saved models record it
 /// and refuse to load against another version.
-inline constexpr int kFeatureVersion = 5;  // 2: GPU bindings, shared memory, barriers; 3: copy widths;
+inline constexpr int kFeatureVersion = 6;  // 2: GPU bindings, shared memory, barriers; 3: copy widths;
                                            // 4: GPU occupancy, wave fill, registers; 5: coalescing,
-                                           // bank conflicts
+                                           // bank conflicts; 6: the busiest SM's work
 
 /// Loops of the main statement described one by one, innermost first.
 inline constexpr int kLoopSlots = 8;
@@ -51,6 +51,11 @@ inline constexpr int kGpuMaxRegisters = 255;            // registers one thread 
 /// Estimated registers of a thread besides its kLocal tiles (indices, addresses, loop counters),
 /// as the CUDA templates' register constraint estimates them.
 inline constexpr int kGpuRegisterOverhead = 28;
+/// One SM's fp32 rate: 128 FMA lanes x 2 flops x 1.755 GHz [flops per second].
+inline constexpr double kGpuSmFlops = 128 * 2 * 1.755e9;
+/// One SM's share of the L2 / memory bandwidth the GEMM tiles stream from: about 2x HBM3's
+/// 3.35 TB/s, split over kGpuSms [bytes per second].
+inline constexpr double kGpuSmBytes = 2 * 3.35e12 / kGpuSms;
 
 /// One loop of the main statement's nest (slot i: the (i+1)-th loop from the inside). All
 /// zero when the nest has fewer loops.
@@ -164,6 +169,22 @@ struct AstFeatures {
   float log_shared_conflict;      // log2(sum of shared-memory wavefronts / sum of conflict-free
                                   // wavefronts) over the loads and stores of shared memory: 0
                                   // without bank conflicts, 5 when 32 lanes hit one bank [log2 ways]
+  // --- the busiest SM's share of the work (0 for CPU kernels): blocks are dealt to the kGpuSms
+  //     SMs in turn, so one SM runs ceil(blocks / kGpuSms) of them, in ceil(waves) rounds of
+  //     residency; what parallelism saves and what it costs, priced per SM, not per kernel ---
+  float log_sm_flops;         // log2(1 + float ops of the busiest SM's blocks: all statements'
+                              // flops / blocks x ceil(blocks / kGpuSms)) [flops]
+  float log_sm_global_bytes;  // log2(1 + bytes the busiest SM's blocks load from and store to
+                              // argument buffers, element accesses x 4 counted per execution
+                              // (not unique), cp.async sources included) [bytes]
+  float log_thread_serial_stores;  // log2(1 + store executions of one thread x ceil(waves)): the
+                                   // dependent work one thread slot runs in turn [stores]
+  float log_serial_barriers;  // log2(1 + block barriers one thread passes x ceil(waves))
+                              // [barriers]
+  float log_thread_serial_global;  // log2(1 + argument-buffer element accesses of one thread x
+                                   // ceil(waves)) [accesses]
+  float log_sm_roofline_ns;   // log2(1 + max(the busiest SM's flops / kGpuSmFlops, its global
+                              // bytes / kGpuSmBytes) in ns): a roofline time of that SM [ns]
   // Tried and left out (held-out networks of cuda-h100, xgb and xgb ensembles): the wave
   // count itself (the program graph carries it), flops per barrier, stores to global memory
   // per flop, and global / shared element loads per flop (pairwise +0.005 to +0.015, but the

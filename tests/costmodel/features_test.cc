@@ -49,7 +49,8 @@ TEST(FeaturesTest, NamesMatchTheVector) {
   ASSERT_EQ(names.size(), kNumFeatures);
   EXPECT_EQ(std::set<std::string>(names.begin(), names.end()).size(), names.size()) << "duplicate names";
   EXPECT_EQ(names.front(), "log_total_flops");
-  EXPECT_EQ(names.back(), "log_shared_conflict");
+  EXPECT_EQ(names.back(), "log_sm_roofline_ns");
+  EXPECT_EQ(FeatureIndex("log_sm_roofline_ns"), offsetof(AstFeatures, log_sm_roofline_ns) / sizeof(float));
   EXPECT_EQ(FeatureIndex("log_intensity.l" + std::to_string(kLevels - 1)) + 1, FeatureIndex("shared_copy_lanes"));
   EXPECT_EQ(FeatureIndex("shared_copy_lanes"), offsetof(AstFeatures, shared_copy_lanes) / sizeof(float));
   for (size_t i = 0; i < names.size(); ++i) EXPECT_EQ(FeatureIndex(names[i]), i);
@@ -318,6 +319,42 @@ TEST(FeaturesTest, GpuOccupancyAndWaves) {
   EXPECT_FLOAT_EQ(Get(four_stages.f, "wave_fill"), static_cast<float>(16.0 / (kGpuSms * 3)));
   EXPECT_DOUBLE_EQ(four_stages.launch.waves, 16.0 / (kGpuSms * 3));
   EXPECT_GT(four_stages.launch.waves, one_stage.launch.waves);
+}
+
+// The busiest SM's share, derived by hand for the 64 x 64 tiles of 128 threads above: a block
+// computes 2 x 64 x 64 x K flops and moves its A and B panels (64 x K each) and its C tile (64 x
+// 64) through global memory; blocks are dealt to the 132 SMs in turn, so 16 blocks give each
+// busy SM one and 3696 blocks give the busiest 28; barriers and stores per thread repeat once
+// per round of residency (1 round for 16 blocks, 4 for 3696).
+TEST(FeaturesTest, GpuBusiestSmShare) {
+  const double block_flops = 2.0 * 64 * 64 * 256, block_bytes = (2.0 * 64 * 256 + 64 * 64) * 4;
+  const OccupancyGemm small = LowerOccupancyGemm(256, 256, 256, 16);  // 16 blocks
+  const OccupancyGemm full = LowerOccupancyGemm(56 * 64, 66 * 64, 256, 16);  // 3696 blocks, 4 waves
+  EXPECT_FLOAT_EQ(Get(small.f, "log_sm_flops"), Log2p(block_flops));
+  EXPECT_FLOAT_EQ(Get(full.f, "log_sm_flops"), Log2p(28 * block_flops));
+  EXPECT_FLOAT_EQ(Get(small.f, "log_sm_global_bytes"), Log2p(block_bytes));
+  EXPECT_FLOAT_EQ(Get(full.f, "log_sm_global_bytes"), Log2p(28 * block_bytes));
+  // 16 K tiles of 16, two barriers each (tile loaded, tile used), so 32 barriers a round.
+  EXPECT_FLOAT_EQ(Get(small.f, "log_serial_barriers"), Log2p(32));
+  EXPECT_FLOAT_EQ(Get(full.f, "log_serial_barriers"), Log2p(4 * 32));
+  // Per thread: 8 x 4 accumulators x 256 FMAs dominate the stores, and the panels' 32768
+  // elements and the tile's 4096 spread over 128 threads are its global accesses.
+  const double small_stores = std::exp2(Get(small.f, "log_thread_serial_stores")) - 1;
+  EXPECT_GT(small_stores, 8.0 * 4 * 256);
+  EXPECT_NEAR(std::exp2(Get(full.f, "log_thread_serial_stores")) - 1, 4 * small_stores, 1e-3 * small_stores);
+  EXPECT_FLOAT_EQ(Get(small.f, "log_thread_serial_global"), Log2p((2.0 * 64 * 256 + 64 * 64) / 128));
+  EXPECT_FLOAT_EQ(Get(full.f, "log_thread_serial_global"), Log2p(4 * (2.0 * 64 * 256 + 64 * 64) / 128));
+  // The roofline of the busiest SM: this tile's 2 x 64 x 64 x K / ((2 x 64 + 64 x 64 / K) x 4 x
+  // K) = 14.2 flops per byte is above the SM's balance point, so the flops set it.
+  EXPECT_GT(block_flops / block_bytes, kGpuSmFlops / kGpuSmBytes);
+  EXPECT_FLOAT_EQ(Get(full.f, "log_sm_roofline_ns"), Log2p(1e9 * 28 * block_flops / kGpuSmFlops));
+  // A CPU kernel has none of them.
+  auto cpu = MakeTemplate(OpKind::kMatmul, "64,64,64");
+  const std::vector<float> f = Features(*cpu, FromJson(*cpu, kVectorGemm));
+  for (const char* name : {"log_sm_flops", "log_sm_global_bytes", "log_thread_serial_stores", "log_serial_barriers",
+                           "log_thread_serial_global", "log_sm_roofline_ns"}) {
+    EXPECT_EQ(Get(f, name), 0.0f) << name;
+  }
 }
 
 // Over random configs of the CUDA templates the occupancy fields stay in their ranges and
