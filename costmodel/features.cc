@@ -5,6 +5,7 @@
 #include <array>
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <set>
 #include <type_traits>
 #include <unordered_map>
@@ -98,6 +99,7 @@ class Walker {
       }
       case StmtKind::kStore: {
         auto* n = static_cast<const StoreNode*>(s.get());
+        if (arrival_ != nullptr) NoteLastArrivalFlag(*n);
         if (const std::optional<WarpShape> warp = WarpShapeOf(stack_)) {
           warp_transactions.Add(*warp, *n->buffer, n->indices, /*write=*/true, execs_);
           for (const LoadNode* load : codegen::CollectLoads(n->value)) {
@@ -155,11 +157,25 @@ class Walker {
         if (n->src->scope == BufferScope::kArg) arg_load_lanes = std::max(arg_load_lanes, lanes);
         return;
       }
-      case StmtKind::kAtomicAdd:  // split-K's arrival counter: its body runs once per block
-        Walk(static_cast<const codegen::AtomicAddNode*>(s.get())->body);
+      case StmtKind::kAtomicAdd: {  // split-K's arrival counter: its body runs once per block
+        auto* n = static_cast<const codegen::AtomicAddNode*>(s.get());
+        arrival_ = codegen::AsVar(n->var);
+        Walk(n->body);
+        arrival_ = nullptr;
         return;
+      }
       case StmtKind::kIf: {  // counted as if taken (an upper bound on the work), except ...
         auto* n = static_cast<const codegen::IfNode*>(s.get());
+        // ... the fix-up only the last of a counter's arrivals runs: its share of the blocks.
+        for (const LoadNode* load : codegen::CollectLoads(n->cond)) {
+          auto flag = last_arrival_flags_.find(load->buffer.get());
+          if (flag == last_arrival_flags_.end()) continue;
+          const double saved = execs_;
+          execs_ *= flag->second;
+          Walk(n->then_case);
+          execs_ = saved;
+          return;
+        }
         // ... the packing of a weight kept across calls (`fresh == 1`): it runs in the first
         // call for a weight, not in the calls that are timed.
         if (n->cond.node()->kind == codegen::ExprKind::kEQ) {
@@ -211,6 +227,18 @@ class Walker {
   size_t main_alloc_depth = 0;  // loops outside the allocation of the main statement's buffer
 
  private:
+  /// A store under an arrival counter of `select(arrived == c, 1, 0)` flags the last of c + 1
+  /// arrivals: an If on the flag runs in 1 / (c + 1) of the blocks.
+  void NoteLastArrivalFlag(const StoreNode& n) {
+    if (n.value->kind != ExprKind::kSelect) return;
+    auto* select = static_cast<const SelectNode*>(n.value.get());
+    if (select->cond->kind != ExprKind::kEQ) return;
+    auto* eq = static_cast<const codegen::BinaryNode*>(select->cond.get());
+    int64_t last = 0;
+    if (codegen::AsVar(eq->a) != arrival_ || !codegen::AsInt(eq->b, &last) || last < 0) return;
+    last_arrival_flags_[n.buffer.get()] = 1.0 / static_cast<double>(last + 1);
+  }
+
   /// Extent of the innermost vectorized loop enclosing the current statement; 0 when none.
   double InnermostVectorLanes() const {
     for (size_t i = stack_.size(); i-- > 0;) {
@@ -225,6 +253,8 @@ class Walker {
   std::set<const codegen::ExprNode*> once_vars_;  // `fresh` flags of buffers kept across calls
   double execs_ = 1;
   int parallel_nesting_ = 0;
+  const codegen::VarNode* arrival_ = nullptr;  // the result of the enclosing atomic counter
+  std::map<const BufferNode*, double> last_arrival_flags_;  // flag buffer -> share of blocks
 };
 
 /// How the blocks of a kernel the walker saw fill the GPU of the kGpu* constants.

@@ -34,6 +34,9 @@ inline constexpr int kLevels = 9;
 //  * Elements are fp32 (4 bytes). A "unique element" count is the number of distinct index
 //    tuples an access touches, computed exactly for affine indices up to overlaps inside one
 //    dimension (approximated by min(span, product of extents)) and bounded by the buffer shape.
+//  * Statements under an If count as if taken (an upper bound on the work), except the packing
+//    of a weight kept across calls (not in the timed calls) and split-K's fix-up, which only
+//    the last of a tile's k_split blocks runs (counted in 1 / k_split of the blocks).
 //  * Everything is a float so the struct flattens into the feature vector in field order.
 
 /// The GPU the occupancy and wave features are computed against: an H100 SXM (sm_90). The

@@ -357,6 +357,24 @@ TEST(FeaturesTest, GpuBusiestSmShare) {
   }
 }
 
+// Split-K: the blocks of a tile leave partial tiles and only the last to arrive sums them, so
+// the fix-up's adds count once per output, not once per block: 2 M N K + (k_split - 1) M N flops,
+// and the arrival's flag select once per thread (128 threads, counted as if each took the
+// first thread's branch, as every If is but the last arrival's).
+TEST(FeaturesTest, GpuSplitKFixUpCountsOnceATile) {
+  auto t = MakeTemplate(::tune::test::ToyWorkload(OpKind::kMatmul, "256,256,256"), codegen::Backend::kCuda);
+  ASSERT_NE(t, nullptr);
+  for (int split : {1, 4}) {
+    SCOPED_TRACE(split);
+    std::string json = t->space().ToJson(CudaGemmConfig(*t, 4, 4, 16, 16, 0));
+    json.replace(json.find("\"k_split\":[1]"), 13, "\"k_split\":[" + std::to_string(split) + "]");
+    const std::vector<float> f = Features(*t, FromJson(*t, json));
+    const double flag_selects = split > 1 ? 128.0 * 16 * split : 0.0;
+    EXPECT_FLOAT_EQ(Get(f, "log_total_flops"), Log2p(2.0 * 256 * 256 * 256 + (split - 1) * 256.0 * 256 + flag_selects));
+    EXPECT_FLOAT_EQ(Get(f, "log_gpu_blocks"), Log2p(16 * split));
+  }
+}
+
 // Over random configs of the CUDA templates the occupancy fields stay in their ranges and
 // agree with the launch shape; CPU kernels have none of them.
 TEST(FeaturesTest, GpuOccupancyFieldsOverRandomConfigs) {
