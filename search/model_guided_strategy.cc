@@ -26,6 +26,10 @@ constexpr size_t kScreenDrawsPerSlot = 64;
 constexpr double kFailureEvidence = 3.0;
 /// Rejection draws per random valid config.
 constexpr int kSampleTries = 100;
+/// The best measured configs whose neighbours the stalled search measures (stalled_local).
+constexpr size_t kLocalParents = 3;
+/// Draws per neighbour slot (a parent, a knob, an option) before the slot goes to random.
+constexpr size_t kNeighbourDrawsPerSlot = 64;
 
 }  // namespace
 
@@ -36,6 +40,7 @@ std::vector<StrategyOptionKey> ModelGuidedStrategy::OptionKeys() {
       RealOptionKey("eps_greedy", kGroup, &O::eps_greedy, 0, 1),
       RealOptionKey("eps_stalled", kGroup, &O::eps_stalled, 0, 1),
       IntOptionKey("explore_after", kGroup, &O::explore_after, 1, kMaxCountOption),
+      RealOptionKey("stalled_local", kGroup, &O::stalled_local, 0, 1),
       RealOptionKey("measured_share", kGroup, &O::measured_share, 0, 1),
       IntOptionKey("diversity_min_distance", kGroup, &O::diversity_min_distance, 1, kMaxCountOption),
       RealOptionKey("failure_threshold", kGroup, &O::failure_threshold, 0, 1),
@@ -55,6 +60,8 @@ ModelGuidedStrategy::ModelGuidedStrategy(const ConfigSpace* space, uint64_t seed
   TUNE_CHECK(options.eps_stalled >= 0 && options.eps_stalled <= 1)
       << "eps_stalled " << options.eps_stalled;
   TUNE_CHECK(options.explore_after >= 1) << "explore_after " << options.explore_after;
+  TUNE_CHECK(options.stalled_local >= 0 && options.stalled_local <= 1)
+      << "stalled_local " << options.stalled_local;
   TUNE_CHECK(options.measured_share >= 0 && options.measured_share <= 1)
       << "measured_share " << options.measured_share;
   TUNE_CHECK(options.failure_threshold >= 0 && options.failure_threshold <= 1)
@@ -94,6 +101,24 @@ std::vector<Config> ModelGuidedStrategy::BestMeasured(size_t count) const {
   return out;
 }
 
+std::vector<Config> ModelGuidedStrategy::Neighbours(size_t count,
+                                                    const std::unordered_set<Config, ConfigHash>& taken) {
+  std::vector<Config> out;
+  const std::vector<Config> parents = BestMeasured(kLocalParents);
+  if (count == 0 || parents.empty() || mutable_knobs_.empty()) return out;
+  std::unordered_set<Config, ConfigHash> picked;
+  for (size_t draw = 0; out.size() < count && draw < kNeighbourDrawsPerSlot * count; ++draw) {
+    Config c = parents[rng_() % parents.size()];
+    const size_t knob = mutable_knobs_[rng_() % mutable_knobs_.size()];
+    const size_t options = space_->knobs()[knob].options.size();
+    const int option = static_cast<int>(rng_() % (options - 1));
+    c[knob] = option >= c[knob] ? option + 1 : option;  // any option but the parent's
+    if (!space_->IsValid(c) || Seen(c) || taken.count(c) != 0 || !picked.insert(c).second) continue;
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
 std::vector<Config> ModelGuidedStrategy::MeasuredStarts(size_t count) const {
   return BestMeasured(
       std::min<size_t>(count, static_cast<size_t>(std::lround(options_.measured_share * count))));
@@ -115,12 +140,17 @@ double ModelGuidedStrategy::FailureChance(const Config& config) const {
 std::vector<Config> ModelGuidedStrategy::Propose(int batch) {
   std::vector<Config> out;
   if (batch <= 0) return out;
-  int model_slots = 0;
+  int model_slots = 0, local_slots = 0;
   if (cost_model_ != nullptr && cost_model_->trained()) {
     random_credit_ += (stalled() ? options_.eps_stalled : options_.eps_greedy) * batch;
     const int random_slots = std::min(batch, static_cast<int>(std::floor(random_credit_)));
     random_credit_ -= random_slots;
     model_slots = batch - random_slots;
+    if (stalled()) {
+      local_credit_ += options_.stalled_local * random_slots;
+      local_slots = std::min(random_slots, static_cast<int>(std::floor(local_credit_)));
+      local_credit_ -= local_slots;
+    }
   }
   if (model_slots > 0) {
     const size_t capacity =
@@ -155,6 +185,12 @@ std::vector<Config> ModelGuidedStrategy::Propose(int batch) {
         out.push_back(*std::move(sample));
       }
     }
+  }
+  if (local_slots > 0) {
+    const std::unordered_set<Config, ConfigHash> picked(out.begin(), out.end());
+    for (Config& c : Neighbours(static_cast<size_t>(local_slots), picked)) out.push_back(std::move(c));
+  }
+  if (!out.empty()) {
     std::vector<MeasuredConfig> taken;
     for (const Config& c : out) {
       visited_.insert(c);

@@ -32,6 +32,13 @@ struct ModelGuidedOptions {
   /// [explore_after] Results (a count, >= 1) without such an improvement after which the
   /// search counts as stalled.
   int explore_after = 16;
+  /// [stalled_local] Share of the random slots, while stalled, that go to the neighbours of
+  /// the best measured configs instead: a valid unseen config with one knob changed (the knob
+  /// and its new option drawn uniformly) from one of the kLocalParents best; a fraction in
+  /// [0, 1]. Where the model favours a family the best config is not in, the online model
+  /// learns only from what the model picked and uniform draws rarely land near the best;
+  /// these measure the best configs' own neighbourhood, whatever the model thinks of it.
+  double stalled_local = 0.5;
   /// [measured_share] Share of SA chains / of the initial population started at the best
   /// measured configs (the rest: SA's persisted chain states, then random samples); a
   /// fraction in [0, 1].
@@ -57,7 +64,8 @@ struct ModelGuidedOptions {
 /// small batches neither lose nor overspend it. When the last `explore_after` reported results
 /// did not improve on the best cost measured so far by more than 1%, the model is exploiting a
 /// plateau: the share rises to `eps_stalled` until a result improves the best again (any
-/// result counts).
+/// result counts), and a share `stalled_local` of those slots measures neighbours of the best
+/// measured configs (Neighbours) rather than uniform draws.
 ///
 /// Failures teach the search directly, besides through the model. Once at least two
 /// reported results failed and one was ok, a naive-Bayes estimate of a config's chance of
@@ -83,8 +91,9 @@ class ModelGuidedStrategy : public SearchStrategy {
   ModelGuidedStrategy(const ConfigSpace* space, uint64_t seed, const ModelGuidedOptions& options,
                       uint64_t random_salt);
 
-  /// The keys of ModelGuidedOptions (eps_greedy, eps_stalled, explore_after, measured_share,
-  /// diversity_min_distance), for the subclasses' registrations.
+  /// The keys of ModelGuidedOptions (eps_greedy, eps_stalled, explore_after, stalled_local,
+  /// measured_share, diversity_min_distance, failure_threshold), for the subclasses'
+  /// registrations.
   static std::vector<StrategyOptionKey> OptionKeys();
 
   /// Up to `capacity` valid configs never proposed nor reported, best first by the model.
@@ -92,6 +101,10 @@ class ModelGuidedStrategy : public SearchStrategy {
 
   /// The model's scores, NaN mapped to -infinity.
   std::vector<double> Score(const std::vector<Config>& configs);
+  /// Up to `count` valid configs never proposed nor reported (nor in `taken`), each one knob
+  /// away from one of the kLocalParents best measured configs (see stalled_local); fewer when
+  /// a bounded number of draws finds no more.
+  std::vector<Config> Neighbours(size_t count, const std::unordered_set<Config, ConfigHash>& taken);
   /// Up to `count` distinct measured configs, lowest cost first.
   std::vector<Config> BestMeasured(size_t count) const;
   /// The measured configs that start `count` SA chains or population members: the best
@@ -124,6 +137,7 @@ class ModelGuidedStrategy : public SearchStrategy {
   int ok_count_ = 0;      // valid reported configs that were ok
   std::unordered_set<Config, ConfigHash> failed_set_;  // configs reported as failed
   double random_credit_ = 0;  // random share owed, carried across calls
+  double local_credit_ = 0;   // the stalled random share's neighbours owed, carried across calls
   double best_cost_;          // best ok cost reported so far (+inf: none)
   int stall_ = 0;             // results reported since best_cost_ last improved
 };

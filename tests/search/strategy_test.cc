@@ -69,7 +69,7 @@ std::vector<std::string> KeysOf(const std::string& strategy) {
 }
 
 TEST(StrategyRegistryTest, EachStrategyListsTheKeysItReads) {
-  const std::vector<std::string> guided = {"eps_greedy", "eps_stalled", "explore_after", "measured_share",
+  const std::vector<std::string> guided = {"eps_greedy", "eps_stalled", "explore_after", "stalled_local", "measured_share",
                                            "diversity_min_distance", "failure_threshold"};
   const std::vector<std::string> bo_keys = {"bo_initial_samples", "bo_candidates",         "bo_xi",
                                             "bo_kappa",           "bo_feasibility_weight", "bo_min_feasibility",
@@ -334,13 +334,14 @@ TEST(StrategyOptionTest, SetsNamedFields) {
 TEST(StrategyOptionTest, EveryKeySetsItsStrategysField) {
   StrategyOptions o;
   for (const char* text :
-       {"eps_stalled=0.75", "explore_after=5", "measured_share=0.5", "diversity_min_distance=3", "sa_steps=7",
+       {"eps_stalled=0.75", "explore_after=5", "stalled_local=0.25", "measured_share=0.5", "diversity_min_distance=3", "sa_steps=7",
         "sa_early_stop=9", "evo_population=64", "evo_generations=2", "evo_crossover_prob=0.125",
         "evo_mutation_prob=0.25", "bo_initial_samples=4", "bo_candidates=300", "bo_xi=0.5", "bo_kappa=1.5"}) {
     ASSERT_TRUE(SetStrategyOption(o, text).ok()) << text;
   }
   EXPECT_EQ(o.model_guided.eps_stalled, 0.75);
   EXPECT_EQ(o.model_guided.explore_after, 5);
+  EXPECT_EQ(o.model_guided.stalled_local, 0.25);
   EXPECT_EQ(o.model_guided.measured_share, 0.5);
   EXPECT_EQ(o.model_guided.diversity_min_distance, 3);
   EXPECT_EQ(o.sa.steps, 7);
@@ -375,6 +376,7 @@ TEST(StrategyOptionTest, Defaults) {
   EXPECT_EQ(o.model_guided.eps_greedy, 0.05);
   EXPECT_EQ(o.model_guided.eps_stalled, 0.5);
   EXPECT_EQ(o.model_guided.explore_after, 16);
+  EXPECT_EQ(o.model_guided.stalled_local, 0.5);
   EXPECT_EQ(o.model_guided.measured_share, 0.25);
   EXPECT_EQ(o.model_guided.diversity_min_distance, 2);
   EXPECT_EQ(o.sa.chains, 128);
