@@ -10,10 +10,12 @@
 #include <cstring>
 #include <filesystem>
 #include <iterator>
+#include <optional>
 #include <thread>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "dataset/file_guard.h"
 #include "spdlog/spdlog.h"
 
 namespace tune::dataset {
@@ -104,13 +106,9 @@ CREATE TABLE leases(
 };
 static_assert(std::size(kMigrations) == kSchemaVersion - 1, "one migration per schema version after 1");
 
-// Removes a database file this process created, with the side files SQLite may have made.
-void RemoveCreatedFile(const std::string& path) {
-  for (const char* suffix : {"", "-journal", "-wal", "-shm"}) {
-    std::error_code ignored;
-    std::filesystem::remove(path + suffix, ignored);
-  }
-}
+// Opens of a file that another process removed (or replaced) between this one's open and
+// its lock, before opening the path again gives up.
+constexpr int kOpenAttempts = 8;
 
 // What an opened file holds, judged by reading only.
 enum class Contents { kEmpty, kTune, kForeign };
@@ -270,9 +268,13 @@ absl::StatusOr<SqliteConnection> OpenWithSchema(const std::string& path, bool cr
   if (path.empty()) return absl::InvalidArgumentError("record database path is empty");
   const bool in_memory = path == ":memory:";
 
-  // Create the file ourselves (O_EXCL) so that we know whether it is ours to delete on failure.
+  // Create the file ourselves (O_EXCL) so that we know whether it is ours to delete on failure,
+  // and hold a shared lock on it (FileGuard) for the connection's life, so that a creator that
+  // fails removes it only when nobody else has opened it meanwhile.
   bool created_file = false;
-  if (!in_memory) {
+  std::optional<FileGuard> guard;
+  for (int attempt = 1; !in_memory && !guard.has_value(); ++attempt) {
+    created_file = false;
     std::error_code ec;
     const bool exists = std::filesystem::exists(path, ec);
     if (ec) {
@@ -292,10 +294,22 @@ absl::StatusOr<SqliteConnection> OpenWithSchema(const std::string& path, bool cr
                                                    "': ", std::strerror(errno)));
       }
     }
+    absl::StatusOr<FileGuard> acquired = FileGuard::Acquire(path);
+    if (acquired.ok()) {
+      guard = std::move(*acquired);
+    } else if (!(absl::IsNotFound(acquired.status()) || absl::IsAborted(acquired.status())) ||
+               attempt == kOpenAttempts) {
+      // (A file this call created and another process removed is not this call's to remove.)
+      return absl::UnavailableError(
+          absl::StrCat("cannot open record database '", path, "': ", acquired.status().message()));
+    }
   }
 
   auto fail = [&](absl::Status status) -> absl::Status {
-    if (created_file) RemoveCreatedFile(path);
+    if (created_file && guard.has_value() && !guard->RemoveIfSoleHolder()) {
+      spdlog::warn("record database '{}': left in place after a failed initialization, another process has it open",
+                   path);
+    }
     return status;
   };
 
@@ -305,6 +319,7 @@ absl::StatusOr<SqliteConnection> OpenWithSchema(const std::string& path, bool cr
     connection = s;  // closed before a file it created is removed
     return fail(s);
   }
+  if (guard.has_value()) connection->Hold(*std::move(guard));
   return connection;
 }
 

@@ -17,8 +17,11 @@ inline constexpr int kSchemaVersion = 2;
 /// is checked, and the connection gets foreign keys and WAL. NotFound for an absent file
 /// without `create`; FailedPrecondition for a file that is not a tune database, has a newer
 /// schema, or is empty without `create`; Unavailable/Internal for I/O errors. Never leaves a
-/// file it created behind on failure. Several processes and connections may open one file,
-/// a new one included, at the same moment: they agree on its schema.
+/// file it created behind on failure, unless another process opened it meanwhile: each
+/// connection holds a shared lock on its file (dataset/file_guard.h), and a failed creator
+/// removes the file only when it can take that lock exclusively. Several processes and
+/// connections may open one file, a new one included, at the same moment: they agree on its
+/// schema.
 absl::StatusOr<SqliteConnection> OpenWithSchema(const std::string& path, bool create);
 
 /// Opens an existing record database of schema version kSchemaVersion for reading only: the

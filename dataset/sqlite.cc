@@ -39,6 +39,7 @@ SqliteConnection& SqliteConnection::operator=(SqliteConnection&& other) noexcept
   if (this != &other) {
     if (db_ != nullptr) sqlite3_close_v2(db_);
     db_ = std::exchange(other.db_, nullptr);
+    guard_ = std::move(other.guard_);  // after the close: the old guard outlived its connection
   }
   return *this;
 }

@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "dataset/file_guard.h"
 
 struct sqlite3;
 struct sqlite3_stmt;
@@ -34,7 +35,8 @@ class SqliteConnection {
   /// cannot be opened.
   static absl::StatusOr<SqliteConnection> Open(const std::string& path, bool create);
 
-  SqliteConnection(SqliteConnection&& other) noexcept : db_(std::exchange(other.db_, nullptr)) {}
+  SqliteConnection(SqliteConnection&& other) noexcept
+      : guard_(std::move(other.guard_)), db_(std::exchange(other.db_, nullptr)) {}
   SqliteConnection& operator=(SqliteConnection&& other) noexcept;
   SqliteConnection(const SqliteConnection&) = delete;
   SqliteConnection& operator=(const SqliteConnection&) = delete;
@@ -45,9 +47,13 @@ class SqliteConnection {
   int64_t LastInsertId() const;
   /// Rows changed by the last INSERT, UPDATE or DELETE.
   int64_t Changes() const;
+  /// Keeps `guard` (the file's shared lock, dataset/file_guard.h) until the connection closes;
+  /// it is released after the connection.
+  void Hold(FileGuard guard) { guard_ = std::move(guard); }
 
  private:
   explicit SqliteConnection(sqlite3* db) : db_(db) {}
+  std::optional<FileGuard> guard_;  // declared first: destroyed after the connection is closed
   sqlite3* db_;
 };
 
