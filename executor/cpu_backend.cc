@@ -11,6 +11,7 @@
 #include "executor/builtin_ops.h"
 #include "executor/cuda_backend.h"
 #include "measure/host_builder.h"
+#include "measure/task_factory.h"
 
 namespace tune::executor {
 namespace {
@@ -31,11 +32,10 @@ class CpuBackend final : public Backend {
   const measure::Target& target() const override { return target_; }
 
   absl::StatusOr<std::unique_ptr<codegen::Template>> MakeTemplate(const codegen::Workload& workload) const override {
-    // As the tuner makes it for this target (measure's llvm task kind): parallel loops for its
-    // thread count, so the default schedule of an untuned task uses the threads.
-    codegen::CpuLimits cpu = codegen::HostCpuLimits();
-    cpu.threads = target_.threads;
-    return codegen::CreateTemplate(workload, codegen::Backend::kLlvm, {}, cpu);
+    // As the tuner makes it for this target (one copy: measure's llvm task kind): register
+    // tiles for its CPU and parallel loops for its thread count, so the default schedule of an
+    // untuned task uses the threads.
+    return measure::TaskFactory::MakeTemplateFor(target_, workload);
   }
 
   absl::StatusOr<std::unique_ptr<TaskKernel>> LoadTaskKernel(const codegen::Template& tmpl,

@@ -287,6 +287,18 @@ TEST_P(ModelGuidedStrategyTest, BeatsRandomSearchOnABowl) {
   EXPECT_LT(learned, 0.2 * random);
 }
 
+// Options under which only a stall brings random picks: eps_greedy 0, and every slot random
+// (eps_stalled 1) after `explore_after` results without a gain; `stalled_local` of them
+// neighbours of the best measured configs.
+StrategyOptions StallOptions(uint64_t seed, int explore_after, double stalled_local) {
+  StrategyOptions options = Seeded(seed);
+  options.model_guided.eps_greedy = 0;
+  options.model_guided.eps_stalled = 1;
+  options.model_guided.explore_after = explore_after;
+  options.model_guided.stalled_local = stalled_local;
+  return options;
+}
+
 // Stall-driven exploration: while results keep improving, every pick is the model's (x0 = 0,
 // eps_greedy 0); after explore_after results without a gain of more than 1%, the picks are
 // random (eps_stalled 1: x0 = 0 for about an eighth of them); one improving result brings the
@@ -296,12 +308,7 @@ TEST_P(ModelGuidedStrategyTest, ExploresAtRandomWhileStalled) {
   // Prefers knob x0 = 0 (an eighth of the Bowl space) above everything else, so model picks
   // and random picks can be told apart by their x0.
   test::FunctionCostModel model([](const Config& c) { return c[0] == 0 ? 1.0 : 0.0; });
-  StrategyOptions options = Seeded(7);
-  options.model_guided.eps_greedy = 0;
-  options.model_guided.eps_stalled = 1;
-  options.model_guided.explore_after = 16;
-  options.model_guided.stalled_local = 0;  // all uniform (the next test: neighbours)
-  auto s = MakeStrategy(GetParam().name, &p.space, options);
+  auto s = MakeStrategy(GetParam().name, &p.space, StallOptions(7, 16, /*stalled_local=*/0));  // uniform
   s->SetCostModel(&model);
   auto report = [&](const std::vector<Config>& configs, double cost) {
     std::vector<MeasuredConfig> results;
@@ -348,12 +355,7 @@ TEST_P(ModelGuidedStrategyTest, ExploresAtRandomWhileStalled) {
 TEST_P(ModelGuidedStrategyTest, MeasuresTheBestConfigsNeighboursWhileStalled) {
   Problem p = Bowl();
   test::FunctionCostModel model([](const Config& c) { return c[0] == 0 ? 1.0 : 0.0; });
-  StrategyOptions options = Seeded(11);
-  options.model_guided.eps_greedy = 0;
-  options.model_guided.eps_stalled = 1;
-  options.model_guided.explore_after = 4;
-  options.model_guided.stalled_local = 1;
-  auto s = MakeStrategy(GetParam().name, &p.space, options);
+  auto s = MakeStrategy(GetParam().name, &p.space, StallOptions(11, 4, /*stalled_local=*/1));
   s->SetCostModel(&model);
   std::set<Config> seen;
   double cost = 1.0;
