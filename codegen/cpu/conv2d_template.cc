@@ -239,6 +239,37 @@ std::vector<search::Config> Conv2dTemplate::StartConfigs() const {
       AddStartConfig(with({{"tile_oc", oc}, {"tile_oh", {1, oh}}, {"order", {3}}, {"acc_tile", {0}}}), &out);
     }
   }
+  // Fewer input channels than a vector (an image's 3 at a CNN's stem), read unblocked: one
+  // vector of output channels by a few columns (the input rows a tile reads stay few under a
+  // large stride and kernel), the rows outermost and shared out among the threads, the input
+  // values folded into the FMAs where the ISA can. The search's pick on ResNet's 7x7 stride-2
+  // stem, 2.2-2.7x the configs above there (docs/BENCHMARKS.md).
+  if (lb == 0 && wl.in_c < lanes && wl.out_c >= lanes) {
+    const int64_t rows = std::min(threads, oh);
+    for (int64_t cols : {int64_t{6}, int64_t{8}}) {
+      if (cols > ow) continue;
+      const std::vector<std::pair<std::string, std::vector<int64_t>>> thin = {
+          {"tile_oc", SplitOption("tile_oc", 1, lanes)},
+          {"tile_oh", SplitOption("tile_oh", rows, (oh + rows - 1) / rows)},
+          {"tile_ow", SplitOption("tile_ow", (ow + cols - 1) / cols, cols)},
+          {"tile_ic", SplitOption("tile_ic", wl.in_c, 1)},
+          {"order", {2}},
+          {"unroll", {1}},
+          {"acc_tile", {1}},
+          {"parallel", {1}},
+          {"layout", {kBlocked}},
+          {"prepack", {1}},
+          {"in_block", {0}}};
+      const size_t before = out.size();
+      std::vector<std::pair<std::string, std::vector<int64_t>>> folded = thin;
+      folded.push_back({"fold_broadcast", {1}});
+      AddStartConfig(folded, &out);
+      if (out.size() == before) {  // no folding on this ISA
+        folded.back() = {"fold_broadcast", {0}};
+        AddStartConfig(folded, &out);
+      }
+    }
+  }
   return out;
 }
 

@@ -82,6 +82,27 @@ TEST(CpuConvStartConfigsTest, ParallelFormAndDenseOnly) {
                   .empty());
 }
 
+// Fewer input channels than a vector (ResNet's stem: 3 -> 64, 7x7, stride 2): unblocked input,
+// one vector of channels by 6 and by 8 columns, rows outermost and split between the 2
+// threads, input values folded into the FMAs on AVX-512 (not on AVX2, which cannot).
+TEST(CpuConvStartConfigsTest, ThinInputStartsFromOneVectorByAFewColumns) {
+  const Workload stem = ConvWorkloadForTest("1,3,224,224,64,7,7,2,3", false, false);
+  const Conv2dTemplate avx512(stem, CpuLimitsAt("+avx512f,+avx512vl,+avx2,+fma", 2));
+  for (const search::Config& c : avx512.StartConfigs()) EXPECT_TRUE(avx512.space().IsValid(c));
+  const std::vector<std::string> texts = ConfigTexts(avx512, avx512.StartConfigs());
+  for (const char* cols : {R"("tile_ow":[19,1,6])", R"("tile_ow":[14,1,8])"}) {
+    EXPECT_TRUE(AnyContainsAll(texts, {R"("tile_oc":[1,4,16])", R"("tile_oh":[2,56])", cols, R"("tile_ic":[3,1])",
+                                       R"("order":[2])", R"("parallel":[1])", R"("in_block":[0])",
+                                       R"("fold_broadcast":[1])"}))
+        << cols << " " << ::testing::PrintToString(texts);
+  }
+  const Conv2dTemplate avx2(stem, CpuLimitsAt("+avx2,+fma", 1));
+  const std::vector<std::string> avx2_texts = ConfigTexts(avx2, avx2.StartConfigs());
+  EXPECT_TRUE(AnyContainsAll(avx2_texts, {R"("tile_oc":[1,8,8])", R"("tile_oh":[1,112])", R"("tile_ow":[19,1,6])",
+                                          R"("in_block":[0])", R"("fold_broadcast":[0])"}))
+      << ::testing::PrintToString(avx2_texts);
+}
+
 // The start configs of the host compile and compute the convolution: NCHWc and NCHW shapes,
 // a width with no divisor near the tile (a partial column tile), stride 2, a 1x1 convolution,
 // fewer input channels than a vector, bias and ReLU; fresh random inputs, fenced arrays.
@@ -94,7 +115,7 @@ TEST(CpuConvStartConfigsTest, HostStartConfigsMatchReference) {
     cpu.threads = threads;
     codegen::runtime::SetNumThreads(threads);
     for (const std::string& shape : {"1,32,9,17,48,3,3,1,1,nchw16c", "1,24,19,19,40,3,3,2,1", "2,32,14,14,64,1,1,2,0",
-                                     "1,3,23,23,16,3,3,1,1"}) {
+                                     "1,3,23,23,16,3,3,1,1", "1,3,29,29,32,7,7,2,3"}) {
       const Conv2dTemplate tmpl(ConvWorkloadForTest(shape, true, true), cpu);
       const std::vector<search::Config> configs = tmpl.StartConfigs();
       if (host.vector_lanes >= 4) EXPECT_FALSE(configs.empty()) << shape;
