@@ -287,6 +287,17 @@ GpuLaunch LaunchOf(const Walker& w) {
     l.waves = l.blocks / per_wave;
     l.wave_fill = l.blocks / (std::ceil(l.waves) * per_wave);
   }
+  if (l.blocks > 0 && l.threads > 0) {
+    const double sm_blocks = std::ceil(l.blocks / kGpuSms);
+    const double rounds = std::ceil(l.waves);
+    const double thread_slots = l.blocks * l.threads;
+    l.sm_flops = w.total_flops / l.blocks * sm_blocks;
+    l.sm_global_bytes = w.arg_elements * kBytesPerElement / l.blocks * sm_blocks;
+    l.thread_serial_stores = w.store_execs / thread_slots * rounds;
+    l.serial_barriers = w.sync_execs / thread_slots * rounds;
+    l.thread_serial_global = w.arg_elements / thread_slots * rounds;
+    l.sm_roofline_ns = 1e9 * std::max(l.sm_flops / kGpuSmFlops, l.sm_global_bytes / kGpuSmBytes);
+  }
   return l;
 }
 
@@ -666,19 +677,12 @@ AstFeatures ExtractAstFeatures(const codegen::LoweredFunc& func) {
     f.global_load_efficiency = warp[0];
     f.global_store_efficiency = warp[1];
     f.log_shared_conflict = warp[2];
-    if (launch.blocks > 0 && launch.threads > 0) {
-      const double sm_blocks = std::ceil(launch.blocks / kGpuSms);
-      const double rounds = std::ceil(launch.waves);
-      const double thread_slots = launch.blocks * launch.threads;
-      const double sm_flops = w.total_flops / launch.blocks * sm_blocks;
-      const double sm_bytes = w.arg_elements * kBytesPerElement / launch.blocks * sm_blocks;
-      f.log_sm_flops = Log2p(sm_flops);
-      f.log_sm_global_bytes = Log2p(sm_bytes);
-      f.log_sm_roofline_ns = Log2p(1e9 * std::max(sm_flops / kGpuSmFlops, sm_bytes / kGpuSmBytes));
-      f.log_thread_serial_stores = Log2p(w.store_execs / thread_slots * rounds);
-      f.log_serial_barriers = Log2p(w.sync_execs / thread_slots * rounds);
-      f.log_thread_serial_global = Log2p(w.arg_elements / thread_slots * rounds);
-    }
+    f.log_sm_flops = Log2p(launch.sm_flops);
+    f.log_sm_global_bytes = Log2p(launch.sm_global_bytes);
+    f.log_thread_serial_stores = Log2p(launch.thread_serial_stores);
+    f.log_serial_barriers = Log2p(launch.serial_barriers);
+    f.log_thread_serial_global = Log2p(launch.thread_serial_global);
+    f.log_sm_roofline_ns = Log2p(launch.sm_roofline_ns);
   }
   Stmt top = func.body;
   while (top->kind == StmtKind::kAllocate) top = static_cast<const AllocateNode*>(top.get())->body;

@@ -208,6 +208,13 @@ struct GpuLaunch {
   double occupancy = 0;        // resident warps per SM / 64 [0..1]
   double waves = 0;            // blocks / (kGpuSms x resident blocks), 0 when no block fits [waves]
   double wave_fill = 0;        // blocks / (ceil(waves) x kGpuSms x resident blocks) [0..1]
+  // The busiest SM's share, see AstFeatures (raw values, not logs):
+  double sm_flops = 0;              // flops of its ceil(blocks / kGpuSms) blocks [flops]
+  double sm_global_bytes = 0;       // their argument-buffer accesses x 4 [bytes]
+  double thread_serial_stores = 0;  // store executions of one thread x ceil(waves) [stores]
+  double serial_barriers = 0;       // barriers one thread passes x ceil(waves) [barriers]
+  double thread_serial_global = 0;  // argument accesses of one thread x ceil(waves) [accesses]
+  double sm_roofline_ns = 0;        // max(sm_flops / kGpuSmFlops, sm_global_bytes / kGpuSmBytes) [ns]
 };
 
 /// The launch estimate of `func`. Pure and thread-safe; one walk over the AST.

@@ -80,12 +80,18 @@ namespace tune::costmodel {
 //  66 occupancy          resident warps per SM / 64 [0..1]
 //  67 log_waves          log2(1 + blocks / (SMs x resident blocks)) [waves]
 //  68 wave_fill          blocks / (ceil(waves) x SMs x resident blocks) [0..1]
+//  69 log_sm_flops       log2(1 + flops of the busiest SM's ceil(blocks / SMs) blocks) [flops]
+//  70 log_sm_global_bytes  log2(1 + their argument-buffer accesses x 4) [bytes]
+//  71 log_thread_serial_stores  log2(1 + store executions of one thread x ceil(waves)) [stores]
+//  72 log_serial_barriers  log2(1 + barriers one thread passes x ceil(waves)) [barriers]
+//  73 log_thread_serial_global  log2(1 + argument accesses of one thread x ceil(waves)) [accesses]
+//  74 log_sm_roofline_ns  log2(1 + the busiest SM's roofline time, features.h) [ns]
 //  --- statements inside GPU thread loops: the first warp's memory transactions (warp_access.h;
 //      0 elsewhere and where no access is computable) ---
-//  69 global_load_efficiency   fewest 32-byte sectors holding the elements the warp loads from
+//  75 global_load_efficiency   fewest 32-byte sectors holding the elements the warp loads from
 //                              global memory / sectors it touches [0..1]
-//  70 global_store_efficiency  the same for its store to global memory [0..1]
-//  71 log_shared_conflict      log2(shared-memory wavefronts / conflict-free wavefronts) of its
+//  76 global_store_efficiency  the same for its store to global memory [0..1]
+//  77 log_shared_conflict      log2(shared-memory wavefronts / conflict-free wavefronts) of its
 //                              shared loads and store [log2 ways]
 //
 // Unique elements of an access: per index dimension, affine coefficients of the nest's loop
@@ -117,7 +123,7 @@ constexpr int kAccessFields = 11;
 constexpr int kFirstAccess = 24;
 constexpr int kFirstBuffer = kFirstAccess + kAccessSlots * kAccessFields;  // 57
 constexpr int kFirstLaunch = kFirstBuffer + 7;  // 64
-constexpr int kFirstWarp = kFirstLaunch + 5;     // 69
+constexpr int kFirstWarp = kFirstLaunch + 11;    // 75
 static_assert(kFirstWarp + 3 == kNodeFeatures, "node feature layout and kNodeFeatures disagree");
 
 constexpr double kBytes = 4.0;
@@ -309,6 +315,12 @@ class GraphBuilder {
       f[kFirstLaunch + 2] = static_cast<float>(launch.occupancy);
       f[kFirstLaunch + 3] = Lg(launch.waves);
       f[kFirstLaunch + 4] = static_cast<float>(launch.wave_fill);
+      f[kFirstLaunch + 5] = Lg(launch.sm_flops);
+      f[kFirstLaunch + 6] = Lg(launch.sm_global_bytes);
+      f[kFirstLaunch + 7] = Lg(launch.thread_serial_stores);
+      f[kFirstLaunch + 8] = Lg(launch.serial_barriers);
+      f[kFirstLaunch + 9] = Lg(launch.thread_serial_global);
+      f[kFirstLaunch + 10] = Lg(launch.sm_roofline_ns);
     }
   }
   bool HasBlockLoops() const { return !block_loops_.empty(); }
@@ -561,6 +573,8 @@ std::vector<std::string> BuildNodeFeatureNames() {
   for (const char* n : {"buffer.scope_arg", "buffer.scope_heap", "buffer.scope_local", "buffer.scope_shared",
                         "buffer.log_bytes", "buffer.dims", "buffer.log_readers", "launch.log_thread_local_floats",
                         "launch.resident_blocks", "launch.occupancy", "launch.log_waves", "launch.wave_fill",
+                        "launch.log_sm_flops", "launch.log_sm_global_bytes", "launch.log_thread_serial_stores",
+                        "launch.log_serial_barriers", "launch.log_thread_serial_global", "launch.log_sm_roofline_ns",
                         "stmt.global_load_efficiency", "stmt.global_store_efficiency", "stmt.log_shared_conflict"}) {
     names.push_back(n);
   }

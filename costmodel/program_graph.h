@@ -11,8 +11,9 @@ namespace tune::costmodel {
 
 /// Bumped whenever the meaning, order or number of node features, the node order or the edge
 /// kinds change; artifacts of the sequence and graph models record it and refuse another.
-inline constexpr int kGraphFeatureVersion = 3;  // 2: the GPU launch fields of blockIdx loops;
-                                                 // 3: statements' warp transactions
+inline constexpr int kGraphFeatureVersion = 4;  // 2: the GPU launch fields of blockIdx loops;
+                                                 // 3: statements' warp transactions; 4: the
+                                                 // busiest SM's share on blockIdx loops
 
 /// What a node of the program graph stands for.
 enum class NodeKind : int8_t {
@@ -31,7 +32,7 @@ enum class EdgeKind : int8_t {
 inline constexpr int kNumEdgeKinds = 4;
 
 /// Floats per node (see program_graph.cc for the fields and their units).
-inline constexpr int kNodeFeatures = 72;
+inline constexpr int kNodeFeatures = 78;
 
 /// A lowered program as nodes with fixed-length feature rows, an order for sequence models
 /// and typed edges for graph models. Nodes are numbered in program order (pre-order of the

@@ -265,7 +265,11 @@ TEST(ProgramGraphTest, LargeProgramsKeepTheFirstNodesInProgramOrder) {
 TEST(ProgramGraphTest, GpuLaunchFieldsOnTheBlockLoops) {
   std::mt19937_64 rng(std::random_device{}());
   const std::vector<std::string> launch = {"launch.log_thread_local_floats", "launch.resident_blocks",
-                                           "launch.occupancy", "launch.log_waves", "launch.wave_fill"};
+                                           "launch.occupancy",           "launch.log_waves",
+                                           "launch.wave_fill",           "launch.log_sm_flops",
+                                           "launch.log_sm_global_bytes", "launch.log_thread_serial_stores",
+                                           "launch.log_serial_barriers", "launch.log_thread_serial_global",
+                                           "launch.log_sm_roofline_ns"};
   for (int i = 0; i < 8; ++i) {
     const int m = 64 * std::uniform_int_distribution<int>(1, 64)(rng);
     const int n = 64 * std::uniform_int_distribution<int>(1, 64)(rng);
@@ -281,8 +285,20 @@ TEST(ProgramGraphTest, GpuLaunchFieldsOnTheBlockLoops) {
     const AstFeatures ast = ExtractAstFeatures(*func);
     EXPECT_GT(l.resident_blocks, 0.0);
     EXPECT_EQ(l.blocks, std::round(std::exp2(ast.log_gpu_blocks) - 1));
-    const float expected[] = {ast.log_thread_local_floats, ast.resident_blocks, ast.occupancy,
-                              static_cast<float>(std::log2(1 + l.waves)), ast.wave_fill};
+    const float expected[] = {ast.log_thread_local_floats,
+                              ast.resident_blocks,
+                              ast.occupancy,
+                              static_cast<float>(std::log2(1 + l.waves)),
+                              ast.wave_fill,
+                              ast.log_sm_flops,
+                              ast.log_sm_global_bytes,
+                              ast.log_thread_serial_stores,
+                              ast.log_serial_barriers,
+                              ast.log_thread_serial_global,
+                              ast.log_sm_roofline_ns};
+    static_assert(std::size(expected) == 11);
+    EXPECT_GT(ast.log_sm_flops, 0.0f);
+    EXPECT_GT(ast.log_serial_barriers, 0.0f);
     ProgramGraph g = ExtractProgramGraph(*func);
     int block_loops = 0;
     for (int v = 0; v < g.num_nodes; ++v) {
