@@ -113,6 +113,7 @@ std::vector<Config> ModelGuidedStrategy::Neighbours(size_t count,
     const size_t options = space_->knobs()[knob].options.size();
     const int option = static_cast<int>(rng_() % (options - 1));
     c[knob] = option >= c[knob] ? option + 1 : option;  // any option but the parent's
+    c = space_->Canonical(std::move(c));  // a knob of an inactive condition changes nothing
     if (!space_->IsValid(c) || Seen(c) || taken.count(c) != 0 || !picked.insert(c).second) continue;
     out.push_back(std::move(c));
   }
