@@ -16,6 +16,9 @@ namespace tune::dataset {
 /// it. An opener that locks a file just removed finds the path no longer names it (Acquire:
 /// Aborted) and opens the path again. Move-only; locks of one process on separate Acquires
 /// conflict like those of separate processes (flock locks belong to open file descriptions).
+/// On NFS, Linux emulates flock with whole-file POSIX locks, which other processes' SQLite
+/// byte-range locks would meet; SQLite's WAL mode does not work there either (a record
+/// database belongs on a local file system).
 class FileGuard {
  public:
   /// Opens `path` and takes a shared lock on it (waiting while a RemoveIfSoleHolder holds it
