@@ -100,22 +100,20 @@ class Walker {
       case StmtKind::kStore: {
         auto* n = static_cast<const StoreNode*>(s.get());
         if (arrival_ != nullptr) NoteLastArrivalFlag(*n);
+        const std::vector<const LoadNode*> loads = codegen::CollectLoads(n->value);
         if (const std::optional<WarpShape> warp = WarpShapeOf(stack_)) {
           warp_transactions.Add(*warp, *n->buffer, n->indices, /*write=*/true, execs_);
-          for (const LoadNode* load : codegen::CollectLoads(n->value)) {
+          for (const LoadNode* load : loads) {
             warp_transactions.Add(*warp, *load->buffer, load->indices, /*write=*/false, execs_);
           }
         }
         const double lanes = InnermostVectorLanes();
-        if (lanes > 0) {
-          if (n->buffer->scope == BufferScope::kShared) shared_copy_lanes = std::max(shared_copy_lanes, lanes);
-          for (const LoadNode* load : codegen::CollectLoads(n->value)) {
-            if (load->buffer->scope == BufferScope::kArg) arg_load_lanes = std::max(arg_load_lanes, lanes);
-          }
-        }
+        if (lanes > 0 && n->buffer->scope == BufferScope::kShared) shared_copy_lanes = std::max(shared_copy_lanes, lanes);
         if (n->buffer->scope == BufferScope::kArg) arg_elements += execs_;
-        for (const LoadNode* load : codegen::CollectLoads(n->value)) {
-          if (load->buffer->scope == BufferScope::kArg) arg_elements += execs_;
+        for (const LoadNode* load : loads) {
+          if (load->buffer->scope != BufferScope::kArg) continue;
+          arg_elements += execs_;
+          if (lanes > 0) arg_load_lanes = std::max(arg_load_lanes, lanes);
         }
         int flops = CountFlops(n->value);
         total_flops += execs_ * flops;

@@ -35,6 +35,13 @@ int FlockRetrying(int fd, int operation) {
 
 }  // namespace
 
+void RemoveDatabaseFiles(const std::string& path) {
+  for (const char* suffix : {"", "-journal", "-wal", "-shm"}) {
+    std::error_code ignored;
+    std::filesystem::remove(path + suffix, ignored);
+  }
+}
+
 absl::StatusOr<FileGuard> FileGuard::Acquire(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
@@ -76,10 +83,7 @@ bool FileGuard::RemoveIfSoleHolder() {
   bool removed = false;
   // Converting the shared lock to an exclusive one fails at once while another guard holds it.
   if (FlockRetrying(fd_, LOCK_EX | LOCK_NB) == 0 && PathNamesFile(path_, fd_)) {
-    for (const char* suffix : {"", "-journal", "-wal", "-shm"}) {
-      std::error_code ignored;
-      std::filesystem::remove(path_ + suffix, ignored);
-    }
+    RemoveDatabaseFiles(path_);
     removed = true;
   }
   Release();

@@ -19,6 +19,11 @@ namespace tune::dataset {
 /// On NFS, Linux emulates flock with whole-file POSIX locks, which other processes' SQLite
 /// byte-range locks would meet; SQLite's WAL mode does not work there either (a record
 /// database belongs on a local file system).
+/// Removes the database file `path` and the side files SQLite makes beside it ("-journal",
+/// "-wal", "-shm"), ignoring those absent, whoever has them open (FileGuard::RemoveIfSoleHolder
+/// is the careful form).
+void RemoveDatabaseFiles(const std::string& path);
+
 class FileGuard {
  public:
   /// Opens `path` and takes a shared lock on it (waiting while a RemoveIfSoleHolder holds it
@@ -33,8 +38,7 @@ class FileGuard {
   FileGuard& operator=(const FileGuard&) = delete;
   ~FileGuard();
 
-  /// Removes the file and the side files SQLite makes beside it ("-journal", "-wal", "-shm")
-  /// if no other guard holds it and the path still names it; returns whether it did. Either
+  /// Removes the file with its side files (RemoveDatabaseFiles) if no other guard holds it and the path still names it; returns whether it did. Either
   /// way the guard no longer holds the file afterwards.
   bool RemoveIfSoleHolder();
 

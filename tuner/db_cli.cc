@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/exit_code.h"
 #include "base/table.h"
+#include "dataset/file_guard.h"
 #include "dataset/record_database.h"
 #include "dataset/record_exchange.h"
 #include "nlohmann/json.hpp"
@@ -33,14 +34,6 @@ std::string DescribeImport(const char* verb, const dataset::ImportCounts& c) {
                       Count(c.targets, "target"), "); ", c.already_present, " already present");
 }
 
-// Removes a database file this command created (with SQLite's side files) after a failure.
-void RemoveCreatedDb(const std::string& path) {
-  for (const char* suffix : {"", "-journal", "-wal", "-shm"}) {
-    std::error_code ignored;
-    std::filesystem::remove(path + suffix, ignored);
-  }
-}
-
 // Adds `records` to the database at `path` (created when absent) in one transaction; a
 // database this created is removed again when that fails. Prints the counts.
 int ImportInto(const std::string& path, const std::vector<dataset::PortableRecord>& records, const char* verb) {
@@ -53,7 +46,7 @@ int ImportInto(const std::string& path, const std::vector<dataset::PortableRecor
     counts = (*db)->ImportRecords(records);
   }
   if (!counts.ok()) {
-    if (!existed) RemoveCreatedDb(path);
+    if (!existed) dataset::RemoveDatabaseFiles(path);
     return base::Fail("tune", counts.status());
   }
   std::printf("%s\n", DescribeImport(verb, *counts).c_str());

@@ -24,6 +24,7 @@
 #include "absl/strings/str_join.h"
 #include "codegen/ir/template.h"
 #include "codegen/ir/workload.h"
+#include "dataset/file_guard.h"
 #include "dataset/record_exchange.h"
 #include "measure/target.h"
 #include "measure/task_factory.h"
@@ -266,8 +267,7 @@ class TempDbPath {
   }
   ~TempDbPath() {
     if (path_.empty()) return;
-    std::error_code ec;
-    for (const char* suffix : {"", "-wal", "-shm", "-journal"}) std::filesystem::remove(path_ + suffix, ec);
+    dataset::RemoveDatabaseFiles(path_);
   }
   const std::string& path() const { return path_; }
 
