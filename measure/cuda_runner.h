@@ -39,7 +39,8 @@ struct CudaRunnerOptions {
 /// Timing: after `warmup` calls, `number` launches per sample (grown from 1 until a sample
 /// lasts min_repeat_ms), `repeats` samples timed with CUDA events; with flush_cache a buffer
 /// of twice the L2 size is written before each sample, outside the timed region. costs_s
-/// holds per-launch seconds per sample. cutoff_s as in LocalRunner.
+/// holds per-launch seconds per sample. cutoff_s judges the first warm-up launch (see
+/// MeasureProtocol::cutoff_s).
 class CudaRunner : public Runner {
  public:
   explicit CudaRunner(CudaRunnerOptions options) : options_(std::move(options)) {}

@@ -81,6 +81,11 @@ absl::StatusOr<MeasureStatus> ParseStatusName(const std::string& name) {
 
 std::string BuildTimedOutMessage(double timeout_s) { return absl::StrCat("build timed out after ", timeout_s, " s"); }
 
+std::string CutOffMessage(double first_s, double warm_s, double cutoff_s) {
+  return absl::StrCat("timing cut off after a warm call (", warm_s, " s > ", cutoff_s, " s; the first call ", first_s,
+                      " s)");
+}
+
 std::string MeasureProtocol::ToJson() const {
   nlohmann::json j = {
       {"warmup", warmup},       {"repeats", repeats},     {"min_repeat_ms", min_repeat_ms},

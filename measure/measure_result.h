@@ -35,9 +35,12 @@ struct MeasureProtocol {
   double timeout_s = 10.0;  // whole child process: load + check + timing (interleaved: per step)
   double rtol = 1e-3;       // relative tolerance of the correctness check
   double atol = 1e-4;       // absolute tolerance of the correctness check
-  /// When > 0: a kernel whose first (checked) call takes longer than this many seconds is
-  /// not timed further; its record keeps that call as its only sample (number = 1) and says
-  /// so in its message. Saves the budget on candidates far slower than the best known.
+  /// When > 0: a kernel whose first warm call (the call after the checked first one, which
+  /// runs cold: it packs a prepack kernel's weight, touches fresh scratch memory, loads the
+  /// code) takes longer than this many seconds is not timed further; its record keeps that
+  /// call as its only sample (number = 1) and says so in its message (CutOffMessage). Saves
+  /// the budget on candidates far slower than the best known. The timed call is the first
+  /// of the `warmup` calls.
   double cutoff_s = 0;
   /// When > 0: a kernel whose build (code generation and compilation) is still running after
   /// this many seconds is cancelled and recorded as kTimeout with the message "build timed out
@@ -62,6 +65,10 @@ struct MeasureProtocol {
 
 /// "build timed out after N s": the message of a build cancelled at `timeout_s`.
 std::string BuildTimedOutMessage(double timeout_s);
+
+/// "timing cut off after a warm call (W s > C s; the first call F s)": the note of an ok
+/// record whose timing MeasureProtocol::cutoff_s ended.
+std::string CutOffMessage(double first_s, double warm_s, double cutoff_s);
 
 /// The outcome of measuring one candidate.
 struct MeasureResult {

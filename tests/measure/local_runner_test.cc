@@ -109,6 +109,19 @@ void Accumulates(float* const* args) {
   }
 }
 
+// A matmul whose first call in a process is slow (it stands in for a kernel that packs its
+// weight or touches fresh scratch memory on its first call) and its later calls fast; and one
+// whose every call is slow.
+int cold_calls = 0;
+void SlowFirstCall(float* const* args) {
+  if (cold_calls++ == 0) ::usleep(100 * 1000);
+  Matmul(args);
+}
+void SlowEveryCall(float* const* args) {
+  ::usleep(30 * 1000);
+  Matmul(args);
+}
+
 // Matmuls that append their letter to the file at call_log_path on each call (the child
 // inherits the path), so a test can read the order in which a child called its kernels.
 std::string call_log_path;
@@ -141,6 +154,8 @@ absl::StatusOr<codegen::KernelFn> FakeLoader(const codegen::CompiledKernel& kern
       {"closes_pipe_and_exits", ClosesPipeAndExits},
       {"right_once_then_wrong", RightOnceThenWrong},
       {"accumulates", Accumulates},
+      {"slow_first_call", SlowFirstCall},
+      {"slow_every_call", SlowEveryCall},
       {"logged_a", LoggedA},
       {"logged_b", LoggedB},
   };
@@ -215,6 +230,26 @@ TEST_F(LocalRunnerTest, CorrectKernelWithCacheFlushAndThreads) {
   MeasureResult result = RunOne("matmul");
   ASSERT_EQ(result.status, MeasureStatus::kOk) << result.message;
   EXPECT_EQ(result.costs_s.size(), 3u);
+}
+
+// The cutoff judges a warm call: a kernel slow only on its first (cold) call is timed in full,
+// one slow on every call keeps its warm call as its only sample.
+TEST_F(LocalRunnerTest, CutoffJudgesAWarmCallNotTheColdFirstOne) {
+  options_.protocol.cutoff_s = 0.02;
+  options_.protocol.timeout_s = 10;
+  MeasureResult cold = RunOne("slow_first_call");
+  ASSERT_EQ(cold.status, MeasureStatus::kOk) << cold.message;
+  EXPECT_EQ(cold.costs_s.size(), 3u) << cold.message;
+  EXPECT_THAT(cold.message, ::testing::Not(HasSubstr("cut off")));
+  for (double cost : cold.costs_s) EXPECT_LT(cost, 0.02);
+
+  MeasureResult slow = RunOne("slow_every_call");
+  ASSERT_EQ(slow.status, MeasureStatus::kOk) << slow.message;
+  ASSERT_EQ(slow.costs_s.size(), 1u);
+  EXPECT_EQ(slow.number, 1);
+  EXPECT_GE(slow.costs_s[0], 0.03);
+  EXPECT_THAT(slow.message, HasSubstr("timing cut off after a warm call ("));
+  EXPECT_THAT(slow.message, HasSubstr(" s > 0.02 s; the first call "));
 }
 
 // Each planted failure becomes its own record, with the reason in its message.
