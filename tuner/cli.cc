@@ -80,7 +80,7 @@ void AddTuneFlags(CLI::App& app, CommonFlags& f) {
                  "(bias, relu), which may win (0 = off)")
       ->check(CLI::Range(0, 100))->capture_default_str();
   app.add_option("--cutoff-factor", o.cutoff_factor,
-                 "stop timing a candidate whose first call is this many times slower than the best (0 = off)")
+                 "stop timing a candidate whose first warm call (after the checked cold one) is this many times slower than the best (0 = off)")
       ->check(CLI::Range(0.0, 1e9));
   app.add_flag_callback("--no-transfer", [&o] { o.transfer = false; },
                         "do not warm-start cost models from other tasks' records nor seed configs from them");

@@ -98,7 +98,7 @@ struct TuneOptions {
   /// another epilogue (bias, relu), their fastest as recorded, are measured beside a task's
   /// finalists and may win (tuner/config_transfer.h: SiblingConfigs). 0 = off.
   int sibling_finalists = 2;
-  /// A candidate whose first call is this many times slower than the task's best so far is
+  /// A candidate whose first warm call is this many times slower than the task's best so far is
   /// not timed further (MeasureProtocol::cutoff_s); 0 = off.
   double cutoff_factor = 10;
   /// Configs (ToJson text) measured first for every task, before the strategy proposes any,
