@@ -35,7 +35,8 @@ std::string DescribeImport(const char* verb, const dataset::ImportCounts& c) {
 }
 
 // Adds `records` to the database at `path` (created when absent) in one transaction; a
-// database this created is removed again when that fails. Prints the counts.
+// database this created is removed again when that fails, unless another process has it open
+// (FileGuard::RemoveIfSoleHolder). Prints the counts.
 int ImportInto(const std::string& path, const std::vector<dataset::PortableRecord>& records, const char* verb) {
   std::error_code ec;
   const bool existed = std::filesystem::exists(path, ec);
@@ -46,7 +47,9 @@ int ImportInto(const std::string& path, const std::vector<dataset::PortableRecor
     counts = (*db)->ImportRecords(records);
   }
   if (!counts.ok()) {
-    if (!existed) dataset::RemoveDatabaseFiles(path);
+    if (!existed) {
+      if (auto guard = dataset::FileGuard::Acquire(path); guard.ok()) guard->RemoveIfSoleHolder();
+    }
     return base::Fail("tune", counts.status());
   }
   std::printf("%s\n", DescribeImport(verb, *counts).c_str());
