@@ -43,12 +43,14 @@ MeasureProtocol Quick() {
   return p;
 }
 
-// A hand-written CUDA build for `workload` (inputs then output, as the templates' kernels).
+// A hand-written CUDA build for `workload` (inputs then output, as the templates' kernels);
+// `prelude` goes before the kernel (module-scope variables).
 BuildResult HandBuild(const std::string& body, const codegen::Workload& w, std::array<int64_t, 3> grid,
-                      std::array<int64_t, 3> block) {
+                      std::array<int64_t, 3> block, const std::string& prelude = "") {
   std::string params;
   for (const auto& in : w.Inputs()) params += "const float* __restrict__ " + in.name + ", ";
-  std::string source = "extern \"C\" __global__ void planted(" + params + "float* __restrict__ out) {\n" + body + "\n}\n";
+  std::string source =
+      prelude + "extern \"C\" __global__ void planted(" + params + "float* __restrict__ out) {\n" + body + "\n}\n";
   BuildResult b;
   absl::StatusOr<codegen::CompiledCuda> c = codegen::CompileCuda(source, "sm_90");
   EXPECT_TRUE(c.ok()) << c.status();
@@ -327,6 +329,40 @@ TEST_F(GpuRunnerTest, PlantedBadKernelsBecomeRecords) {
   EXPECT_EQ(r[3].status, MeasureStatus::kOk) << r[3].message;
   EXPECT_EQ(r[4].status, MeasureStatus::kTimeout) << r[4].message;
   EXPECT_EQ(r[5].status, MeasureStatus::kOk) << r[5].message;
+}
+
+// The cutoff judges the first warm launch: a kernel slow only on its first launch (it stands
+// in for one whose first launch loads its code or touches fresh memory) is timed in full, one
+// slow on every launch keeps that launch as its only sample.
+TEST_F(GpuRunnerTest, CutoffJudgesAWarmLaunchNotTheColdFirstOne) {
+  codegen::Workload w = Matmul("64,64,64");
+  const std::string matmul =
+      "float acc = 0.0f;\n"
+      "for (int k = 0; k < 64; ++k) acc += a[blockIdx.x * 64 + k] * b[k * 64 + threadIdx.x];\n"
+      "out[blockIdx.x * 64 + threadIdx.x] = acc;\n";
+  // About 4 ms of spinning (8M cycles at up to 2 GHz) in the first launch of the module only,
+  // 1 ms in every launch.
+  BuildResult cold = HandBuild(
+      "if (blockIdx.x == 0 && threadIdx.x == 0 && atomicAdd(&launches, 1u) == 0u) {\n"
+      "  const long long start = clock64(); while (clock64() - start < 8000000) {}\n}\n" + matmul,
+      w, {64, 1, 1}, {64, 1, 1}, "__device__ unsigned int launches = 0;\n");
+  BuildResult slow = HandBuild(
+      "if (blockIdx.x == 0 && threadIdx.x == 0) {\n"
+      "  const long long start = clock64(); while (clock64() - start < 2000000) {}\n}\n" + matmul,
+      w, {64, 1, 1}, {64, 1, 1});
+  MeasureProtocol p = Quick();
+  p.cutoff_s = 3e-4;
+  CudaRunner runner({p, target_.device});
+  std::vector<MeasureResult> r = runner.Run(TaskData::Create(w, 5, false), {cold, slow});
+  ASSERT_EQ(r.size(), 2u);
+  ASSERT_EQ(r[0].status, MeasureStatus::kOk) << r[0].message;
+  EXPECT_EQ(r[0].costs_s.size(), 3u) << r[0].message;
+  EXPECT_THAT(r[0].message, ::testing::Not(HasSubstr("cut off")));
+  EXPECT_LT(r[0].Median(), 3e-4);
+  ASSERT_EQ(r[1].status, MeasureStatus::kOk) << r[1].message;
+  ASSERT_EQ(r[1].costs_s.size(), 1u) << r[1].message;
+  EXPECT_GT(r[1].costs_s[0], 3e-4);
+  EXPECT_THAT(r[1].message, HasSubstr("timing cut off after a warm call ("));
 }
 
 // While another holder has the GPU's lock (a second tune process measuring on it), a runner's
