@@ -115,6 +115,7 @@ AstCostModel::AstCostModel(const codegen::Template* tmpl, CostModelOptions optio
 }
 
 bool AstCostModel::Featurize(const search::Config& config, std::vector<float>* out) {
+  if (source_) return source_(config, out);
   auto it = cache_.find(config);
   if (it == cache_.end()) {
     if (cache_.size() >= options_.max_cached_features) cache_.clear();

@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -85,11 +86,19 @@ class AstCostModel : public FeatureCostModel {
   const codegen::Template& tmpl() const { return *tmpl_; }
   size_t num_cached() const { return cache_.size(); }
 
+  /// Where rows come from instead of lowering here: fills `out` with the config's
+  /// ExtractFeatures row of this template, or returns false when the config does not lower.
+  /// A PretrainedCostModel whose online model this is sets it, so a config is lowered once for
+  /// both models. Rows from a source are not cached here (the source keeps them).
+  using RowSource = std::function<bool(const search::Config&, std::vector<float>*)>;
+  void SetRowSource(RowSource source) { source_ = std::move(source); }
+
   /// The schema of AST feature rows ("ast", kFeatureVersion, kNumFeatures).
   static FeatureSchema Schema();
 
  private:
   const codegen::Template* tmpl_;
+  RowSource source_;
   // Config -> feature row; an empty row marks a config that failed to lower.
   std::unordered_map<search::Config, std::vector<float>, search::ConfigHash> cache_;
 };

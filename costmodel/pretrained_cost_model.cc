@@ -2,15 +2,19 @@
 #include "costmodel/pretrained_cost_model.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <limits>
 #include <optional>
 #include <set>
+#include <thread>
+#include <unordered_set>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/check.h"
+#include "costmodel/cost_model_adapters.h"
 #include "spdlog/spdlog.h"
 
 namespace tune::costmodel {
@@ -44,9 +48,49 @@ PretrainedCostModel::PretrainedCostModel(const codegen::Template* tmpl, std::sha
   TUNE_CHECK(pretrained_ != nullptr) << "a pretrained cost model needs a pretrained model";
   TUNE_CHECK(online_ != nullptr) << "a pretrained cost model needs an online model";
   needs_ = pretrained_->needs();
+  // An online model of loop-AST rows of the same template reads them from this model's
+  // inputs: each config is lowered once for both.
+  if (auto* ast = dynamic_cast<AstCostModel*>(online_.get()); ast != nullptr && &ast->tmpl() == tmpl_) {
+    needs_.ast = true;
+    ast->SetRowSource([this](const search::Config& config, std::vector<float>* out) {
+      // Called only from online_'s methods, when no pointer into inputs_ is held.
+      if (inputs_.size() >= options_.max_cached_inputs && inputs_.count(config) == 0) inputs_.clear();
+      const ModelInput* in = Input(config);
+      if (in == nullptr || in->ast.empty()) return false;
+      *out = in->ast;
+      return true;
+    });
+    shares_rows_ = true;
+  }
 }
 
 bool PretrainedCostModel::trained() const { return (active_ && pretrained_->trained()) || online_->trained(); }
+
+void PretrainedCostModel::PrepareInputs(const std::vector<search::Config>& configs) {
+  std::vector<const search::Config*> missing;
+  std::unordered_set<search::Config, search::ConfigHash> seen;
+  for (const search::Config& c : configs) {
+    if (inputs_.count(c) == 0 && seen.insert(c).second) missing.push_back(&c);
+  }
+  // Lowering takes about a millisecond a config: a few hundred are worth the threads.
+  const size_t per_thread = 32;
+  const size_t threads = std::min<size_t>(std::max(1u, std::thread::hardware_concurrency()),
+                                          (missing.size() + per_thread - 1) / per_thread);
+  if (threads < 2) return;  // Input() makes them one by one
+  std::vector<std::unique_ptr<ModelInput>> made(missing.size());
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i = next++; i < missing.size(); i = next++) {
+      if (!tmpl_->space().IsValid(*missing[i])) continue;
+      if (auto in = MakeModelInput(*tmpl_, *missing[i], needs_); in.ok()) made[i] = std::make_unique<ModelInput>(*std::move(in));
+    }
+  };
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < threads; ++t) pool.emplace_back(work);
+  work();
+  for (std::thread& t : pool) t.join();
+  for (size_t i = 0; i < missing.size(); ++i) inputs_.emplace(*missing[i], std::move(made[i]));
+}
 
 const ModelInput* PretrainedCostModel::Input(const search::Config& config) {
   auto it = inputs_.find(config);
@@ -62,6 +106,7 @@ std::vector<double> PretrainedCostModel::PretrainedScores(const std::vector<sear
   std::vector<double> out(configs.size(), kNaN);
   // Emptied before, never during, a call: the pointers gathered below must stay valid.
   if (inputs_.size() + configs.size() > options_.max_cached_inputs) inputs_.clear();
+  PrepareInputs(configs);
   std::vector<const ModelInput*> inputs;
   std::vector<size_t> where;
   inputs.reserve(configs.size());
@@ -340,7 +385,13 @@ std::vector<double> PretrainedCostModel::Predict(const std::vector<search::Confi
   const bool blend = fitted_once_;
   std::vector<double> p, o, var;
   if (wp > 0) p = PretrainedScores(configs);
-  if (wo > 0) o = online_->Predict(configs, variance != nullptr ? &var : nullptr);
+  if (wo > 0) {
+    if (shares_rows_ && wp <= 0) {
+      if (inputs_.size() + configs.size() > options_.max_cached_inputs) inputs_.clear();
+      PrepareInputs(configs);
+    }
+    o = online_->Predict(configs, variance != nullptr ? &var : nullptr);
+  }
   for (size_t i = 0; i < n; ++i) {
     bool invalid = false;
     double s = 0;

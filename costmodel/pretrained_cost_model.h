@@ -161,6 +161,9 @@ class PretrainedCostModel : public search::CostModel {
     double right = 0, pairs = 0;
   };
   const ModelInput* Input(const search::Config& config);
+  /// Makes the inputs of those of `configs` not yet in inputs_, on several threads when there
+  /// are enough of them (Template::Lower and the feature extractors are const and reentrant).
+  void PrepareInputs(const std::vector<search::Config>& configs);
   /// Scores of the pretrained model (the fine-tuned copy when there is one); NaN for configs
   /// that do not lower.
   std::vector<double> PretrainedScores(const std::vector<search::Config>& configs);
@@ -176,6 +179,7 @@ class PretrainedCostModel : public search::CostModel {
   std::unique_ptr<FeatureCostModel> online_;
   PretrainedOptions options_;
   InputNeeds needs_;
+  bool shares_rows_ = false;  // the online model reads its AST rows from inputs_
   // Config -> its model input; null for a config that does not lower.
   std::unordered_map<search::Config, std::unique_ptr<ModelInput>, search::ConfigHash> inputs_;
   std::string payload_;  // the pretrained model's parameters, for fine-tuned copies ("" until needed)

@@ -395,5 +395,33 @@ TEST(PretrainedCostModelTest, ScoresOfABatchLargerThanTheInputCacheAreExact) {
   EXPECT_EQ(bounded.Predict(configs), expected);  // again, from a cache emptied on entry
 }
 
+// The online XGBoost model reads its loop-AST rows from the pretrained model's inputs (one
+// lowering of a config for both): it keeps no rows of its own and ranks exactly as the same
+// model lowering the configs itself.
+TEST(PretrainedCostModelTest, TheOnlineModelReadsTheRowsOfThePretrainedInputs) {
+  auto tmpl = ::tune::test::MakeTemplate(codegen::OpKind::kMatmul, "64,128,64");
+  ASSERT_NE(tmpl, nullptr);
+  std::mt19937_64 rng = ::tune::test::TestRng(5);
+  const auto configs = PtDrawConfigs(*tmpl, 96, rng);
+  const auto costs = PtCosts(*tmpl, configs);
+  PretrainedOptions po;
+  po.fine_tune = false;
+  PretrainedCostModel model(tmpl.get(), PtTeacher(), PtOnline(tmpl.get()), po);
+  auto alone = PtOnline(tmpl.get());
+  for (size_t n = 32; n <= 64; n += 32) {
+    const std::vector<search::Config> seen(configs.begin(), configs.begin() + n);
+    const std::vector<double> seen_costs(costs.begin(), costs.begin() + n);
+    ASSERT_TRUE(model.Fit(seen, seen_costs).ok());
+    ASSERT_TRUE(alone->Fit(seen, seen_costs).ok());
+  }
+  const std::vector<search::Config> unseen(configs.begin() + 64, configs.end());
+  ASSERT_TRUE(model.online().trained());
+  EXPECT_EQ(model.online().Predict(unseen), alone->Predict(unseen));
+  auto* shared = dynamic_cast<AstCostModel*>(&model.online());
+  ASSERT_NE(shared, nullptr);
+  EXPECT_EQ(shared->num_cached(), 0u);
+  EXPECT_GT(dynamic_cast<AstCostModel*>(alone.get())->num_cached(), 0u);
+}
+
 }  // namespace
 }  // namespace tune::costmodel
