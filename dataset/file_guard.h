@@ -9,6 +9,11 @@
 
 namespace tune::dataset {
 
+/// Removes the database file `path` and the side files SQLite makes beside it ("-journal",
+/// "-wal", "-shm"), ignoring those absent, whoever has them open (FileGuard::RemoveIfSoleHolder
+/// is the careful form).
+void RemoveDatabaseFiles(const std::string& path);
+
 /// A shared lock on an open file. Every read-write opener of a record database file holds one
 /// for the life of its connection; the creator of a file that fails to initialize it removes
 /// the file only through RemoveIfSoleHolder, which takes the lock exclusively first, so a
@@ -19,11 +24,6 @@ namespace tune::dataset {
 /// On NFS, Linux emulates flock with whole-file POSIX locks, which other processes' SQLite
 /// byte-range locks would meet; SQLite's WAL mode does not work there either (a record
 /// database belongs on a local file system).
-/// Removes the database file `path` and the side files SQLite makes beside it ("-journal",
-/// "-wal", "-shm"), ignoring those absent, whoever has them open (FileGuard::RemoveIfSoleHolder
-/// is the careful form).
-void RemoveDatabaseFiles(const std::string& path);
-
 class FileGuard {
  public:
   /// Opens `path` and takes a shared lock on it (waiting while a RemoveIfSoleHolder holds it
@@ -38,8 +38,9 @@ class FileGuard {
   FileGuard& operator=(const FileGuard&) = delete;
   ~FileGuard();
 
-  /// Removes the file with its side files (RemoveDatabaseFiles) if no other guard holds it and the path still names it; returns whether it did. Either
-  /// way the guard no longer holds the file afterwards.
+  /// Removes the file with its side files (RemoveDatabaseFiles) if no other guard holds it and
+  /// the path still names it; returns whether it did. Either way the guard no longer holds the
+  /// file afterwards.
   bool RemoveIfSoleHolder();
 
  private:
