@@ -66,7 +66,15 @@ PretrainedCostModel::PretrainedCostModel(const codegen::Template* tmpl, std::sha
 
 bool PretrainedCostModel::trained() const { return (active_ && pretrained_->trained()) || online_->trained(); }
 
+std::unique_ptr<ModelInput> PretrainedCostModel::NewInput(const search::Config& config) const {
+  if (!tmpl_->space().IsValid(config)) return nullptr;
+  auto made = MakeModelInput(*tmpl_, config, needs_);
+  return made.ok() ? std::make_unique<ModelInput>(*std::move(made)) : nullptr;
+}
+
 void PretrainedCostModel::PrepareInputs(const std::vector<search::Config>& configs) {
+  // Emptied before, never during, a batch: callers gather pointers into inputs_ afterwards.
+  if (inputs_.size() + configs.size() > options_.max_cached_inputs) inputs_.clear();
   std::vector<const search::Config*> missing;
   std::unordered_set<search::Config, search::ConfigHash> seen;
   for (const search::Config& c : configs) {
@@ -80,10 +88,7 @@ void PretrainedCostModel::PrepareInputs(const std::vector<search::Config>& confi
   std::vector<std::unique_ptr<ModelInput>> made(missing.size());
   std::atomic<size_t> next{0};
   auto work = [&] {
-    for (size_t i = next++; i < missing.size(); i = next++) {
-      if (!tmpl_->space().IsValid(*missing[i])) continue;
-      if (auto in = MakeModelInput(*tmpl_, *missing[i], needs_); in.ok()) made[i] = std::make_unique<ModelInput>(*std::move(in));
-    }
+    for (size_t i = next++; i < missing.size(); i = next++) made[i] = NewInput(*missing[i]);
   };
   std::vector<std::thread> pool;
   for (size_t t = 1; t < threads; ++t) pool.emplace_back(work);
@@ -95,18 +100,12 @@ void PretrainedCostModel::PrepareInputs(const std::vector<search::Config>& confi
 const ModelInput* PretrainedCostModel::Input(const search::Config& config) {
   auto it = inputs_.find(config);
   if (it != inputs_.end()) return it->second.get();
-  std::unique_ptr<ModelInput> in;
-  if (tmpl_->space().IsValid(config)) {
-    if (auto made = MakeModelInput(*tmpl_, config, needs_); made.ok()) in = std::make_unique<ModelInput>(*std::move(made));
-  }
-  return inputs_.emplace(config, std::move(in)).first->second.get();
+  return inputs_.emplace(config, NewInput(config)).first->second.get();
 }
 
 std::vector<double> PretrainedCostModel::PretrainedScores(const std::vector<search::Config>& configs) {
   std::vector<double> out(configs.size(), kNaN);
-  // Emptied before, never during, a call: the pointers gathered below must stay valid.
-  if (inputs_.size() + configs.size() > options_.max_cached_inputs) inputs_.clear();
-  PrepareInputs(configs);
+  PrepareInputs(configs);  // the pointers gathered below stay valid
   std::vector<const ModelInput*> inputs;
   std::vector<size_t> where;
   inputs.reserve(configs.size());
@@ -386,10 +385,7 @@ std::vector<double> PretrainedCostModel::Predict(const std::vector<search::Confi
   std::vector<double> p, o, var;
   if (wp > 0) p = PretrainedScores(configs);
   if (wo > 0) {
-    if (shares_rows_ && wp <= 0) {
-      if (inputs_.size() + configs.size() > options_.max_cached_inputs) inputs_.clear();
-      PrepareInputs(configs);
-    }
+    if (shares_rows_ && wp <= 0) PrepareInputs(configs);
     o = online_->Predict(configs, variance != nullptr ? &var : nullptr);
   }
   for (size_t i = 0; i < n; ++i) {

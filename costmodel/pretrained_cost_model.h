@@ -161,8 +161,11 @@ class PretrainedCostModel : public search::CostModel {
     double right = 0, pairs = 0;
   };
   const ModelInput* Input(const search::Config& config);
+  /// `config`'s model input; null when it is invalid or does not lower.
+  std::unique_ptr<ModelInput> NewInput(const search::Config& config) const;
   /// Makes the inputs of those of `configs` not yet in inputs_, on several threads when there
   /// are enough of them (Template::Lower and the feature extractors are const and reentrant).
+  /// Empties inputs_ first when the batch would overflow it (never during a batch).
   void PrepareInputs(const std::vector<search::Config>& configs);
   /// Scores of the pretrained model (the fine-tuned copy when there is one); NaN for configs
   /// that do not lower.
