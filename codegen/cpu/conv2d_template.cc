@@ -248,7 +248,7 @@ std::vector<search::Config> Conv2dTemplate::StartConfigs() const {
     const int64_t rows = std::min(threads, oh);
     for (int64_t cols : {int64_t{6}, int64_t{8}}) {
       if (cols > ow) continue;
-      const std::vector<std::pair<std::string, std::vector<int64_t>>> thin = {
+      std::vector<std::pair<std::string, std::vector<int64_t>>> thin = {
           {"tile_oc", SplitOption("tile_oc", 1, lanes)},
           {"tile_oh", SplitOption("tile_oh", rows, (oh + rows - 1) / rows)},
           {"tile_ow", SplitOption("tile_ow", (ow + cols - 1) / cols, cols)},
@@ -259,14 +259,13 @@ std::vector<search::Config> Conv2dTemplate::StartConfigs() const {
           {"parallel", {1}},
           {"layout", {kBlocked}},
           {"prepack", {1}},
-          {"in_block", {0}}};
+          {"in_block", {0}},
+          {"fold_broadcast", {1}}};
       const size_t before = out.size();
-      std::vector<std::pair<std::string, std::vector<int64_t>>> folded = thin;
-      folded.push_back({"fold_broadcast", {1}});
-      AddStartConfig(folded, &out);
+      AddStartConfig(thin, &out);
       if (out.size() == before) {  // no folding on this ISA
-        folded.back() = {"fold_broadcast", {0}};
-        AddStartConfig(folded, &out);
+        thin.back() = {"fold_broadcast", {0}};
+        AddStartConfig(thin, &out);
       }
     }
   }
